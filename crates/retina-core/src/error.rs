@@ -1,0 +1,59 @@
+//! Errors of the core engine. Every variant names what failed and where.
+
+use crate::types::{FileId, Ts};
+
+pub type CoreResult<T> = Result<T, CoreError>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("invalid schema for table {table}: {reason}")]
+    InvalidSchema { table: String, reason: String },
+
+    #[error("unknown table {table}")]
+    UnknownTable { table: String },
+
+    #[error("table {table} already exists")]
+    TableExists { table: String },
+
+    #[error("table {table}, column {column}: expected a value of type {expected}, got {actual}")]
+    TypeMismatch { table: String, column: String, expected: String, actual: &'static str },
+
+    #[error("table {table}, column {column}: null in a non-nullable column")]
+    NullViolation { table: String, column: String },
+
+    #[error("table {table}: row has {actual} values but the table has {expected} columns")]
+    ArityMismatch { table: String, expected: usize, actual: usize },
+
+    #[error("table {table}: insert at ts {ts} of key {key} that already has a live row")]
+    DuplicateKey { table: String, key: String, ts: Ts },
+
+    #[error("table {table}: {operation} at ts {ts} of key {key} that has no live row")]
+    MissingKey { table: String, key: String, operation: &'static str, ts: Ts },
+
+    #[error("mirror transaction ts {ts} is not above the last submitted ts {last}")]
+    OutOfOrder { ts: Ts, last: Ts },
+
+    #[error("timestamp space exhausted: {ts} exceeds the 52-bit limit")]
+    TimestampOverflow { ts: Ts },
+
+    #[error("too many concurrent snapshots (limit {limit})")]
+    TooManySnapshots { limit: usize },
+
+    #[error("snapshot ts {snapshot} is below the low watermark {lwm}: its versions may be garbage-collected")]
+    SnapshotTooOld { snapshot: Ts, lwm: Ts },
+
+    #[error("no visibility for file {file_id}")]
+    MissingVisibility { file_id: FileId },
+
+    #[error("storage: {0}")]
+    Storage(String),
+
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+
+    #[error("mirror transaction ts {ts}: {source}")]
+    InTransaction { ts: Ts, source: Box<CoreError> },
+
+    #[error("replay engine stopped: {reason}")]
+    EngineStopped { reason: String },
+}

@@ -1,0 +1,33 @@
+//! Retina's core: the pieces of the paper's replay path and its snapshot scan.
+//!
+//! - [`txn`]: mirror-transaction timestamps, HWM and LWM (§3.4);
+//! - [`visibility`]: tile visibility and memory GC (§4.1, Figure 7);
+//! - [`write_buffer`]: append-only Arrow blocks read as a virtual file (§4.1);
+//! - [`index`]: the primary index (§3.5);
+//! - [`replay`]: sharded replay of mirror transactions with group commit (§4.2);
+//! - [`scan`]: vectorized filter-on-read (§5, Algorithm 1).
+//!
+//! Lake storage is behind [`storage::LakeStore`], so this crate builds without
+//! Parquet; `retina-storage` provides the Parquet/object_store implementation.
+
+pub mod catalog;
+pub mod error;
+pub mod index;
+pub mod replay;
+pub mod rows;
+pub mod scan;
+pub mod schema;
+pub mod storage;
+pub mod table;
+pub mod txn;
+pub mod types;
+pub mod value;
+pub mod visibility;
+pub mod write_buffer;
+
+pub use error::{CoreError, CoreResult};
+pub use replay::{Engine, EngineConfig, EngineStats, RowChange};
+pub use schema::TableSchema;
+pub use txn::{EmbeddedTransactionService, Snapshot, TransactionService};
+pub use types::{FileId, RowId, RowLocation, TableId, Ts};
+pub use value::{Row, Value};

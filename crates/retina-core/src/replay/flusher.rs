@@ -1,0 +1,99 @@
+//! The flusher: writes complete virtual files to lake storage under their file id
+//! and swaps them into the catalog.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::RecordBatch;
+use crossbeam_channel::{Receiver, Sender};
+
+use super::engine::EngineShared;
+use crate::catalog::DataFileMeta;
+use crate::error::CoreResult;
+use crate::table::{FlushedFile, TableRuntime};
+use crate::types::Ts;
+use crate::write_buffer::VirtualFile;
+
+/// Attempts per file before the engine is failed (the rows stay in memory meanwhile).
+const FLUSH_ATTEMPTS: u32 = 8;
+
+pub(crate) struct FlushJob {
+    pub(crate) table: Arc<TableRuntime>,
+    pub(crate) file: Arc<VirtualFile>,
+}
+
+pub(crate) enum FlushMessage {
+    Job(FlushJob),
+    Barrier(Sender<()>),
+}
+
+pub(crate) fn run(shared: Arc<EngineShared>, inbox: Receiver<FlushMessage>) {
+    for message in inbox {
+        match message {
+            FlushMessage::Job(job) => flush_with_retries(&shared, &job),
+            FlushMessage::Barrier(reply) => {
+                let _ = reply.send(());
+            }
+        }
+    }
+}
+
+fn flush_with_retries(shared: &EngineShared, job: &FlushJob) {
+    let mut backoff = Duration::from_millis(10);
+    for attempt in 1..=FLUSH_ATTEMPTS {
+        match flush(shared, job) {
+            Ok(()) => return,
+            Err(error) => {
+                let message =
+                    format!("flush of file {} of table {} (attempt {attempt}): {error}", job.file.file_id(), job.table.name());
+                shared.record_flush_error(message.clone());
+                if attempt == FLUSH_ATTEMPTS {
+                    shared.fail(message);
+                    return;
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+fn flush(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
+    let file = &job.file;
+    debug_assert!(file.is_complete());
+    let batches = file.blocks();
+    let stored = shared.store.write_file(job.table.schema(), file.file_id(), &batches)?;
+    let create_ts_column = job.table.schema().create_ts_index();
+    let (min_create_ts, max_create_ts) = create_ts_range(&batches, create_ts_column);
+    let meta = DataFileMeta {
+        file_id: file.file_id(),
+        path: stored.path,
+        row_count: batches.iter().map(RecordBatch::num_rows).sum::<usize>() as u64,
+        first_row_id: file.first_row_id(),
+        min_create_ts,
+        max_create_ts,
+        size_bytes: stored.size_bytes,
+    };
+    job.table
+        .replace_with_flushed(file.file_id(), FlushedFile { meta, visibility: Arc::clone(file.visibility()) });
+    shared.save_catalog()?;
+    shared.stats.files_flushed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Min and max of the `_create_ts` column over `batches` ((0, 0) when empty).
+pub(crate) fn create_ts_range(batches: &[RecordBatch], column: usize) -> (Ts, Ts) {
+    let mut range: Option<(i64, i64)> = None;
+    for batch in batches {
+        for &ts in batch.column(column).as_primitive::<Int64Type>().values().iter() {
+            range = Some(match range {
+                None => (ts, ts),
+                Some((lo, hi)) => (lo.min(ts), hi.max(ts)),
+            });
+        }
+    }
+    let (lo, hi) = range.unwrap_or((0, 0));
+    (Ts(lo as u64), Ts(hi as u64))
+}

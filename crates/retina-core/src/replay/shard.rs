@@ -1,0 +1,178 @@
+//! A replayer shard: applies its part of each mirror transaction.
+
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
+
+use super::engine::EngineShared;
+use super::flusher::FlushJob;
+use super::operation::{ShardOp, ShardTxn};
+use super::commit_group::CommitGroup;
+use crate::error::{CoreError, CoreResult};
+use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
+use crate::table::TableRuntime;
+use crate::types::{RowId, TableId, Ts};
+use crate::value::Row;
+use crate::write_buffer::{validate_row, VirtualFile, WriteBuffer};
+
+pub(crate) enum ShardMessage {
+    Apply { group: Arc<CommitGroup>, txns: Vec<ShardTxn> },
+    CollectIndexGarbage { lwm: Ts },
+}
+
+/// What one shard owns for one table.
+struct ShardTable {
+    runtime: Arc<TableRuntime>,
+    index: SinglePointIndex,
+    main: MainIndex,
+    buffer: Option<WriteBuffer>,
+}
+
+/// One shard thread's state. Nothing here is shared: other threads see this shard's
+/// work only through published virtual-file blocks, tile visibility and commits.
+pub(crate) struct Shard {
+    shared: Arc<EngineShared>,
+    tables: Vec<Option<ShardTable>>,
+    dirty: Vec<TableId>,
+}
+
+impl Shard {
+    pub(crate) fn new(shared: Arc<EngineShared>) -> Self {
+        Self { shared, tables: Vec::new(), dirty: Vec::new() }
+    }
+
+    /// The shard's event loop; returns when the engine drops its senders.
+    pub(crate) fn run(mut self, inbox: Receiver<ShardMessage>) {
+        for message in inbox {
+            match message {
+                ShardMessage::Apply { group, txns } => {
+                    if self.shared.has_failed() {
+                        continue; // never commit after a failure: HWM stays put
+                    }
+                    match self.apply(txns) {
+                        Ok(()) => group.shard_done(),
+                        Err(error) => self.shared.fail(error.to_string()),
+                    }
+                }
+                ShardMessage::CollectIndexGarbage { lwm } => {
+                    for table in self.tables.iter_mut().flatten() {
+                        table.index.collect_garbage(lwm);
+                    }
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, txns: Vec<ShardTxn>) -> CoreResult<()> {
+        for txn in txns {
+            for op in txn.ops {
+                match op {
+                    ShardOp::Insert { table, key, row } => self.insert(table, &key, row, txn.ts)?,
+                    ShardOp::Delete { table, key, operation } => self.delete(table, &key, operation, txn.ts)?,
+                }
+            }
+        }
+        // Publish before the batch is reported applied, so rows are readable by the
+        // time HWM passes them.
+        for table in std::mem::take(&mut self.dirty) {
+            if let Some(buffer) = self.table_mut(table)?.buffer.as_mut() {
+                buffer.publish();
+            }
+        }
+        Ok(())
+    }
+
+    fn table_mut(&mut self, id: TableId) -> CoreResult<&mut ShardTable> {
+        let slot = id.0 as usize;
+        if slot >= self.tables.len() {
+            self.tables.resize_with(slot + 1, || None);
+        }
+        if self.tables[slot].is_none() {
+            let runtime = self.shared.table(id)?;
+            self.tables[slot] =
+                Some(ShardTable { runtime, index: SinglePointIndex::new(), main: MainIndex::new(), buffer: None });
+        }
+        Ok(self.tables[slot].as_mut().expect("filled above"))
+    }
+
+    fn insert(&mut self, table_id: TableId, key: &[u8], row: Row, ts: Ts) -> CoreResult<()> {
+        let shared = Arc::clone(&self.shared);
+        let table = self.table_mut(table_id)?;
+        validate_row(table.runtime.schema(), &row).map_err(|e| at_ts(e, ts))?;
+        if table.index.latest(key).is_some() {
+            return Err(CoreError::DuplicateKey {
+                table: table.runtime.name().to_string(),
+                key: display_key(key),
+                ts,
+            });
+        }
+        let needs_file = table.buffer.as_ref().is_none_or(WriteBuffer::is_full);
+        if needs_file {
+            let file = shared.new_virtual_file(&table.runtime);
+            table.main.push(MainIndexEntry {
+                first_row_id: file.first_row_id(),
+                rows: file.capacity() as u64,
+                file_id: file.file_id(),
+                visibility: Arc::clone(file.visibility()),
+            });
+            match table.buffer.as_mut() {
+                Some(buffer) => {
+                    let full = buffer.rotate(file);
+                    shared.flush(FlushJob { table: Arc::clone(&table.runtime), file: full });
+                }
+                None => {
+                    table.buffer =
+                        Some(WriteBuffer::new(Arc::clone(table.runtime.schema()), shared.config.block_rows, file))
+                }
+            }
+        }
+        let buffer = table.buffer.as_mut().expect("created above");
+        let offset = buffer.append(&row, ts);
+        let row_id = RowId(buffer.file().first_row_id().0 + offset as u64);
+        table.index.insert(key, row_id, ts);
+        if !self.dirty.contains(&table_id) {
+            self.dirty.push(table_id);
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, table_id: TableId, key: &[u8], operation: &'static str, ts: Ts) -> CoreResult<()> {
+        let table = self.table_mut(table_id)?;
+        let Some(row_id) = table.index.latest(key) else {
+            return Err(CoreError::MissingKey {
+                table: table.runtime.name().to_string(),
+                key: display_key(key),
+                operation,
+                ts,
+            });
+        };
+        let (location, visibility) =
+            table.main.locate(row_id).expect("every row id in the single-point index has a main-index range");
+        visibility.delete(location.offset, ts);
+        table.index.delete(key, ts);
+        Ok(())
+    }
+}
+
+/// Keys are shown as hex in errors: they are an encoding, not the source values.
+fn display_key(key: &[u8]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Puts the mirror-transaction ts into a row-validation error.
+fn at_ts(error: CoreError, ts: Ts) -> CoreError {
+    CoreError::InTransaction { ts, source: Box::new(error) }
+}
+
+/// Used by `EngineShared::new_virtual_file`.
+pub(crate) fn virtual_file_for(shared: &EngineShared, table: &TableRuntime) -> Arc<VirtualFile> {
+    let capacity = shared.config.file_rows;
+    let file = Arc::new(VirtualFile::new(
+        table.id(),
+        shared.allocate_file_id(),
+        table.reserve_row_ids(capacity as u64),
+        capacity,
+    ));
+    table.add_virtual_file(Arc::clone(&file));
+    file
+}

@@ -1,0 +1,104 @@
+//! The runtime state of one table shared by replayers, the flusher and readers.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use crate::catalog::DataFileMeta;
+use crate::schema::TableSchema;
+use crate::types::{FileId, RowId, TableId};
+use crate::visibility::RgVisibility;
+use crate::write_buffer::VirtualFile;
+
+/// A data file in lake storage with its in-memory visibility.
+#[derive(Clone)]
+pub struct FlushedFile {
+    pub meta: DataFileMeta,
+    pub visibility: Arc<RgVisibility>,
+}
+
+/// The files of a table at one moment: flushed files and in-memory virtual files.
+///
+/// Invariant: every row version is in exactly one of the two lists; a virtual file
+/// moves to `flushed` (same file id, same visibility) in one atomic swap.
+#[derive(Clone, Default)]
+pub struct TableFiles {
+    pub flushed: Vec<FlushedFile>,
+    pub virtual_files: Vec<Arc<VirtualFile>>,
+}
+
+/// One table's shared state.
+pub struct TableRuntime {
+    id: TableId,
+    schema: Arc<TableSchema>,
+    next_row_id: AtomicU64,
+    files: ArcSwap<TableFiles>,
+    /// Serializes writers of `files` (rare: file creation and flush); readers never lock.
+    files_update: Mutex<()>,
+}
+
+impl TableRuntime {
+    pub fn new(id: TableId, schema: TableSchema) -> Self {
+        Self {
+            id,
+            schema: Arc::new(schema),
+            next_row_id: AtomicU64::new(0),
+            files: ArcSwap::from_pointee(TableFiles::default()),
+            files_update: Mutex::new(()),
+        }
+    }
+
+    pub fn id(&self) -> TableId {
+        self.id
+    }
+
+    pub fn schema(&self) -> &Arc<TableSchema> {
+        &self.schema
+    }
+
+    pub fn name(&self) -> &str {
+        self.schema.name()
+    }
+
+    /// Reserves `count` consecutive row ids.
+    pub fn reserve_row_ids(&self, count: u64) -> RowId {
+        RowId(self.next_row_id.fetch_add(count, Relaxed))
+    }
+
+    /// The current file lists (a consistent snapshot of them).
+    pub fn files(&self) -> Arc<TableFiles> {
+        self.files.load_full()
+    }
+
+    pub(crate) fn add_virtual_file(&self, file: Arc<VirtualFile>) {
+        let _guard = self.files_update.lock();
+        let mut files = TableFiles::clone(&self.files.load());
+        files.virtual_files.push(file);
+        self.files.store(Arc::new(files));
+    }
+
+    /// Swaps a virtual file for its flushed copy.
+    pub(crate) fn replace_with_flushed(&self, file_id: FileId, flushed: FlushedFile) {
+        let _guard = self.files_update.lock();
+        let mut files = TableFiles::clone(&self.files.load());
+        files.virtual_files.retain(|v| v.file_id() != file_id);
+        files.flushed.push(flushed);
+        self.files.store(Arc::new(files));
+    }
+
+    /// Total bytes of visibility structures of this table.
+    pub fn visibility_memory_bytes(&self) -> usize {
+        let files = self.files();
+        files.flushed.iter().map(|f| f.visibility.memory_bytes()).sum::<usize>()
+            + files.virtual_files.iter().map(|v| v.visibility().memory_bytes()).sum::<usize>()
+    }
+
+    /// Row versions stored (flushed rows plus published in-memory rows).
+    pub fn stored_versions(&self) -> u64 {
+        let files = self.files();
+        files.flushed.iter().map(|f| f.meta.row_count).sum::<u64>()
+            + files.virtual_files.iter().map(|v| v.published_rows() as u64).sum::<u64>()
+    }
+}

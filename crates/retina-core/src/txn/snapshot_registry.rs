@@ -1,0 +1,156 @@
+//! Registration of live query snapshots, from which the low watermark is derived.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+
+use crate::error::{CoreError, CoreResult};
+use crate::types::Ts;
+
+const EMPTY: u64 = u64::MAX;
+/// A slot whose query has claimed it but not yet read HWM.
+const PENDING: u64 = u64::MAX - 1;
+
+/// A fixed set of slots, each empty, pending, or holding a live snapshot ts.
+///
+/// Invariant (what makes LWM safe): a query stores `PENDING` in its slot *before* it
+/// reads HWM. An LWM computation reads HWM *before* it scans the slots. So either the
+/// scan sees the query (pending: LWM does not move; or its ts), or the query's HWM
+/// read comes after the computation's, and its ts is at least the computed LWM.
+/// All accesses are `SeqCst` so these program orders are globally ordered.
+pub struct SnapshotRegistry {
+    slots: Box<[AtomicU64]>,
+    next_hint: AtomicUsize,
+    lwm: AtomicU64,
+}
+
+impl SnapshotRegistry {
+    pub fn new(capacity: usize) -> Self {
+        let slots = (0..capacity.max(1)).map(|_| AtomicU64::new(EMPTY)).collect();
+        Self { slots, next_hint: AtomicUsize::new(0), lwm: AtomicU64::new(0) }
+    }
+
+    /// Registers a snapshot at `read_hwm() - 1`.
+    pub fn register(self: &Arc<Self>, read_hwm: impl FnOnce() -> Ts) -> CoreResult<Snapshot> {
+        let slot = self.claim_slot()?;
+        let ts = read_hwm().prev();
+        self.slots[slot].store(ts.0, SeqCst);
+        Ok(Snapshot { ts, registry: Arc::clone(self), slot })
+    }
+
+    fn claim_slot(&self) -> CoreResult<usize> {
+        let len = self.slots.len();
+        let start = self.next_hint.fetch_add(1, SeqCst) % len;
+        for i in 0..len {
+            let slot = (start + i) % len;
+            if self.slots[slot].compare_exchange(EMPTY, PENDING, SeqCst, SeqCst).is_ok() {
+                return Ok(slot);
+            }
+        }
+        Err(CoreError::TooManySnapshots { limit: len })
+    }
+
+    /// Computes the low watermark given the current HWM reader. Non-decreasing.
+    pub fn low_watermark(&self, read_hwm: impl FnOnce() -> Ts) -> Ts {
+        let mut candidate = read_hwm().prev().0;
+        for slot in self.slots.iter() {
+            match slot.load(SeqCst) {
+                EMPTY => {}
+                // A query between claim and HWM read: stay where we are.
+                PENDING => return Ts(self.lwm.load(SeqCst)),
+                ts => candidate = candidate.min(ts),
+            }
+        }
+        let previous = self.lwm.fetch_max(candidate, SeqCst);
+        Ts(previous.max(candidate))
+    }
+
+    /// Number of live snapshots (for metrics).
+    pub fn live_count(&self) -> usize {
+        self.slots.iter().filter(|slot| slot.load(SeqCst) != EMPTY).count()
+    }
+}
+
+/// A registered query snapshot. While it lives, LWM stays at or below `ts`, so every
+/// version visible at `ts` stays readable. Dropping it (also during unwinding after an
+/// error or panic) releases the registration.
+pub struct Snapshot {
+    ts: Ts,
+    registry: Arc<SnapshotRegistry>,
+    slot: usize,
+}
+
+impl Snapshot {
+    pub fn ts(&self) -> Ts {
+        self.ts
+    }
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot").field("ts", &self.ts).finish()
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        self.registry.slots[self.slot].store(EMPTY, SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lwm_is_smallest_live_snapshot_or_hwm_minus_one() {
+        let registry = Arc::new(SnapshotRegistry::new(4));
+        assert_eq!(registry.low_watermark(|| Ts(10)), Ts(9));
+        let old = registry.register(|| Ts(10)).expect("slot");
+        assert_eq!(old.ts(), Ts(9));
+        let newer = registry.register(|| Ts(20)).expect("slot");
+        assert_eq!(registry.low_watermark(|| Ts(30)), Ts(9));
+        drop(old);
+        assert_eq!(registry.low_watermark(|| Ts(30)), Ts(19));
+        drop(newer);
+        assert_eq!(registry.low_watermark(|| Ts(30)), Ts(29));
+        assert_eq!(registry.live_count(), 0);
+    }
+
+    #[test]
+    fn pending_registration_holds_lwm() {
+        let registry = Arc::new(SnapshotRegistry::new(2));
+        assert_eq!(registry.low_watermark(|| Ts(5)), Ts(4));
+        let snapshot = registry
+            .register(|| {
+                // While this query is pending, LWM must not pass what it will read.
+                assert_eq!(registry.low_watermark(|| Ts(50)), Ts(4));
+                Ts(6)
+            })
+            .expect("slot");
+        assert_eq!(snapshot.ts(), Ts(5));
+    }
+
+    #[test]
+    fn full_registry_is_an_error_and_drop_frees_slots() {
+        let registry = Arc::new(SnapshotRegistry::new(1));
+        let first = registry.register(|| Ts(3)).expect("slot");
+        let err = registry.register(|| Ts(3)).expect_err("full");
+        assert!(err.to_string().contains("limit 1"));
+        drop(first);
+        registry.register(|| Ts(3)).expect("slot freed on drop");
+    }
+
+    #[test]
+    fn snapshot_released_when_holder_panics() {
+        let registry = Arc::new(SnapshotRegistry::new(2));
+        let cloned = Arc::clone(&registry);
+        let result = std::thread::spawn(move || {
+            let _snapshot = cloned.register(|| Ts(3)).expect("slot");
+            panic!("query failed");
+        })
+        .join();
+        assert!(result.is_err());
+        assert_eq!(registry.live_count(), 0);
+        assert_eq!(registry.low_watermark(|| Ts(9)), Ts(8));
+    }
+}

@@ -1,0 +1,155 @@
+//! `WriteBuffer`: one shard's append-only buffer for one table.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_select::concat::concat_batches;
+
+use super::{BlockBuilder, VirtualFile};
+use crate::schema::TableSchema;
+use crate::types::Ts;
+use crate::value::Value;
+
+/// The writer side of a virtual file: the active block's builders, its published
+/// pieces, and the immutable blocks before it.
+///
+/// Rows become readable only when [`WriteBuffer::publish`] runs, which the shard does
+/// once per group-commit batch, before it reports the batch as applied. So readers
+/// see whole batches, and the per-row path touches no shared state.
+pub struct WriteBuffer {
+    schema: Arc<TableSchema>,
+    block_rows: usize,
+    builder: BlockBuilder,
+    /// Published blocks, in row order; the last `active_pieces` form the active block.
+    blocks: Vec<RecordBatch>,
+    active_pieces: usize,
+    active_rows: usize,
+    file: Arc<VirtualFile>,
+    /// Rows appended to `file`, published or not.
+    appended: usize,
+}
+
+impl WriteBuffer {
+    pub fn new(schema: Arc<TableSchema>, block_rows: usize, file: Arc<VirtualFile>) -> Self {
+        let block_rows = block_rows.max(1);
+        Self {
+            builder: BlockBuilder::new(Arc::clone(&schema), block_rows),
+            schema,
+            block_rows,
+            blocks: Vec::new(),
+            active_pieces: 0,
+            active_rows: 0,
+            file,
+            appended: 0,
+        }
+    }
+
+    pub fn file(&self) -> &Arc<VirtualFile> {
+        &self.file
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.appended >= self.file.capacity()
+    }
+
+    pub fn has_unpublished_rows(&self) -> bool {
+        !self.builder.is_empty()
+    }
+
+    /// Appends a row (already validated against the schema) and returns its offset in
+    /// the virtual file. The caller checks [`Self::is_full`] first.
+    pub fn append(&mut self, row: &[Value], ts: Ts) -> u32 {
+        debug_assert!(!self.is_full());
+        self.builder.append(row, ts);
+        let offset = self.appended as u32;
+        self.appended += 1;
+        offset
+    }
+
+    /// Makes every appended row readable; seals the active block when it is full.
+    pub fn publish(&mut self) {
+        if self.builder.is_empty() {
+            return;
+        }
+        let piece = self.builder.finish();
+        self.active_rows += piece.num_rows();
+        self.active_pieces += 1;
+        self.blocks.push(piece);
+        if self.active_rows >= self.block_rows || self.is_full() {
+            self.seal_active_block();
+        }
+        self.file.set_blocks(self.blocks.clone());
+    }
+
+    /// Merges the active block's pieces into one immutable block.
+    fn seal_active_block(&mut self) {
+        if self.active_pieces > 1 {
+            let start = self.blocks.len() - self.active_pieces;
+            let merged = concat_batches(&self.schema.stored_schema(), &self.blocks[start..])
+                .expect("pieces share the stored schema");
+            self.blocks.truncate(start);
+            self.blocks.push(merged);
+        }
+        self.active_pieces = 0;
+        self.active_rows = 0;
+    }
+
+    /// Publishes what is left, completes the current virtual file and starts `next`.
+    /// Returns the completed file, ready to be flushed.
+    pub fn rotate(&mut self, next: Arc<VirtualFile>) -> Arc<VirtualFile> {
+        self.publish();
+        if self.active_pieces > 0 {
+            self.seal_active_block();
+            self.file.set_blocks(self.blocks.clone());
+        }
+        self.file.mark_complete();
+        self.blocks.clear();
+        self.appended = 0;
+        std::mem::replace(&mut self.file, next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{FileId, RowId, TableId};
+    use arrow_schema::DataType;
+
+    fn buffer(block_rows: usize, capacity: usize) -> WriteBuffer {
+        let schema = Arc::new(TableSchema::from_columns("t", &[("id", DataType::Int64, false)], &["id"]).expect("schema"));
+        let file = Arc::new(VirtualFile::new(TableId(0), FileId(1), RowId(0), capacity));
+        WriteBuffer::new(schema, block_rows, file)
+    }
+
+    #[test]
+    fn rows_are_readable_only_after_publish_and_blocks_seal() {
+        let mut buffer = buffer(4, 16);
+        for i in 0..3 {
+            assert_eq!(buffer.append(&[Value::Int64(i)], Ts(1)), i as u32);
+        }
+        assert_eq!(buffer.file().published_rows(), 0, "not published yet");
+        buffer.publish();
+        assert_eq!(buffer.file().published_rows(), 3);
+        buffer.append(&[Value::Int64(3)], Ts(2));
+        buffer.append(&[Value::Int64(4)], Ts(2));
+        buffer.publish();
+        let blocks = buffer.file().blocks();
+        assert_eq!(blocks.len(), 1, "two pieces reaching 4 rows are sealed into one block");
+        assert_eq!(blocks[0].num_rows(), 5);
+    }
+
+    #[test]
+    fn rotate_completes_the_file() {
+        let mut buffer = buffer(4, 3);
+        for i in 0..3 {
+            buffer.append(&[Value::Int64(i)], Ts(1));
+        }
+        assert!(buffer.is_full());
+        let next = Arc::new(VirtualFile::new(TableId(0), FileId(2), RowId(3), 3));
+        let done = buffer.rotate(next);
+        assert!(done.is_complete());
+        assert_eq!(done.published_rows(), 3);
+        assert_eq!(buffer.file().file_id(), FileId(2));
+        assert!(!buffer.is_full());
+    }
+}

@@ -1,0 +1,6 @@
+//! One module per `retina` subcommand.
+
+pub mod bench;
+pub mod bench_scheduler;
+pub mod demo;
+pub mod jobs;

@@ -1,0 +1,33 @@
+//! The `retina` command line (DESIGN.md §5). Each subcommand lives in its own
+//! module under `commands/`; this file only parses arguments and dispatches.
+
+mod commands;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "retina", version, about = "Retina: a real-time transactional lakehouse")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The embedded main job: a CH-benCHmark-like change stream replayed into a data dir
+    /// while snapshot queries run; prints a summary at the end.
+    Demo(commands::demo::DemoArgs),
+    /// Whole-system benchmarks; `--json` prints one JSON object on the last line.
+    Bench(commands::bench::BenchArgs),
+    /// The partition-aware meta-scheduler for data-pipeline jobs.
+    Jobs(commands::jobs::JobsArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Demo(args) => commands::demo::run(args),
+        Command::Bench(args) => commands::bench::run(args),
+        Command::Jobs(args) => commands::jobs::run(args),
+    }
+}
