@@ -1,0 +1,1 @@
+//! SQL analysis corpus (filled below).

@@ -1,0 +1,81 @@
+//! SQL access analysis: SQL text → `(table, mode, partitions)` accesses.
+//!
+//! Parsing is sqlparser's; this module decides what each statement does to which
+//! table. The rule throughout: when something cannot be proven, assume more
+//! access (whole table, stronger mode), never less — a missed conflict is a failed
+//! pipeline run, an extra one only costs some parallelism.
+
+pub mod dialect;
+pub mod names;
+pub mod predicate;
+pub mod reads;
+pub mod statement;
+
+use sqlparser::parser::Parser;
+
+use crate::access::{Access, Interner, PartitionSpec};
+use crate::error::{Result, SchedulerError};
+pub use dialect::SqlDialect;
+pub use names::TableCatalog;
+pub use statement::RawAccess;
+
+/// Parses and analyses SQL for one dialect and one catalog of partition columns.
+#[derive(Debug, Clone, Default)]
+pub struct Analyzer {
+    dialect: SqlDialect,
+    catalog: TableCatalog,
+}
+
+impl Analyzer {
+    /// An analyzer for `dialect` with the given partition-column declarations.
+    pub fn new(dialect: SqlDialect, catalog: TableCatalog) -> Self {
+        Self { dialect, catalog }
+    }
+
+    /// The catalog in use.
+    pub fn catalog(&self) -> &TableCatalog {
+        &self.catalog
+    }
+
+    /// Accesses of all statements in `sql` (`;`-separated), before interning,
+    /// deduplicated. Errors name `task`, the statement number and its position.
+    pub fn analyze_raw(&self, task: &str, sql: &str) -> Result<Vec<RawAccess>> {
+        let dialect = self.dialect.dialect();
+        let statements = Parser::parse_sql(dialect.as_ref(), sql)
+            .map_err(|e| SchedulerError::SqlParse { task: task.to_string(), detail: e.to_string() })?;
+        let mut out: Vec<RawAccess> = Vec::new();
+        for (i, stmt) in statements.iter().enumerate() {
+            let accs = statement::accesses_of(stmt, &self.catalog).map_err(|e| SchedulerError::UnsupportedSql {
+                task: task.to_string(),
+                statement: i + 1,
+                position: statement::position(stmt),
+                detail: e.0,
+            })?;
+            for a in accs {
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Accesses of `sql`, interned into `names`.
+    pub fn analyze(&self, task: &str, sql: &str, names: &mut Interner) -> Result<Vec<Access>> {
+        Ok(self.analyze_raw(task, sql)?.into_iter().map(|r| intern(&r, names)).collect())
+    }
+}
+
+/// Interns a raw access.
+pub fn intern(r: &RawAccess, names: &mut Interner) -> Access {
+    let table = names.intern(&r.table);
+    let pairs: Vec<(u32, Vec<u32>)> = r
+        .constraint
+        .iter()
+        .map(|(c, vals)| (names.intern(c), vals.iter().map(|v| names.intern(v)).collect()))
+        .collect();
+    Access { table, mode: r.mode, partitions: PartitionSpec::from_pairs(pairs) }
+}
+
+#[cfg(test)]
+mod corpus_tests;
