@@ -36,8 +36,8 @@ pub struct ConflictGraph {
 }
 
 impl ConflictGraph {
-    /// Builds the graph from edges in any order (duplicates allowed: the first
-    /// edge of each pair after sorting is kept).
+    /// Builds the graph from edges in any order (duplicates allowed: of each
+    /// pair, the edge that came first in `edges` is kept — the sort is stable).
     pub fn from_edges(n: usize, mut edges: Vec<Edge>) -> Self {
         for e in &mut edges {
             if e.a > e.b {
@@ -126,8 +126,15 @@ pub fn discover(w: &Workload, rules: &Rules) -> ConflictGraph {
             edges.push(Edge { a: owner, b: w.owner(other), reason: Some((id as u32, other)) });
         }
     }
+    // Several access pairs may explain one edge; keep the most telling one
+    // (write/write before read/write) as its reason. `from_edges` sorts stably.
+    edges.sort_by_key(|e| e.reason.map(|(x, y)| reads_in(w, x) + reads_in(w, y)).unwrap_or(0));
     add_universal_edges(w, &mut edges);
     ConflictGraph::from_edges(w.len(), edges)
+}
+
+fn reads_in(w: &Workload, access: u32) -> u8 {
+    u8::from(w.accesses()[access as usize].mode == crate::access::Mode::Read)
 }
 
 /// Tasks with unknown accesses conflict with every other task.
