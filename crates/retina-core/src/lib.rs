@@ -13,6 +13,7 @@
 pub mod catalog;
 pub mod error;
 pub mod index;
+pub mod reference_model;
 pub mod replay;
 pub mod rows;
 pub mod scan;

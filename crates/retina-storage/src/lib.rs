@@ -1,1 +1,11 @@
-//! placeholder
+//! Retina's lake storage: data files as Parquet (with the hidden `_create_ts`
+//! column and row-group statistics) and the catalog manifest, both through
+//! `object_store`, so a local directory and any object-store URL work alike.
+
+mod location;
+mod manifest;
+mod parquet_files;
+mod store;
+
+pub use location::open_object_store;
+pub use store::{ParquetLakeStore, StorageError};

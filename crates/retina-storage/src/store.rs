@@ -1,0 +1,129 @@
+//! `ParquetLakeStore`: the `LakeStore` of the embedded default and of object storage.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use retina_core::catalog::{CatalogManifest, DataFileMeta};
+use retina_core::storage::{LakeStore, StoredFile};
+use retina_core::{CoreError, CoreResult, FileId, TableSchema};
+use tokio::runtime::Runtime;
+
+use crate::{location, manifest, parquet_files};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("data location {location}: {reason}")]
+    Location { location: String, reason: String },
+    #[error("object store, {path}: {source}")]
+    ObjectStore { path: String, source: object_store::Error },
+    #[error("parquet file {path}: {source}")]
+    Parquet { path: String, source: parquet::errors::ParquetError },
+    #[error("catalog manifest: {reason}")]
+    Manifest { reason: String },
+    #[error("cannot start the storage I/O runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+impl From<StorageError> for CoreError {
+    fn from(error: StorageError) -> Self {
+        CoreError::Storage(error.to_string())
+    }
+}
+
+/// Data files as `tables/<table>/<file id>.parquet` and the catalog manifest as
+/// `catalog/manifest.json`, under one object-store prefix.
+///
+/// The engine's threads are synchronous; object-store calls run on a small private
+/// tokio runtime, so callers must not be inside an async context.
+pub struct ParquetLakeStore {
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    runtime: Runtime,
+}
+
+impl ParquetLakeStore {
+    /// Opens a local directory or object-store URL (see [`location::open_object_store`]).
+    pub fn open(location: &str) -> Result<Self, StorageError> {
+        let (store, prefix) = location::open_object_store(location)?;
+        Self::with_store(store, prefix)
+    }
+
+    pub fn with_store(store: Arc<dyn ObjectStore>, prefix: Path) -> Result<Self, StorageError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("retina-storage-io")
+            .enable_all()
+            .build()
+            .map_err(StorageError::Runtime)?;
+        Ok(Self { store, prefix, runtime })
+    }
+
+    fn path(&self, relative: &str) -> Path {
+        Path::from(format!("{}/{relative}", self.prefix).trim_start_matches('/'))
+    }
+
+    /// The object path of a table's data file.
+    pub fn data_file_path(table: &TableSchema, file_id: FileId) -> String {
+        let folder: String = table
+            .name()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+            .collect();
+        format!("tables/{folder}/{file_id}.parquet")
+    }
+
+    fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<(), StorageError> {
+        let path = self.path(relative);
+        self.runtime
+            .block_on(self.store.put(&path, PutPayload::from(bytes)))
+            .map(|_| ())
+            .map_err(|source| StorageError::ObjectStore { path: path.to_string(), source })
+    }
+
+    fn get(&self, relative: &str) -> Result<Option<Bytes>, StorageError> {
+        let path = self.path(relative);
+        let result = self.runtime.block_on(async {
+            match self.store.get(&path).await {
+                Ok(found) => found.bytes().await.map(Some),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(error) => Err(error),
+            }
+        });
+        result.map_err(|source| StorageError::ObjectStore { path: path.to_string(), source })
+    }
+}
+
+impl LakeStore for ParquetLakeStore {
+    fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
+        let path = Self::data_file_path(table, file_id);
+        let bytes = parquet_files::encode(&table.stored_schema(), batches)
+            .map_err(|source| StorageError::Parquet { path: path.clone(), source })?;
+        let size_bytes = bytes.len() as u64;
+        self.put(&path, bytes)?;
+        Ok(StoredFile { path, size_bytes })
+    }
+
+    fn read_file(&self, _table: &TableSchema, file: &DataFileMeta, columns: &[usize]) -> CoreResult<Vec<RecordBatch>> {
+        let bytes = self.get(&file.path)?.ok_or_else(|| {
+            CoreError::Storage(format!("data file {} of the catalog is missing from storage", file.path))
+        })?;
+        let batches = parquet_files::decode(bytes, columns)
+            .map_err(|source| StorageError::Parquet { path: file.path.clone(), source })?;
+        Ok(batches)
+    }
+
+    fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
+        self.put(manifest::MANIFEST_PATH, manifest::encode(catalog)?)?;
+        Ok(())
+    }
+
+    fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>> {
+        match self.get(manifest::MANIFEST_PATH)? {
+            Some(bytes) => Ok(Some(manifest::decode(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+}
