@@ -8,8 +8,9 @@
 //! edges at 100,000 tasks, which no pipeline has. So: a `density` share of the
 //! tasks is put into small groups (2–6 tasks) that rewrite the same partition of
 //! a shared "hot" table (UPDATE/DELETE/MERGE/OVERWRITE, some with a READ of the
-//! partition too); every other task merges into its own partition of its job's
-//! table and reads a table nobody writes. Jobs have 10 tasks with random
+//! partition too, and a third of them also rewrite another group's partition so
+//! that groups overlap); every other task merges into its own partition of its
+//! job's table and reads a table nobody writes. Jobs have 10 tasks with random
 //! in-job dependencies. The generator is seeded and deterministic.
 
 use rand::rngs::SmallRng;
@@ -120,6 +121,16 @@ pub fn generate(n: usize, density: Density, seed: u64) -> Workload {
                 acc.push(Access { table, mode: Mode::Read, partitions: spec.clone() });
             }
             acc.push(Access { table, mode, partitions: spec });
+            // A third of them also rewrite the slot of another group, so groups
+            // overlap and the graph is not just disjoint cliques (this is where
+            // colourings differ).
+            if groups > 1 && rng.random_bool(0.35) {
+                let g2 = rng.random_range(0..groups) as usize;
+                let table = w.names.intern(&format!("hot.t{}", g2 % hot_tables));
+                let value = w.names.intern(&format!("d{}", g2 / hot_tables));
+                let mode = rewrite[rng.random_range(0..rewrite.len())];
+                acc.push(Access { table, mode, partitions: PartitionSpec::from_pairs([(day, vec![value])]) });
+            }
         } else {
             let table = w.names.intern(&format!("job{job}.out"));
             let value = w.names.intern(&format!("t{t}"));
