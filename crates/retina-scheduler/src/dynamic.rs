@@ -315,3 +315,71 @@ impl DynamicScheduler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::access::Mode;
+    use std::collections::BTreeSet;
+
+    fn acc(table: &str, mode: Mode, day: Option<&str>) -> RawAccess {
+        let constraint = day.map(|d| [("day".to_string(), BTreeSet::from([d.to_string()]))].into_iter().collect()).unwrap_or_default();
+        RawAccess { table: table.to_string(), mode, constraint }
+    }
+
+    #[test]
+    fn replans_only_on_material_change() {
+        let prim = [("t".to_string(), "day".to_string())];
+        let mut s = DynamicScheduler::new(Rules::default(), Colouring::Dsatur, &prim);
+        // Disjoint partitions: joins the current batch, no recolouring.
+        let o = s.submit("a", &[], &[acc("t", Mode::Update, Some("1"))], false).expect("submit");
+        assert!(!o.replanned);
+        let o = s.submit("b", &[], &[acc("t", Mode::Update, Some("2"))], false).expect("submit");
+        assert!(!o.replanned);
+        assert_eq!(s.replans(), 0);
+        assert_eq!(s.poll().len(), 2);
+        // Conflicts with running `a`: material (eq. 1).
+        let o = s.submit("c", &[], &[acc("t", Mode::Delete, Some("1"))], false).expect("submit");
+        assert!(o.replanned);
+        assert!(s.poll().is_empty(), "c must wait for a");
+        // A waiting task (dependency not done) is not coloured yet: not material.
+        let o = s.submit("d", &["b"], &[acc("t", Mode::Read, Some("2"))], false).expect("submit");
+        assert!(!o.replanned);
+        // `b` held an exclusive access and conflicts with `d`: material (eq. 2).
+        let before = s.replans();
+        let o = s.complete("b").expect("complete");
+        assert!(o.replanned && s.replans() > before);
+        assert_eq!(s.state("d"), Some(TaskState::Planned));
+        // Completing `a` unblocks `c`.
+        s.complete("a").expect("complete");
+        let started = s.poll();
+        assert!(started.contains(&"c".to_string()) && started.contains(&"d".to_string()));
+        // Errors name the task.
+        let e = s.complete("zzz").expect_err("unknown");
+        assert!(e.to_string().contains("zzz"));
+        let e = s.submit("e", &["nope"], &[], false).expect_err("unknown dep");
+        assert!(e.to_string().contains("nope"));
+    }
+
+    #[test]
+    fn completion_of_a_reader_is_not_material() {
+        let mut s = DynamicScheduler::new(Rules::default(), Colouring::Greedy, &[]);
+        s.submit("r", &[], &[acc("t", Mode::Read, None)], false).expect("submit");
+        assert_eq!(s.poll(), vec!["r".to_string()]);
+        s.submit("w", &[], &[acc("t", Mode::Update, None)], false).expect("submit");
+        let before = s.replans();
+        let o = s.complete("r").expect("complete");
+        assert!(!o.replanned, "a reader holds no exclusive access");
+        assert_eq!(s.replans(), before);
+        assert_eq!(s.poll(), vec!["w".to_string()]);
+    }
+
+    #[test]
+    fn universal_task_conflicts_with_everything() {
+        let mut s = DynamicScheduler::new(Rules::default(), Colouring::Greedy, &[]);
+        s.submit("u", &[], &[], true).expect("submit");
+        s.submit("x", &[], &[acc("other", Mode::Insert, None)], false).expect("submit");
+        let started = s.poll();
+        assert_eq!(started.len(), 1, "{started:?}");
+    }
+}

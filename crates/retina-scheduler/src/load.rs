@@ -133,3 +133,60 @@ fn unify_names(tables: &BTreeSet<String>, warnings: &mut Vec<String>) -> HashMap
     }
     remap
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobfile::{JobDef, TaskDef};
+
+    fn set(tasks: Vec<(&str, Vec<&str>, Option<&str>)>) -> JobSet {
+        let tasks = tasks
+            .into_iter()
+            .map(|(id, deps, sql)| TaskDef {
+                id: id.to_string(),
+                depends_on: deps.into_iter().map(str::to_string).collect(),
+                sql: sql.map(str::to_string),
+                ..Default::default()
+            })
+            .collect();
+        JobSet { jobs: vec![JobDef { name: "j".to_string(), tasks }], ..Default::default() }
+    }
+
+    #[test]
+    fn errors_name_task_and_dependency() {
+        let e = build_workload(&set(vec![("a", vec!["zz"], Some("SELECT 1"))]), &LoadOptions::default()).expect_err("unknown dep");
+        assert!(e.to_string().contains("`a`") && e.to_string().contains("zz"), "{e}");
+        let e = build_workload(&set(vec![("a", vec!["b"], Some("SELECT 1")), ("b", vec!["a"], Some("SELECT 1"))]), &LoadOptions::default())
+            .expect_err("cycle");
+        assert!(e.to_string().contains("cycle"), "{e}");
+        let e = build_workload(&set(vec![("a", vec![], Some("SELECT 1")), ("a", vec![], Some("SELECT 1"))]), &LoadOptions::default())
+            .expect_err("dup");
+        assert!(e.to_string().contains("duplicate"), "{e}");
+        let e = build_workload(&set(vec![("broken", vec![], Some("UPDATE SET x"))]), &LoadOptions::default()).expect_err("parse");
+        assert!(e.to_string().contains("broken") && e.to_string().contains("end of the SQL text"), "{e}");
+    }
+
+    #[test]
+    fn assume_conflict_makes_unknown_tasks_universal() {
+        let s = set(vec![("broken", vec![], Some("UPDATE SET x")), ("ok", vec![], Some("SELECT * FROM t")), ("nosql", vec![], None)]);
+        let w = build_workload(&s, &LoadOptions { assume_conflict: true, ..Default::default() }).expect("loads");
+        assert!(w.task(0).universal && w.task(2).universal && !w.task(1).universal);
+        assert_eq!(w.warnings.len(), 2);
+        let g = crate::graph::discover(&w, &crate::rules::Rules::default());
+        assert!(g.conflicts(0, 1) && g.conflicts(1, 2) && g.conflicts(0, 2));
+    }
+
+    #[test]
+    fn differently_qualified_names_are_one_table() {
+        let s = set(vec![
+            ("a", vec![], Some("DELETE FROM raw_events WHERE d = 1")),
+            ("b", vec![], Some("UPDATE staging.raw_events SET x = 1 WHERE d = 2")),
+            ("c", vec![], Some("UPDATE staging.raw_events SET x = 1 WHERE d = 1")),
+        ]);
+        let opts = LoadOptions { partition_columns: vec![("staging.raw_events".to_string(), vec!["d".to_string()])], ..Default::default() };
+        let w = build_workload(&s, &opts).expect("loads");
+        let g = crate::graph::discover(&w, &crate::rules::Rules::default());
+        assert!(g.conflicts(0, 2), "same table, same partition");
+        assert!(!g.conflicts(0, 1) && !g.conflicts(1, 2), "different partitions");
+    }
+}

@@ -42,7 +42,14 @@ impl Analyzer {
     pub fn analyze_raw(&self, task: &str, sql: &str) -> Result<Vec<RawAccess>> {
         let dialect = self.dialect.dialect();
         let statements = Parser::parse_sql(dialect.as_ref(), sql)
-            .map_err(|e| SchedulerError::SqlParse { task: task.to_string(), detail: e.to_string() })?;
+            .map_err(|e| {
+                // sqlparser reports "Line: L, Column: C" except at end of input.
+                let mut detail = e.to_string();
+                if !detail.contains("Line:") {
+                    detail.push_str(" (at end of the SQL text)");
+                }
+                SchedulerError::SqlParse { task: task.to_string(), detail }
+            })?;
         let mut out: Vec<RawAccess> = Vec::new();
         for (i, stmt) in statements.iter().enumerate() {
             let accs = statement::accesses_of(stmt, &self.catalog).map_err(|e| SchedulerError::UnsupportedSql {
