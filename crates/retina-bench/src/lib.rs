@@ -1,1 +1,12 @@
-//! placeholder
+//! Workloads and whole-system benchmarks for Retina.
+//!
+//! - [`chbench`]: the CH-benCHmark-like change stream that feeds benchmarks, tests and
+//!   the demo;
+//! - [`replay`], [`scan`], [`txn`]: the `retina bench` benchmarks, each returning a
+//!   serializable report.
+
+pub mod chbench;
+pub mod progress;
+pub mod replay;
+pub mod scan;
+pub mod txn;
