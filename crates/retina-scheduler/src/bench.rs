@@ -44,6 +44,10 @@ pub struct BenchRow {
     pub dsatur_ms: f64,
     /// Wall time of Algorithm 1 with smallest-last (discovery excluded), ms.
     pub smallest_last_ms: f64,
+    /// Simulated makespan of the greedy batch plan (synthetic durations 1–10).
+    pub makespan_batches: f64,
+    /// Simulated makespan of event-driven admission on the same graph.
+    pub makespan_event_driven: f64,
     /// All-pairs discovery time, measured only up to 2,000 tasks (`null` above).
     pub all_pairs_ms: Option<f64>,
 }
@@ -86,7 +90,11 @@ pub fn run_point(n: usize, density: Density, rules: &Rules) -> BenchRow {
         let _ = discover_all_pairs(&w, rules);
         ms(t)
     });
+    let makespan_batches = crate::simulate::simulate_batches(&w, &p);
+    let makespan_event_driven = crate::simulate::event_driven(&w, &g).makespan;
     BenchRow {
+        makespan_batches,
+        makespan_event_driven,
         tasks: n,
         density,
         accesses: w.accesses().len(),
@@ -106,7 +114,7 @@ pub fn run_point(n: usize, density: Density, rules: &Rules) -> BenchRow {
 /// Formats a row for the console.
 pub fn format_row(r: &BenchRow) -> String {
     format!(
-        "n={:<7} density={:<6} plan_ms={:>9.3} discover_ms={:>9.3} edges={:<7} conflicting={:>5.1}% batches greedy={} dsatur={} smallest-last={}{}",
+        "n={:<7} density={:<6} plan_ms={:>9.3} discover_ms={:>9.3} edges={:<7} conflicting={:>5.1}% batches greedy={} dsatur={} smallest-last={} makespan batch/event={:.0}/{:.0}{}",
         r.tasks,
         r.density.as_str(),
         r.plan_ms,
@@ -116,6 +124,8 @@ pub fn format_row(r: &BenchRow) -> String {
         r.batches_greedy,
         r.batches_dsatur,
         r.batches_smallest_last,
+        r.makespan_batches,
+        r.makespan_event_driven,
         r.all_pairs_ms.map(|a| format!(" all_pairs_ms={a:.3}")).unwrap_or_default()
     )
 }

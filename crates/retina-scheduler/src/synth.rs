@@ -102,7 +102,7 @@ pub fn generate(n: usize, density: Density, seed: u64) -> Workload {
     let src = w.names.intern("raw.src");
     let day = w.names.intern("day");
     let p = w.names.intern("p");
-    for t in 0..n {
+    for (t, &g) in group_of.iter().enumerate() {
         let job = t / JOB_SIZE;
         let first_in_job = job * JOB_SIZE;
         let mut deps: Vec<TaskIdx> = Vec::new();
@@ -110,7 +110,6 @@ pub fn generate(n: usize, density: Density, seed: u64) -> Workload {
             deps.push(rng.random_range(first_in_job..t) as TaskIdx);
         }
         let mut acc = vec![Access { table: src, mode: Mode::Read, partitions: PartitionSpec::whole() }];
-        let g = group_of[t];
         if g != u32::MAX {
             // Group g owns slot g: a unique (hot table, day) pair.
             let table = w.names.intern(&format!("hot.t{}", g as usize % hot_tables));
