@@ -6,7 +6,9 @@
 //!   serializable report.
 
 pub mod chbench;
+pub mod live;
 pub mod progress;
+pub mod queries;
 pub mod replay;
 pub mod scan;
 pub mod txn;

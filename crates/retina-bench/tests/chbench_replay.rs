@@ -27,3 +27,15 @@ fn generated_stream_replays_without_errors() {
     assert_eq!(stock_rows as i32, scale.warehouses * scale.items, "updates keep one visible version per key");
     assert!(loaded > 15_000);
 }
+
+#[test]
+fn live_workload_keeps_cross_table_invariant_and_reports_figures() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = retina_bench::live::LiveConfig { base_rows: 20_000, seconds: 1.5, rate: 20_000, seed: 5 };
+    let report = retina_bench::live::run(&config, dir.path(), &mut retina_bench::progress::silent).expect("live run");
+    assert_eq!(report.consistency_violations, 0);
+    assert!(report.q1_latency.count > 0, "queries ran during replay");
+    assert!(report.row_changes > 10_000, "{} changes", report.row_changes);
+    assert!(report.freshness.count > 0);
+    assert!(dir.path().join("catalog/manifest.json").exists());
+}

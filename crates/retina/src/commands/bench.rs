@@ -1,7 +1,15 @@
-//! `retina bench NAME [--json]`: whole-system benchmarks. Every benchmark prints
-//! human-readable progress and, with `--json`, one JSON object on its last line.
+//! `retina bench NAME [--json]`: whole-system benchmarks. Every benchmark shows
+//! progress on a terminal, prints a human summary and, with `--json`, one JSON object
+//! on its last line.
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use retina_bench::{replay, scan, txn};
+use serde::Serialize;
+
+use super::progress::TerminalProgress;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -11,12 +19,137 @@ pub struct BenchArgs {
 
 #[derive(Subcommand)]
 pub enum BenchName {
+    /// Replay of pre-decoded CH-benCHmark-like changes on a loaded base.
+    Replay(ReplayArgs),
+    /// Scan with stale versions vs. the same visible rows without.
+    Scan(ScanArgs),
+    /// Timestamp allocate + commit throughput.
+    Txn(TxnArgs),
     /// Partition-aware meta-scheduler: planning time, batches and edges.
     Scheduler(super::bench_scheduler::SchedulerBenchArgs),
 }
 
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// Rows in the initial database.
+    #[arg(long, default_value_t = 1_000_000)]
+    base_rows: u64,
+    /// Row changes to replay after the load.
+    #[arg(long, default_value_t = 5_000_000)]
+    changes: u64,
+    /// Replayer shards (default: number of cores).
+    #[arg(long)]
+    shards: Option<usize>,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Where the Parquet files go (default: a temporary directory, removed after).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct ScanArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    rows: u64,
+    #[arg(long, default_value_t = 0.01)]
+    stale_fraction: f64,
+    #[arg(long, default_value_t = 15)]
+    repetitions: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct TxnArgs {
+    #[arg(long, default_value_t = 20_000_000)]
+    timestamps: u64,
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    #[arg(long)]
+    json: bool,
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.name {
+        BenchName::Replay(args) => {
+            let work = WorkDir::new(args.data_dir)?;
+            let mut config = replay::ReplayBenchConfig {
+                base_rows: args.base_rows,
+                row_changes: args.changes,
+                seed: args.seed,
+                gc_interval: Duration::from_secs(1),
+                ..Default::default()
+            };
+            if let Some(shards) = args.shards {
+                config.shards = shards;
+            }
+            let mut progress = TerminalProgress::new();
+            let report = replay::run(&config, work.path(), &mut |phase, done, total| progress.update(phase, done, total))?;
+            progress.finish();
+            println!(
+                "replayed {} row changes ({} transactions) on a {}-row base with {} shards in {:.2} s: {:.0} row changes/s",
+                report.row_changes, report.transactions, report.base_rows, report.shards, report.replay_seconds, report.row_changes_per_s
+            );
+            println!(
+                "visibility: {} bytes for {} stored versions = {:.3} bits/tuple; {} files flushed",
+                report.visibility_bytes, report.stored_versions, report.visibility_bits_per_tuple, report.files_flushed
+            );
+            print_json(args.json, &report)
+        }
+        BenchName::Scan(args) => {
+            let work = WorkDir::new(None)?;
+            let config = scan::ScanBenchConfig { rows: args.rows, stale_fraction: args.stale_fraction, repetitions: args.repetitions };
+            let mut progress = TerminalProgress::new();
+            let report = scan::run(&config, work.path(), &mut |phase, done, total| progress.update(phase, done, total))?;
+            progress.finish();
+            println!(
+                "scan of {} visible rows: {:.2} ms clean, {:.2} ms with {} stale versions: ratio {:.3}",
+                report.visible_rows, report.clean_scan_ms_median, report.stale_scan_ms_median, report.stale_versions, report.scan_overhead_ratio
+            );
+            print_json(args.json, &report)
+        }
+        BenchName::Txn(args) => {
+            let report = txn::run(args.timestamps, args.threads)?;
+            println!(
+                "{} timestamps allocated and committed: {:.0}/s on one thread, {:.0}/s on {} threads",
+                report.timestamps, report.timestamps_per_s, report.concurrent_timestamps_per_s, report.threads
+            );
+            print_json(args.json, &report)
+        }
         BenchName::Scheduler(args) => super::bench_scheduler::run(args),
+    }
+}
+
+fn print_json(enabled: bool, report: &impl Serialize) -> anyhow::Result<()> {
+    if enabled {
+        println!("{}", serde_json::to_string(report)?);
+    }
+    Ok(())
+}
+
+/// A benchmark's working directory: the given one, or a temporary one removed after.
+struct WorkDir {
+    path: PathBuf,
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl WorkDir {
+    fn new(given: Option<PathBuf>) -> anyhow::Result<Self> {
+        match given {
+            Some(path) => {
+                std::fs::create_dir_all(&path)?;
+                Ok(Self { path, _temp: None })
+            }
+            None => {
+                let temp = tempfile::Builder::new().prefix("retina-bench-").tempdir()?;
+                Ok(Self { path: temp.path().to_path_buf(), _temp: Some(temp) })
+            }
+        }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        &self.path
     }
 }

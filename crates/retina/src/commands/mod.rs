@@ -4,3 +4,4 @@ pub mod bench;
 pub mod bench_scheduler;
 pub mod demo;
 pub mod jobs;
+pub mod progress;

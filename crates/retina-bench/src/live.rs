@@ -1,0 +1,185 @@
+//! The live workload behind `retina demo`: the CH-benCHmark-like stream replayed at a
+//! target rate into a data dir while analytical queries run on fresh snapshots.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use retina_core::{CoreError, CoreResult, EmbeddedTransactionService, Engine, EngineConfig};
+use retina_storage::ParquetLakeStore;
+use serde::Serialize;
+
+use crate::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
+use crate::progress::Progress;
+use crate::queries;
+
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    pub base_rows: u64,
+    pub seconds: f64,
+    /// Target row changes per second.
+    pub rate: u64,
+    pub seed: u64,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    pub count: usize,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Latency {
+    fn of(mut samples: Vec<f64>) -> Self {
+        if samples.is_empty() {
+            return Self::default();
+        }
+        samples.sort_by(f64::total_cmp);
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        Self { count: samples.len(), p50_ms: at(0.5), p99_ms: at(0.99), max_ms: at(1.0) }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveReport {
+    pub base_rows: u64,
+    pub seconds: f64,
+    pub transactions: u64,
+    pub row_changes: u64,
+    pub row_changes_per_s: f64,
+    /// Query start minus the newest visible source time (HyBench method).
+    pub freshness: Latency,
+    pub q1_latency: Latency,
+    pub consistency_latency: Latency,
+    pub stock_level_latency: Latency,
+    /// Snapshots where new_order and undelivered orders disagreed (must be 0).
+    pub consistency_violations: u64,
+    pub visibility_bits_per_tuple: f64,
+    pub stored_versions: u64,
+    pub files_flushed: u64,
+    pub high_watermark: u64,
+    pub low_watermark: u64,
+}
+
+fn now_micros() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
+}
+
+#[derive(Default)]
+struct QuerySamples {
+    freshness: Vec<f64>,
+    q1: Vec<f64>,
+    consistency: Vec<f64>,
+    stock: Vec<f64>,
+    violations: u64,
+}
+
+/// Runs the live workload in `data_dir` (Parquet files and catalog stay there).
+pub fn run(config: &LiveConfig, data_dir: &Path, progress: Progress) -> CoreResult<LiveReport> {
+    let location = data_dir.to_str().ok_or_else(|| CoreError::Storage(format!("{} is not UTF-8", data_dir.display())))?;
+    let engine = Arc::new(Engine::start(
+        EngineConfig::default(),
+        Arc::new(EmbeddedTransactionService::new()),
+        Arc::new(ParquetLakeStore::open(location)?),
+    )?);
+    let tables = ChBenchTables::create(&engine)?;
+    let scale = ChBenchScale::for_base_rows(config.base_rows);
+    let mut generator = ChBenchGenerator::new(config.seed, scale, tables);
+    let base_rows = scale.base_rows();
+    let mut loaded = 0;
+    generator.initial_load(now_micros(), 4096, |chunk| {
+        loaded += chunk.len() as u64;
+        progress("initial load", loaded, base_rows);
+        engine.submit(chunk).map(|_| ())
+    })?;
+    engine.sync()?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let samples = Arc::new(Mutex::new(QuerySamples::default()));
+    let query_thread = {
+        let (engine, stop, samples) = (Arc::clone(&engine), Arc::clone(&stop), Arc::clone(&samples));
+        std::thread::spawn(move || -> CoreResult<()> {
+            while !stop.load(SeqCst) {
+                run_queries(&engine, &tables, &samples)?;
+            }
+            Ok(())
+        })
+    };
+
+    let start = Instant::now();
+    let duration = Duration::from_secs_f64(config.seconds);
+    let tick = Duration::from_millis(2);
+    let (mut changes, mut transactions) = (0u64, 0u64);
+    let mut last_report = Instant::now();
+    while start.elapsed() < duration {
+        // Submit what the rate allows so far, then make it visible (group commit).
+        let due = (start.elapsed().as_secs_f64() * config.rate as f64) as u64;
+        while changes < due {
+            let (_, txn) = generator.next_transaction(now_micros());
+            changes += txn.len() as u64;
+            transactions += 1;
+            engine.submit(txn)?;
+        }
+        engine.flush_batch()?;
+        if last_report.elapsed() > Duration::from_millis(100) {
+            progress("replaying", (start.elapsed().as_secs_f64() * 1000.0) as u64, (config.seconds * 1000.0) as u64);
+            last_report = Instant::now();
+        }
+        std::thread::sleep(tick);
+    }
+    engine.sync()?;
+    let seconds = start.elapsed().as_secs_f64();
+    stop.store(true, SeqCst);
+    query_thread.join().map_err(|_| CoreError::EngineStopped { reason: "query thread panicked".into() })??;
+    engine.collect_garbage();
+    let stats = engine.stats();
+    let samples = std::mem::take(&mut *samples.lock().map_err(|_| CoreError::EngineStopped { reason: "poisoned".into() })?);
+    Ok(LiveReport {
+        base_rows,
+        seconds,
+        transactions,
+        row_changes: changes,
+        row_changes_per_s: changes as f64 / seconds,
+        freshness: Latency::of(samples.freshness),
+        q1_latency: Latency::of(samples.q1),
+        consistency_latency: Latency::of(samples.consistency),
+        stock_level_latency: Latency::of(samples.stock),
+        consistency_violations: samples.violations,
+        visibility_bits_per_tuple: stats.visibility_bits_per_tuple(),
+        stored_versions: stats.stored_versions,
+        files_flushed: stats.files_flushed,
+        high_watermark: stats.high_watermark.0,
+        low_watermark: stats.low_watermark.0,
+    })
+}
+
+fn run_queries(engine: &Engine, tables: &ChBenchTables, samples: &Mutex<QuerySamples>) -> CoreResult<()> {
+    let elapsed_ms = |start: Instant| start.elapsed().as_secs_f64() * 1000.0;
+    let started_at = now_micros();
+    let start = Instant::now();
+    let snapshot = engine.snapshot()?;
+    // district.fresh_ts is column 6; districts change in most transactions.
+    let newest = queries::newest_fresh_ts(engine, tables.district, 6, &snapshot)?;
+    let (new_orders, undelivered) = queries::undelivered_orders(engine, tables, &snapshot)?;
+    let consistency_ms = elapsed_ms(start);
+    let start = Instant::now();
+    queries::ch_q1(engine, tables, &snapshot)?;
+    let q1_ms = elapsed_ms(start);
+    let start = Instant::now();
+    queries::low_stock(engine, tables, &snapshot, 20)?;
+    let stock_ms = elapsed_ms(start);
+    let mut samples = samples.lock().map_err(|_| CoreError::EngineStopped { reason: "poisoned".into() })?;
+    if let Some(newest) = newest {
+        samples.freshness.push((started_at - newest).max(0) as f64 / 1000.0);
+    }
+    samples.consistency.push(consistency_ms);
+    samples.q1.push(q1_ms);
+    samples.stock.push(stock_ms);
+    if new_orders != undelivered {
+        samples.violations += 1;
+    }
+    Ok(())
+}
