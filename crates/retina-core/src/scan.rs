@@ -85,14 +85,17 @@ pub fn read_split(
             }
             columns.sort_unstable();
             columns.dedup();
-            let batches = store.read_file(schema, meta, &columns)?;
+            // The deleted rows are skipped while decoding; what remains is the
+            // `_create_ts` cut for files flushed after the snapshot.
             let deleted = file.visibility.bitmap_at(qts, meta.row_count as usize);
+            let any_deleted = deleted.iter().any(|&word| word != 0);
+            let batches = store.read_file(schema, meta, &columns, any_deleted.then_some(&deleted))?;
             let output: Vec<usize> = projection
                 .iter()
                 .map(|c| columns.binary_search(c).expect("projection columns are read"))
                 .collect();
             let ts_column = filter_ts.then(|| columns.binary_search(&create_ts).expect("read above"));
-            mask_batches(&batches, &deleted, ts_column, &output, qts)
+            mask_batches(&batches, None, ts_column, &output, qts)
         }
         ScanSplit::Virtual(file) => {
             let blocks = file.blocks();
@@ -102,50 +105,66 @@ pub fn read_split(
             }
             let deleted = file.visibility().bitmap_at(qts, rows);
             // In-memory blocks hold rows of transactions above the snapshot too.
-            mask_batches(&blocks, &deleted, Some(create_ts), projection, qts)
+            mask_batches(&blocks, Some(&deleted), Some(create_ts), projection, qts)
         }
     }
+}
+
+/// Leaves out the rows whose bit is set in `deleted` from consecutive batches of one
+/// row group.
+pub fn drop_deleted_rows(batches: &[RecordBatch], deleted: &DeleteBitmap) -> CoreResult<Vec<RecordBatch>> {
+    let all: Vec<usize> = match batches.first() {
+        Some(batch) => (0..batch.num_columns()).collect(),
+        None => return Ok(Vec::new()),
+    };
+    mask_batches(batches, Some(deleted), None, &all, Ts::MAX)
 }
 
 /// Applies the visibility mask to consecutive batches of one row group: a row is kept
 /// when it is not deleted at `qts` and (if `ts_column` is given) its `_create_ts` is
 /// at or below `qts`. Output has the columns `output` of each batch.
+///
+/// Relies on the row-group invariant that `_create_ts` never decreases in row order
+/// (a shard appends in ts order), so the create-ts filter is a prefix cut found by
+/// binary search, not a per-row comparison.
 fn mask_batches(
     batches: &[RecordBatch],
-    deleted: &DeleteBitmap,
+    deleted: Option<&DeleteBitmap>,
     ts_column: Option<usize>,
     output: &[usize],
     qts: Ts,
 ) -> CoreResult<Vec<RecordBatch>> {
-    let words: Vec<u64> = deleted.iter().map(|w| w.to_le()).collect();
-    let deleted = Buffer::from_vec(words);
+    let deleted = deleted.map(|words| Buffer::from_vec(words.iter().map(|w| w.to_le()).collect::<Vec<u64>>()));
     let mut out = Vec::with_capacity(batches.len());
     let mut start = 0;
     for batch in batches {
         let len = batch.num_rows();
-        let deleted_here = BooleanBuffer::new(deleted.clone(), start, len);
+        let offset = start;
         start += len;
-        let mut keep = (deleted_here.count_set_bits() > 0).then(|| !&deleted_here);
-        if let Some(column) = ts_column {
-            let created = batch.column(column).as_primitive::<Int64Type>().values();
-            let qts = qts.0 as i64;
-            let created_in_time = BooleanBuffer::collect_bool(len, |i| created[i] <= qts);
-            keep = Some(match keep {
-                Some(keep) => &keep & &created_in_time,
-                None => created_in_time,
-            });
+        if len == 0 {
+            continue;
         }
-        let projected = batch.project(output)?;
-        match keep {
-            Some(mask) => {
-                let kept = mask.count_set_bits();
-                if kept == len {
-                    out.push(projected);
-                } else if kept > 0 {
-                    out.push(filter_record_batch(&projected, &BooleanArray::new(mask, None))?);
+        let visible_len = match ts_column {
+            Some(column) => {
+                let created = batch.column(column).as_primitive::<Int64Type>().values();
+                debug_assert!(created.windows(2).all(|w| w[0] <= w[1]), "_create_ts must not decrease in a row group");
+                created.partition_point(|&ts| ts <= qts.0 as i64)
+            }
+            None => len,
+        };
+        if visible_len == 0 {
+            break; // later batches are newer still
+        }
+        let projected = batch.project(output)?.slice(0, visible_len);
+        let deleted_here = deleted.as_ref().map(|buffer| BooleanBuffer::new(buffer.clone(), offset, visible_len));
+        match deleted_here {
+            Some(deleted_here) if deleted_here.count_set_bits() > 0 => {
+                let keep = !&deleted_here;
+                if keep.count_set_bits() > 0 {
+                    out.push(filter_record_batch(&projected, &BooleanArray::new(keep, None))?);
                 }
             }
-            None => out.push(projected),
+            _ => out.push(projected),
         }
     }
     Ok(out)
@@ -181,12 +200,15 @@ mod tests {
         let mut deleted = vec![0u64; 1];
         deleted[0] |= 1 << 1; // row 1
         deleted[0] |= 1 << 3; // row 3, first of the second batch
-        let out = mask_batches(&batches, &deleted, Some(2), &[0, 1], Ts(4)).expect("mask");
+        let out = mask_batches(&batches, Some(&deleted), Some(2), &[0, 1], Ts(4)).expect("mask");
         assert_eq!(ids(&out), vec![0, 2, 4]);
         assert_eq!(out[0].num_columns(), 2, "_create_ts is not in the output");
-        let without_ts = mask_batches(&batches, &deleted, None, &[0], Ts(4)).expect("mask");
+        let without_ts = mask_batches(&batches, Some(&deleted), None, &[0], Ts(4)).expect("mask");
         assert_eq!(ids(&without_ts), vec![0, 2, 4, 5]);
-        let nothing_deleted = mask_batches(&batches, &vec![0], None, &[1, 0], Ts(9)).expect("mask");
+        let nothing_deleted = mask_batches(&batches, None, None, &[1, 0], Ts(9)).expect("mask");
+        let dropped = drop_deleted_rows(&batches, &deleted).expect("drop");
+        assert_eq!(ids(&dropped), vec![0, 2, 4, 5]);
+        assert_eq!(dropped[0].num_columns(), 3);
         assert_eq!(nothing_deleted[0].schema().field(0).name(), "name", "projection order is kept");
     }
 }

@@ -11,6 +11,7 @@ use crate::catalog::{CatalogManifest, DataFileMeta};
 use crate::error::{CoreError, CoreResult};
 use crate::schema::TableSchema;
 use crate::types::FileId;
+use crate::visibility::DeleteBitmap;
 
 /// Where a written file ended up.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,8 +27,15 @@ pub trait LakeStore: Send + Sync {
     fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile>;
 
     /// Reads the columns `columns` (indices into the stored schema, ascending) of a
-    /// file, in row order.
-    fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize]) -> CoreResult<Vec<RecordBatch>>;
+    /// file, in row order. With `skip`, rows whose bit is set are left out (the
+    /// visibility mask, applied while decoding where the format allows it).
+    fn read_file(
+        &self,
+        table: &TableSchema,
+        file: &DataFileMeta,
+        columns: &[usize],
+        skip: Option<&DeleteBitmap>,
+    ) -> CoreResult<Vec<RecordBatch>>;
 
     /// Replaces the catalog manifest atomically.
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()>;
@@ -57,12 +65,22 @@ impl LakeStore for MemoryLakeStore {
         Ok(StoredFile { path, size_bytes })
     }
 
-    fn read_file(&self, _table: &TableSchema, file: &DataFileMeta, columns: &[usize]) -> CoreResult<Vec<RecordBatch>> {
+    fn read_file(
+        &self,
+        _table: &TableSchema,
+        file: &DataFileMeta,
+        columns: &[usize],
+        skip: Option<&DeleteBitmap>,
+    ) -> CoreResult<Vec<RecordBatch>> {
         let files = self.files.lock();
         let batches = files
             .get(&file.path)
             .ok_or_else(|| CoreError::Storage(format!("file {} does not exist", file.path)))?;
-        batches.iter().map(|b| b.project(columns).map_err(CoreError::from)).collect()
+        let projected = batches.iter().map(|b| b.project(columns)).collect::<Result<Vec<_>, _>>()?;
+        match skip {
+            Some(deleted) => crate::scan::drop_deleted_rows(&projected, deleted),
+            None => Ok(projected),
+        }
     }
 
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {

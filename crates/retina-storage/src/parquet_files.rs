@@ -38,3 +38,4 @@ pub(crate) fn decode(bytes: Bytes, columns: &[usize]) -> Result<Vec<RecordBatch>
     let reader = builder.with_projection(mask).with_batch_size(READ_BATCH_ROWS).build()?;
     reader.collect::<Result<Vec<_>, _>>().map_err(Into::into)
 }
+

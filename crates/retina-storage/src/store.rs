@@ -8,6 +8,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use retina_core::catalog::{CatalogManifest, DataFileMeta};
 use retina_core::storage::{LakeStore, StoredFile};
+use retina_core::visibility::DeleteBitmap;
 use retina_core::{CoreError, CoreResult, FileId, TableSchema};
 use tokio::runtime::Runtime;
 
@@ -106,13 +107,27 @@ impl LakeStore for ParquetLakeStore {
         Ok(StoredFile { path, size_bytes })
     }
 
-    fn read_file(&self, _table: &TableSchema, file: &DataFileMeta, columns: &[usize]) -> CoreResult<Vec<RecordBatch>> {
+    fn read_file(
+        &self,
+        _table: &TableSchema,
+        file: &DataFileMeta,
+        columns: &[usize],
+        skip: Option<&DeleteBitmap>,
+    ) -> CoreResult<Vec<RecordBatch>> {
         let bytes = self.get(&file.path)?.ok_or_else(|| {
             CoreError::Storage(format!("data file {} of the catalog is missing from storage", file.path))
         })?;
         let batches = parquet_files::decode(bytes, columns)
             .map_err(|source| StorageError::Parquet { path: file.path.clone(), source })?;
-        Ok(batches)
+        // Measured on `retina bench scan` (1M rows, 1% scattered deletes): skipping
+        // through a Parquet RowSelection cost 1.35x a clean scan, decoding everything
+        // and then applying the mask with Arrow's filter kernel 1.10x. So we filter
+        // after decoding. (Clustered deletes that empty whole pages could still make
+        // skipping pay; measure before switching.)
+        match skip {
+            Some(deleted) => retina_core::scan::drop_deleted_rows(&batches, deleted),
+            None => Ok(batches),
+        }
     }
 
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {

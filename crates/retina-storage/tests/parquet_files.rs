@@ -74,7 +74,7 @@ fn missing_file_and_bad_location_are_clear_errors() {
         max_create_ts: retina_core::Ts(1),
         size_bytes: 1,
     };
-    let error = store.read_file(&schema(), &meta, &[0]).expect_err("missing");
+    let error = store.read_file(&schema(), &meta, &[0], None).expect_err("missing");
     assert!(error.to_string().contains("0000000000000007.parquet"), "{error}");
     let bad = ParquetLakeStore::open("nosuchscheme://bucket/x").err().expect("bad url");
     assert!(bad.to_string().contains("nosuchscheme://bucket/x"), "{bad}");
