@@ -171,3 +171,18 @@ fn gc_keeps_old_snapshot_results_and_frees_memory_after() {
     let rows = scan_sorted(&engine, table, None);
     assert!(rows.iter().all(|r| r[2] == Value::Int64(5)));
 }
+
+#[test]
+fn source_positions_follow_visibility() {
+    let engine = engine(EngineConfig { batch_changes: 1_000_000, ..small() });
+    let table = engine.create_table(accounts()).expect("table");
+    engine.submit_from("file:a.jsonl", "line 1".into(), vec![RowChange::Insert { table, row: account(1, "x", 1) }]).expect("t1");
+    assert!(engine.source_positions().is_empty(), "not visible yet");
+    engine.sync().expect("sync");
+    engine.submit_from("file:a.jsonl", "line 2".into(), vec![RowChange::Insert { table, row: account(2, "x", 1) }]).expect("t2");
+    let positions = engine.source_positions();
+    assert_eq!(positions.len(), 1);
+    assert_eq!((positions[0].source.as_str(), positions[0].position.as_str()), ("file:a.jsonl", "line 1"));
+    engine.sync().expect("sync");
+    assert_eq!(engine.source_positions()[0].position, "line 2");
+}

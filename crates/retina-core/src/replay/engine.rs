@@ -16,6 +16,7 @@ use super::flusher::{self, FlushJob, FlushMessage};
 use super::operation::{RowChange, ShardOp, ShardTxn};
 use super::routing::shard_of;
 use super::shard::{virtual_file_for, Shard, ShardMessage};
+use super::source_progress::{SourcePosition, SourceProgress};
 use crate::catalog::{CatalogManifest, TableEntry, CATALOG_FORMAT_VERSION};
 use crate::error::{CoreError, CoreResult};
 use crate::schema::TableSchema;
@@ -105,6 +106,7 @@ pub(crate) struct EngineShared {
     last_flush_error: Mutex<Option<String>>,
     flusher: Mutex<Option<Sender<FlushMessage>>>,
     catalog_write: Mutex<()>,
+    sources: SourceProgress,
     pub(crate) stats: SharedStats,
 }
 
@@ -235,6 +237,7 @@ impl Engine {
             last_flush_error: Mutex::new(None),
             flusher: Mutex::new(Some(flush_sender)),
             catalog_write: Mutex::new(()),
+            sources: SourceProgress::default(),
             stats: SharedStats::default(),
         });
         let mut threads = Vec::new();
@@ -311,6 +314,21 @@ impl Engine {
     /// at once, after its batch is sent (when full, or by [`Self::flush_batch`]) and
     /// every shard it touches has applied it.
     pub fn submit(&self, changes: Vec<RowChange>) -> CoreResult<Ts> {
+        self.submit_inner(changes, None)
+    }
+
+    /// [`Self::submit`] for a transaction read from `source` at `position`; once it is
+    /// visible, [`Self::source_positions`] reports that position.
+    pub fn submit_from(&self, source: &str, position: String, changes: Vec<RowChange>) -> CoreResult<Ts> {
+        self.submit_inner(changes, Some((source, position)))
+    }
+
+    /// For every source, the position of its newest visible transaction.
+    pub fn source_positions(&self) -> Vec<SourcePosition> {
+        self.shared.sources.visible(self.shared.txn.high_watermark())
+    }
+
+    fn submit_inner(&self, changes: Vec<RowChange>, origin: Option<(&str, String)>) -> CoreResult<Ts> {
         if let Some(error) = self.shared.failure() {
             return Err(error);
         }
@@ -349,6 +367,9 @@ impl Engine {
                 Some(txn) if txn.ts == ts => txn.ops.push(op),
                 _ => txns.push(ShardTxn { ts, ops: vec![op] }),
             }
+        }
+        if let Some((source, position)) = origin {
+            self.shared.sources.record(source, ts, position);
         }
         pending.timestamps.push(ts);
         pending.changes += change_count.max(1);

@@ -8,7 +8,9 @@ mod flusher;
 mod operation;
 mod routing;
 mod shard;
+mod source_progress;
 
 pub use engine::{Engine, EngineConfig, EngineStats};
 pub use operation::RowChange;
 pub use routing::shard_of;
+pub use source_progress::SourcePosition;
