@@ -2,7 +2,8 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
-    Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, TimestampMicrosecondType,
+    Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Time64MicrosecondType,
+    Time64NanosecondType, TimestampMicrosecondType, TimestampNanosecondType,
 };
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType, TimeUnit};
@@ -29,6 +30,13 @@ pub fn value_at(array: &dyn Array, row: usize) -> CoreResult<Value> {
             Value::TimestampMicros(array.as_primitive::<TimestampMicrosecondType>().value(row))
         }
         DataType::Decimal128(_, _) => Value::Decimal128(array.as_primitive::<Decimal128Type>().value(row)),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => {
+            Value::TimestampNanos(array.as_primitive::<TimestampNanosecondType>().value(row))
+        }
+        DataType::Time64(TimeUnit::Microsecond) => {
+            Value::Time64Micros(array.as_primitive::<Time64MicrosecondType>().value(row))
+        }
+        DataType::Time64(TimeUnit::Nanosecond) => Value::Time64Nanos(array.as_primitive::<Time64NanosecondType>().value(row)),
         other => {
             return Err(CoreError::Storage(format!("cannot convert a {other} column to row values")));
         }

@@ -118,7 +118,8 @@ pub fn is_supported_type(data_type: &DataType) -> bool {
             | DataType::Utf8
             | DataType::Binary
             | DataType::Date32
-            | DataType::Timestamp(TimeUnit::Microsecond, _)
+            | DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, _)
+            | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
             | DataType::Decimal128(_, _)
     )
 }

@@ -1,6 +1,6 @@
 //! Row values as they arrive from a decoder, and the primary-key byte encoding.
 
-use arrow_schema::DataType;
+use arrow_schema::{DataType, TimeUnit};
 
 /// One column value of a row image. The variant must match the column's Arrow type
 /// (checked when the row is appended to a write buffer).
@@ -21,6 +21,12 @@ pub enum Value {
     TimestampMicros(i64),
     /// Unscaled value; the scale is the column's.
     Decimal128(i128),
+    /// Microseconds since midnight (Debezium `Time` / `MicroTime`).
+    Time64Micros(i64),
+    /// Nanoseconds since midnight (Debezium `NanoTime`).
+    Time64Nanos(i64),
+    /// Nanoseconds since the Unix epoch (Debezium `NanoTimestamp`).
+    TimestampNanos(i64),
 }
 
 /// A full row image in column order.
@@ -41,7 +47,10 @@ impl Value {
                 | (Value::Utf8(_), DataType::Utf8)
                 | (Value::Binary(_), DataType::Binary)
                 | (Value::Date32(_), DataType::Date32)
-                | (Value::TimestampMicros(_), DataType::Timestamp(_, _))
+                | (Value::TimestampMicros(_), DataType::Timestamp(TimeUnit::Microsecond, _))
+                | (Value::TimestampNanos(_), DataType::Timestamp(TimeUnit::Nanosecond, _))
+                | (Value::Time64Micros(_), DataType::Time64(TimeUnit::Microsecond))
+                | (Value::Time64Nanos(_), DataType::Time64(TimeUnit::Nanosecond))
                 | (Value::Decimal128(_), DataType::Decimal128(_, _))
         )
     }
@@ -61,6 +70,9 @@ impl Value {
             Value::Date32(_) => "date32",
             Value::TimestampMicros(_) => "timestamp",
             Value::Decimal128(_) => "decimal128",
+            Value::Time64Micros(_) => "time64[us]",
+            Value::Time64Nanos(_) => "time64[ns]",
+            Value::TimestampNanos(_) => "timestamp[ns]",
         }
     }
 
@@ -112,6 +124,18 @@ impl Value {
                 out.push(11);
                 out.extend_from_slice(&v.to_be_bytes());
             }
+            Value::Time64Micros(v) => {
+                out.push(12);
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+            Value::Time64Nanos(v) => {
+                out.push(13);
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+            Value::TimestampNanos(v) => {
+                out.push(14);
+                out.extend_from_slice(&v.to_be_bytes());
+            }
         }
     }
 }
@@ -145,5 +169,10 @@ mod tests {
         assert!(Value::Int64(1).fits(&DataType::Int64));
         assert!(!Value::Int64(1).fits(&DataType::Int32));
         assert!(Value::Null.fits(&DataType::Utf8));
+        assert!(Value::Time64Micros(1).fits(&DataType::Time64(TimeUnit::Microsecond)));
+        assert!(!Value::Time64Micros(1).fits(&DataType::Time64(TimeUnit::Nanosecond)));
+        assert!(Value::TimestampNanos(1).fits(&DataType::Timestamp(TimeUnit::Nanosecond, None)));
+        assert!(!Value::TimestampMicros(1).fits(&DataType::Timestamp(TimeUnit::Nanosecond, None)));
+        assert_ne!(encode_key(&[Value::Time64Micros(5)]), encode_key(&[Value::TimestampNanos(5)]));
     }
 }

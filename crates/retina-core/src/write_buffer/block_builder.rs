@@ -5,7 +5,8 @@ use std::sync::Arc;
 use arrow_array::builder::{
     ArrayBuilder,
     BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder,
-    Int16Builder, Int32Builder, Int64Builder, StringBuilder, TimestampMicrosecondBuilder,
+    Int16Builder, Int32Builder, Int64Builder, StringBuilder, Time64MicrosecondBuilder, Time64NanosecondBuilder,
+    TimestampMicrosecondBuilder, TimestampNanosecondBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, SchemaRef, TimeUnit};
@@ -27,6 +28,9 @@ enum ColumnBuilder {
     Binary(BinaryBuilder),
     Date32(Date32Builder),
     Timestamp(TimestampMicrosecondBuilder),
+    TimestampNanos(TimestampNanosecondBuilder),
+    Time64Micros(Time64MicrosecondBuilder),
+    Time64Nanos(Time64NanosecondBuilder),
     Decimal128(Decimal128Builder),
 }
 
@@ -45,6 +49,11 @@ impl ColumnBuilder {
             DataType::Timestamp(TimeUnit::Microsecond, tz) => {
                 Self::Timestamp(TimestampMicrosecondBuilder::with_capacity(capacity).with_timezone_opt(tz.clone()))
             }
+            DataType::Timestamp(TimeUnit::Nanosecond, tz) => {
+                Self::TimestampNanos(TimestampNanosecondBuilder::with_capacity(capacity).with_timezone_opt(tz.clone()))
+            }
+            DataType::Time64(TimeUnit::Microsecond) => Self::Time64Micros(Time64MicrosecondBuilder::with_capacity(capacity)),
+            DataType::Time64(TimeUnit::Nanosecond) => Self::Time64Nanos(Time64NanosecondBuilder::with_capacity(capacity)),
             DataType::Decimal128(precision, scale) => Self::Decimal128(
                 Decimal128Builder::with_capacity(capacity)
                     .with_precision_and_scale(*precision, *scale)
@@ -68,6 +77,12 @@ impl ColumnBuilder {
             (Self::Date32(b), Value::Date32(v)) => b.append_value(*v),
             (Self::Timestamp(b), Value::TimestampMicros(v)) => b.append_value(*v),
             (Self::Decimal128(b), Value::Decimal128(v)) => b.append_value(*v),
+            (Self::TimestampNanos(b), Value::TimestampNanos(v)) => b.append_value(*v),
+            (Self::Time64Micros(b), Value::Time64Micros(v)) => b.append_value(*v),
+            (Self::Time64Nanos(b), Value::Time64Nanos(v)) => b.append_value(*v),
+            (Self::TimestampNanos(b), Value::Null) => b.append_null(),
+            (Self::Time64Micros(b), Value::Null) => b.append_null(),
+            (Self::Time64Nanos(b), Value::Null) => b.append_null(),
             (Self::Boolean(b), Value::Null) => b.append_null(),
             (Self::Int16(b), Value::Null) => b.append_null(),
             (Self::Int32(b), Value::Null) => b.append_null(),
@@ -96,6 +111,9 @@ impl ColumnBuilder {
             Self::Date32(b) => Arc::new(b.finish()),
             Self::Timestamp(b) => Arc::new(b.finish()),
             Self::Decimal128(b) => Arc::new(b.finish()),
+            Self::TimestampNanos(b) => Arc::new(b.finish()),
+            Self::Time64Micros(b) => Arc::new(b.finish()),
+            Self::Time64Nanos(b) => Arc::new(b.finish()),
         }
     }
 
@@ -217,6 +235,34 @@ mod tests {
         let create_ts = batch.column(4).as_primitive::<Int64Type>();
         assert_eq!(create_ts.values().to_vec(), vec![7, 8, 9]);
         assert!(builder.is_empty());
+    }
+
+    #[test]
+    fn stores_time_and_nanosecond_columns_and_reads_them_back() {
+        let schema = Arc::new(
+            TableSchema::from_columns(
+                "s.times",
+                &[
+                    ("id", DataType::Int64, false),
+                    ("t_us", DataType::Time64(TimeUnit::Microsecond), true),
+                    ("t_ns", DataType::Time64(TimeUnit::Nanosecond), true),
+                    ("at_ns", DataType::Timestamp(TimeUnit::Nanosecond, None), true),
+                ],
+                &["id"],
+            )
+            .expect("schema"),
+        );
+        let mut builder = BlockBuilder::new(schema, 4);
+        let row = vec![Value::Int64(1), Value::Time64Micros(3_600_000_000), Value::Time64Nanos(7), Value::TimestampNanos(-9)];
+        builder.validate(&row).expect("valid");
+        builder.append(&row, Ts(1));
+        builder.append(&[Value::Int64(2), Value::Null, Value::Null, Value::Null], Ts(2));
+        let batch = builder.finish();
+        let rows = crate::rows::rows_of(&[batch.project(&[0, 1, 2, 3]).expect("projection")]).expect("rows");
+        assert_eq!(rows[0], row);
+        assert_eq!(rows[1], vec![Value::Int64(2), Value::Null, Value::Null, Value::Null]);
+        let wrong = builder.validate(&[Value::Int64(3), Value::Time64Nanos(1), Value::Null, Value::Null]);
+        assert!(wrong.expect_err("unit mismatch").to_string().contains("t_us"));
     }
 
     #[test]

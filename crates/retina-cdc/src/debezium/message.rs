@@ -1,0 +1,434 @@
+//! One line of a Debezium JSON stream: a change event, a transaction metadata message
+//! (BEGIN / END) or a tombstone, bare or as `{"schema":…,"payload":…}`, and either of
+//! those optionally wrapped as `{"key":…,"value":…}`.
+//!
+//! Images stay raw JSON here: they are decoded once the table (and so its column
+//! types) is known.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+
+use crate::error::DecodeError;
+use crate::position::SourceOrder;
+
+/// Debezium's `op`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Create,
+    Update,
+    Delete,
+    /// Snapshot read: a row that existed when the connector started.
+    Read,
+    Truncate,
+}
+
+/// The `transaction` block of a change event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TransactionBlock {
+    pub id: String,
+    pub total_order: u64,
+    pub data_collection_order: Option<u64>,
+}
+
+/// A decoded change event; images are still raw JSON.
+#[derive(Debug)]
+pub struct ChangeEvent<'a> {
+    pub op: Op,
+    /// `<schema>.<table>` after the source block (PostgreSQL schema, else MySQL db).
+    pub table: String,
+    pub before: Option<&'a RawValue>,
+    pub after: Option<&'a RawValue>,
+    /// The value (envelope) schema when the stream carries schemas.
+    pub schema: Option<&'a RawValue>,
+    /// The message key's payload and schema, when the line carries a key.
+    pub key: Option<&'a RawValue>,
+    pub key_schema: Option<&'a RawValue>,
+    pub transaction: Option<TransactionBlock>,
+    /// The source's own transaction id (PostgreSQL `txId`, MySQL `gtid` or binlog
+    /// `file:pos`), for grouping streams without transaction metadata.
+    pub source_transaction: Option<String>,
+    pub order: Option<SourceOrder>,
+}
+
+/// One message of the stream.
+#[derive(Debug)]
+pub enum Message<'a> {
+    /// A null value (Kafka compaction tombstone): carries nothing to apply.
+    Tombstone,
+    Begin { id: String },
+    End { id: String, event_count: u64, data_collections: Vec<(String, u64)> },
+    Change(Box<ChangeEvent<'a>>),
+}
+
+/// A JSON value that is present, even when it is `null` (serde's `Option` would turn a
+/// `null` into "absent").
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(deserializer).map(Some)
+}
+
+/// Every top-level field any accepted shape may have; unknown fields are skipped.
+#[derive(Deserialize)]
+struct Fields<'a> {
+    #[serde(borrow, default, deserialize_with = "present")]
+    key: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    value: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    schema: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "present")]
+    payload: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    op: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    before: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    after: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    source: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    transaction: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    status: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    event_count: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    data_collections: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct SourceFields<'a> {
+    #[serde(borrow, default)]
+    connector: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    db: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    schema: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    table: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "txId")]
+    tx_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    sequence: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    file: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pos: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    row: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    gtid: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct TransactionFields<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    total_order: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    data_collection_order: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct DataCollection<'a> {
+    #[serde(borrow)]
+    data_collection: Cow<'a, str>,
+    event_count: u64,
+}
+
+fn malformed(error: serde_json::Error) -> DecodeError {
+    DecodeError::MalformedJson(error.to_string())
+}
+
+fn is_null(raw: Option<&RawValue>) -> bool {
+    raw.is_none_or(|r| r.get() == "null")
+}
+
+fn shown(raw: &RawValue) -> String {
+    let text = raw.get();
+    if text.len() > 40 { format!("{}…", &text[..text.floor_char_boundary(40)]) } else { text.to_string() }
+}
+
+/// A string field (borrowed when it has no escapes).
+fn string<'a>(raw: &'a RawValue, field: &str) -> Result<Cow<'a, str>, DecodeError> {
+    if let Ok(s) = serde_json::from_str::<&'a str>(raw.get()) {
+        return Ok(Cow::Borrowed(s));
+    }
+    serde_json::from_str::<String>(raw.get()).map(Cow::Owned).map_err(|_| DecodeError::mistyped(field, "a string", shown(raw)))
+}
+
+fn required<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<&'a RawValue, DecodeError> {
+    match raw {
+        Some(raw) if raw.get() != "null" => Ok(raw),
+        _ => Err(DecodeError::missing(field)),
+    }
+}
+
+fn unsigned(raw: &RawValue, field: &str) -> Result<u64, DecodeError> {
+    serde_json::from_str::<u64>(raw.get()).map_err(|_| DecodeError::mistyped(field, "a non-negative integer", shown(raw)))
+}
+
+fn optional_unsigned(raw: Option<&RawValue>, field: &str) -> Result<Option<u64>, DecodeError> {
+    match raw {
+        Some(raw) if raw.get() != "null" => unsigned(raw, field).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// Decodes one line.
+pub fn decode_line(line: &str) -> Result<Message<'_>, DecodeError> {
+    let fields: Fields = serde_json::from_str(line).map_err(malformed)?;
+    let wrapped = (fields.key.is_some() || fields.value.is_some()) && fields.op.is_none() && fields.status.is_none();
+    if !wrapped {
+        return decode_value(fields, None, None);
+    }
+    let Some(value) = fields.value.filter(|v| v.get() != "null") else {
+        return Ok(Message::Tombstone);
+    };
+    let (key, key_schema) = match fields.key.filter(|k| k.get() != "null") {
+        None => (None, None),
+        Some(key) => {
+            let key_fields: Fields = serde_json::from_str(key.get()).map_err(|e| malformed(e))?;
+            match key_fields.payload {
+                Some(payload) if key_fields.schema.is_some() => (Some(payload), key_fields.schema.filter(|s| s.get() != "null")),
+                _ => (Some(key), None),
+            }
+        }
+    };
+    let inner: Fields = serde_json::from_str(value.get()).map_err(malformed)?;
+    decode_value(inner, key, key_schema)
+}
+
+/// Decodes a value: `{"schema":…,"payload":…}` or a bare payload.
+fn decode_value<'a>(
+    fields: Fields<'a>,
+    key: Option<&'a RawValue>,
+    key_schema: Option<&'a RawValue>,
+) -> Result<Message<'a>, DecodeError> {
+    if fields.op.is_none() && fields.status.is_none() && fields.payload.is_some() {
+        let Some(payload) = fields.payload.filter(|p| p.get() != "null") else {
+            return Ok(Message::Tombstone);
+        };
+        let schema = fields.schema.filter(|s| s.get() != "null");
+        let inner: Fields = serde_json::from_str(payload.get()).map_err(malformed)?;
+        return decode_payload(inner, schema, key, key_schema);
+    }
+    decode_payload(fields, None, key, key_schema)
+}
+
+fn decode_payload<'a>(
+    fields: Fields<'a>,
+    schema: Option<&'a RawValue>,
+    key: Option<&'a RawValue>,
+    key_schema: Option<&'a RawValue>,
+) -> Result<Message<'a>, DecodeError> {
+    if let Some(status) = fields.status.filter(|s| s.get() != "null") {
+        return decode_transaction_message(&fields, status);
+    }
+    let op = string(required(fields.op, "op")?, "op")?;
+    let op = match op.as_ref() {
+        "c" => Op::Create,
+        "u" => Op::Update,
+        "d" => Op::Delete,
+        "r" => Op::Read,
+        "t" => Op::Truncate,
+        other => return Err(DecodeError::UnknownOp { field: "op".into(), op: other.to_string() }),
+    };
+    let source_raw = required(fields.source, "source")?;
+    let source: SourceFields =
+        serde_json::from_str(source_raw.get()).map_err(|_| DecodeError::mistyped("source", "an object", shown(source_raw)))?;
+    let table_name = string(required(source.table, "source.table")?, "source.table")?;
+    let namespace = match source.schema.filter(|s| s.get() != "null") {
+        Some(schema) => string(schema, "source.schema")?,
+        None => string(required(source.db, "source.db")?, "source.db")?,
+    };
+    let table = format!("{namespace}.{table_name}");
+    let transaction = match fields.transaction.filter(|t| t.get() != "null") {
+        None => None,
+        Some(raw) => {
+            let block: TransactionFields =
+                serde_json::from_str(raw.get()).map_err(|_| DecodeError::mistyped("transaction", "an object", shown(raw)))?;
+            Some(TransactionBlock {
+                id: string(required(block.id, "transaction.id")?, "transaction.id")?.into_owned(),
+                total_order: unsigned(required(block.total_order, "transaction.total_order")?, "transaction.total_order")?,
+                data_collection_order: optional_unsigned(block.data_collection_order, "transaction.data_collection_order")?,
+            })
+        }
+    };
+    let (source_transaction, order) = source_identity(&source)?;
+    let before = fields.before.filter(|b| b.get() != "null");
+    let after = fields.after.filter(|a| a.get() != "null");
+    match op {
+        Op::Create | Op::Read | Op::Update if after.is_none() => return Err(DecodeError::missing("after")),
+        _ => {}
+    }
+    Ok(Message::Change(Box::new(ChangeEvent {
+        op,
+        table,
+        before,
+        after,
+        schema,
+        key,
+        key_schema,
+        transaction,
+        source_transaction,
+        order,
+    })))
+}
+
+fn decode_transaction_message<'a>(fields: &Fields<'a>, status: &RawValue) -> Result<Message<'a>, DecodeError> {
+    let id = string(required(fields.id, "id")?, "id")?.into_owned();
+    match string(status, "status")?.as_ref() {
+        "BEGIN" => Ok(Message::Begin { id }),
+        "END" => {
+            let event_count = unsigned(required(fields.event_count, "event_count")?, "event_count")?;
+            let data_collections = match fields.data_collections.filter(|d| d.get() != "null") {
+                None => Vec::new(),
+                Some(raw) => serde_json::from_str::<Vec<DataCollection>>(raw.get())
+                    .map_err(|_| DecodeError::mistyped("data_collections", "[{data_collection, event_count}]", shown(raw)))?
+                    .into_iter()
+                    .map(|c| (c.data_collection.into_owned(), c.event_count))
+                    .collect(),
+            };
+            Ok(Message::End { id, event_count, data_collections })
+        }
+        other => Err(DecodeError::mistyped("status", "BEGIN or END", other.to_string())),
+    }
+}
+
+/// The source transaction id and monotone source order of an event (see
+/// [`SourceOrder`] for why plain LSNs are not used).
+fn source_identity(source: &SourceFields) -> Result<(Option<String>, Option<SourceOrder>), DecodeError> {
+    let connector = match source.connector.filter(|c| !is_null(Some(c))) {
+        Some(raw) => Some(string(raw, "source.connector")?),
+        None => None,
+    };
+    let tx_id = optional_unsigned(source.tx_id, "source.txId")?;
+    let gtid = match source.gtid.filter(|g| !is_null(Some(g))) {
+        Some(raw) => Some(string(raw, "source.gtid")?.into_owned()),
+        None => None,
+    };
+    let file = match source.file.filter(|f| !is_null(Some(f))) {
+        Some(raw) => Some(string(raw, "source.file")?),
+        None => None,
+    };
+    let pos = optional_unsigned(source.pos, "source.pos")?;
+    let row = optional_unsigned(source.row, "source.row")?.unwrap_or(0);
+    let mut order = None;
+    if let Some(sequence) = source.sequence.filter(|s| !is_null(Some(s))) {
+        // PostgreSQL: a string holding a JSON array ["<last commit lsn>", "<lsn>"].
+        let text = string(sequence, "source.sequence")?;
+        let pair: Vec<Option<String>> = serde_json::from_str(&text)
+            .map_err(|_| DecodeError::mistyped("source.sequence", "[\"<lsn>\", \"<lsn>\"]", text.to_string()))?;
+        let lsn = |i: usize| -> Result<u64, DecodeError> {
+            match pair.get(i).cloned().flatten() {
+                None => Ok(0),
+                Some(n) => n.parse().map_err(|_| DecodeError::mistyped("source.sequence", "LSNs as decimal text", text.to_string())),
+            }
+        };
+        if pair.len() == 2 {
+            order = Some(SourceOrder(lsn(0)?, lsn(1)?, 0));
+        }
+    } else if let (Some(file), Some(pos)) = (&file, pos) {
+        if connector.as_deref().is_none_or(|c| c == "mysql") {
+            let number = file.rsplit('.').next().and_then(|n| n.parse::<u64>().ok());
+            order = number.map(|n| SourceOrder(n, pos, row));
+        }
+    }
+    let source_transaction = match (tx_id, gtid, &file, pos) {
+        (Some(tx), _, _, _) => Some(tx.to_string()),
+        (None, Some(gtid), _, _) => Some(gtid),
+        (None, None, Some(file), Some(pos)) => Some(format!("{file}:{pos}")),
+        _ => None,
+    };
+    Ok((source_transaction, order))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PG_UPDATE: &str = r#"{"before":null,"after":{"id":1,"name":"x"},"source":{"version":"2.5","connector":"postgresql","name":"db","ts_ms":1,"snapshot":"false","db":"inventory","sequence":"[\"100\",\"120\"]","schema":"public","table":"customers","txId":571,"lsn":120,"xmin":null},"op":"u","ts_ms":2,"transaction":{"id":"571:120","total_order":2,"data_collection_order":1}}"#;
+
+    fn change(message: Message<'_>) -> ChangeEvent<'_> {
+        match message {
+            Message::Change(event) => *event,
+            other => panic!("expected a change, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bare_postgres_update() {
+        let event = change(decode_line(PG_UPDATE).expect("decodes"));
+        assert_eq!(event.op, Op::Update);
+        assert_eq!(event.table, "public.customers");
+        assert_eq!(event.after.map(|a| a.get()), Some(r#"{"id":1,"name":"x"}"#));
+        assert!(event.before.is_none());
+        assert_eq!(event.transaction, Some(TransactionBlock { id: "571:120".into(), total_order: 2, data_collection_order: Some(1) }));
+        assert_eq!(event.source_transaction.as_deref(), Some("571"));
+        assert_eq!(event.order, Some(SourceOrder(100, 120, 0)));
+    }
+
+    #[test]
+    fn schema_payload_and_key_value_wrapping() {
+        let with_schema = format!(r#"{{"schema":{{"type":"struct","fields":[]}},"payload":{PG_UPDATE}}}"#);
+        let event = change(decode_line(&with_schema).expect("schema+payload"));
+        assert!(event.schema.is_some());
+        let wrapped = format!(r#"{{"key":{{"schema":{{"type":"struct","fields":[{{"type":"int32","field":"id"}}]}},"payload":{{"id":1}}}},"value":{with_schema}}}"#);
+        let event = change(decode_line(&wrapped).expect("key+value"));
+        assert_eq!(event.key.map(|k| k.get()), Some(r#"{"id":1}"#));
+        assert!(event.key_schema.is_some());
+        let bare_key = format!(r#"{{"key":{{"id":1}},"value":{PG_UPDATE}}}"#);
+        assert_eq!(change(decode_line(&bare_key).expect("bare key")).key.map(|k| k.get()), Some(r#"{"id":1}"#));
+    }
+
+    #[test]
+    fn tombstones_and_transaction_messages() {
+        assert!(matches!(decode_line(r#"{"key":{"id":1},"value":null}"#), Ok(Message::Tombstone)));
+        assert!(matches!(decode_line(r#"{"schema":null,"payload":null}"#), Ok(Message::Tombstone)));
+        assert!(matches!(decode_line(r#"{"status":"BEGIN","id":"5:9","event_count":null,"data_collections":null}"#), Ok(Message::Begin { id }) if id == "5:9"));
+        let end = decode_line(r#"{"status":"END","id":"5:9","event_count":2,"data_collections":[{"data_collection":"s.a","event_count":2}]}"#);
+        match end.expect("end") {
+            Message::End { id, event_count, data_collections } => {
+                assert_eq!((id.as_str(), event_count), ("5:9", 2));
+                assert_eq!(data_collections, vec![("s.a".to_string(), 2)]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn mysql_order_and_gtid() {
+        let line = r#"{"after":{"id":1},"source":{"connector":"mysql","db":"shop","table":"t","file":"mysql-bin.000003","pos":154,"row":1,"gtid":"u:7"},"op":"c"}"#;
+        let event = change(decode_line(line).expect("mysql"));
+        assert_eq!(event.table, "shop.t");
+        assert_eq!(event.order, Some(SourceOrder(3, 154, 1)));
+        assert_eq!(event.source_transaction.as_deref(), Some("u:7"));
+    }
+
+    #[test]
+    fn bad_messages_name_the_field() {
+        let cases = [
+            ("{not json", "malformed"),
+            (r#"{"after":{"id":1},"source":{"schema":"s","table":"t"}}"#, "field op: missing"),
+            (r#"{"op":"x","after":{},"source":{"schema":"s","table":"t"}}"#, "unknown op"),
+            (r#"{"op":"c","after":{"id":1}}"#, "field source: missing"),
+            (r#"{"op":"c","after":{"id":1},"source":{"schema":"s"}}"#, "field source.table: missing"),
+            (r#"{"op":"c","after":{"id":1},"source":{"schema":"s","table":5}}"#, "field source.table: expected a string"),
+            (r#"{"op":"c","source":{"schema":"s","table":"t"}}"#, "field after: missing"),
+            (r#"{"op":"c","after":{},"source":{"schema":"s","table":"t","txId":"x"}}"#, "field source.txId"),
+            (r#"{"op":"c","after":{},"source":{"schema":"s","table":"t"},"transaction":{"id":"1"}}"#, "transaction.total_order: missing"),
+            (r#"{"status":"END","id":"1"}"#, "field event_count: missing"),
+            (r#"{"status":"END","id":"1","event_count":"two"}"#, "field event_count: expected"),
+            (r#"{"status":"MIDDLE","id":"1"}"#, "field status"),
+        ];
+        for (line, expected) in cases {
+            let error = decode_line(line).expect_err(line).to_string();
+            assert!(error.contains(expected), "{line}: {error}");
+        }
+    }
+}

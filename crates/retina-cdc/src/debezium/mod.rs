@@ -1,0 +1,15 @@
+//! Debezium JSON: the message decoder (envelope, schemas, typed row images) and an
+//! encoder for generated transactions.
+
+pub mod encoder;
+pub mod message;
+pub mod row;
+pub mod schema;
+pub mod time;
+pub mod types;
+pub mod value;
+
+pub use encoder::{DebeziumEncoder, EncoderOptions};
+pub use message::{decode_line, ChangeEvent, Message, Op, TransactionBlock};
+pub use row::{ColumnPlan, TablePlan};
+pub use types::ColumnKind;

@@ -1,0 +1,95 @@
+//! ISO-8601 dates and timestamps as Debezium writes them (`ZonedTimestamp`, and date or
+//! timestamp text in schemaless streams), without a calendar crate: only the proleptic
+//! Gregorian day count is needed.
+
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month = month as i64;
+    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day as i64 - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+fn number(text: &str, what: &str, min: u32, max: u32) -> Result<u32, String> {
+    let value: u32 = text.parse().map_err(|_| format!("{what} {text:?} is not a number"))?;
+    if !(min..=max).contains(&value) || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{what} {text:?} is out of range"));
+    }
+    Ok(value)
+}
+
+/// `YYYY-MM-DD` (a leading `-` or `+` on the year is allowed) to days since the epoch.
+pub fn parse_date(text: &str) -> Result<i32, String> {
+    let (negative, rest) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let mut parts = rest.splitn(3, '-');
+    let (Some(year), Some(month), Some(day)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(format!("{text:?} is not a YYYY-MM-DD date"));
+    };
+    let year = number(year, "year", 0, 999_999)? as i64;
+    let year = if negative { -year } else { year };
+    let month = number(month, "month", 1, 12)?;
+    let day = number(day, "day", 1, 31)?;
+    i32::try_from(days_from_civil(year, month, day)).map_err(|_| format!("{text:?} is out of range"))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction][Z|±HH:MM|±HHMM]` (a space may replace `T`; no
+/// offset means UTC) to nanoseconds since the epoch.
+pub fn parse_timestamp_nanos(text: &str) -> Result<i64, String> {
+    let bad = || format!("{text:?} is not an ISO-8601 timestamp");
+    let split = text.find(['T', ' ']).ok_or_else(bad)?;
+    let days = parse_date(&text[..split])? as i64;
+    let rest = &text[split + 1..];
+    let (clock, offset_seconds) = if let Some(clock) = rest.strip_suffix('Z') {
+        (clock, 0i64)
+    } else if let Some(at) = rest.rfind(['+', '-']) {
+        let (clock, offset) = rest.split_at(at);
+        let sign = if offset.starts_with('-') { -1 } else { 1 };
+        let digits = offset[1..].replace(':', "");
+        if digits.len() != 4 {
+            return Err(bad());
+        }
+        let hours = number(&digits[..2], "offset hours", 0, 18)? as i64;
+        let minutes = number(&digits[2..], "offset minutes", 0, 59)? as i64;
+        (clock, sign * (hours * 3600 + minutes * 60))
+    } else {
+        (rest, 0)
+    };
+    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
+    let mut parts = hms.split(':');
+    let (Some(h), Some(m), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    let seconds = number(h, "hour", 0, 23)? as i64 * 3600 + number(m, "minute", 0, 59)? as i64 * 60 + number(s, "second", 0, 60)? as i64;
+    if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let nanos: i64 = if fraction.is_empty() { 0 } else { format!("{fraction:0<9}").parse().map_err(|_| bad())? };
+    let total = (days * 86_400 + seconds - offset_seconds).checked_mul(1_000_000_000).and_then(|n| n.checked_add(nanos));
+    total.ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_timestamps() {
+        assert_eq!(parse_date("1970-01-01"), Ok(0));
+        assert_eq!(parse_date("2000-03-01"), Ok(11_017));
+        assert_eq!(parse_date("1969-12-31"), Ok(-1));
+        assert!(parse_date("2000-13-01").is_err());
+        assert_eq!(parse_timestamp_nanos("1970-01-01T00:00:01Z"), Ok(1_000_000_000));
+        assert_eq!(parse_timestamp_nanos("1970-01-01T02:00:00.000001+02:00"), Ok(1_000));
+        assert_eq!(parse_timestamp_nanos("1970-01-01 00:00:00-0100"), Ok(3_600_000_000_000));
+        assert_eq!(parse_timestamp_nanos("2021-06-15T12:30:45.123456789Z"), Ok(1_623_760_245_123_456_789));
+        assert!(parse_timestamp_nanos("yesterday").is_err());
+        assert!(parse_timestamp_nanos("2021-06-15T25:00:00Z").is_err());
+    }
+}

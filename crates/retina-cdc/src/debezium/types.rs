@@ -1,0 +1,247 @@
+//! Debezium's column types (Kafka Connect primitive type + optional semantic name)
+//! and how each maps to an Arrow column type and is decoded from JSON.
+
+use arrow_schema::{DataType, TimeUnit};
+
+use crate::error::DecodeError;
+
+/// How one column's JSON value is decoded. The variant fixes the Arrow type of the
+/// column ([`ColumnKind::arrow_type`]) and the unit of the JSON number or the format
+/// of the JSON string.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ColumnKind {
+    Boolean,
+    /// Connect `int8` and `int16` (Arrow has no Retina int8 column yet).
+    Int16,
+    Int32,
+    Int64,
+    Float32,
+    Float64,
+    /// `string`, and the textual semantic types: `Json`, `Uuid`, `Enum`, `EnumSet`, `Xml`,
+    /// `VariableScaleDecimal` written as exact text.
+    Utf8,
+    /// `bytes` and `Bits`: base64 in JSON.
+    Binary,
+    /// `io.debezium.time.Date`: days since the epoch.
+    Date,
+    /// `io.debezium.time.Time`: milliseconds since midnight -> Time64(µs).
+    TimeMillis,
+    /// `io.debezium.time.MicroTime`: microseconds since midnight -> Time64(µs).
+    TimeMicros,
+    /// `io.debezium.time.NanoTime` -> Time64(ns).
+    TimeNanos,
+    /// `io.debezium.time.Timestamp`: epoch milliseconds -> Timestamp(µs).
+    TimestampMillis { timezone: Option<String> },
+    /// `io.debezium.time.MicroTimestamp`: epoch microseconds -> Timestamp(µs).
+    TimestampMicros { timezone: Option<String> },
+    /// `io.debezium.time.NanoTimestamp` -> Timestamp(ns).
+    TimestampNanos,
+    /// `io.debezium.time.ZonedTimestamp`: ISO-8601 text with offset -> Timestamp(µs, UTC).
+    ZonedTimestamp,
+    /// `org.apache.kafka.connect.data.Decimal`: base64 big-endian unscaled bytes (also
+    /// accepted: decimal text or a JSON number, for streams written with
+    /// `decimal.handling.mode=string|double` into a catalog-defined decimal column).
+    Decimal { precision: u8, scale: i8 },
+    /// `io.debezium.data.VariableScaleDecimal`: `{"scale": s, "value": base64}`; the
+    /// scale varies per value, so it is stored losslessly as decimal text.
+    VariableScaleDecimal,
+}
+
+/// The semantic types this decoder knows, for error messages and docs.
+pub const KNOWN_SEMANTIC_TYPES: &[&str] = &[
+    "io.debezium.time.Date",
+    "io.debezium.time.Time",
+    "io.debezium.time.MicroTime",
+    "io.debezium.time.NanoTime",
+    "io.debezium.time.Timestamp",
+    "io.debezium.time.MicroTimestamp",
+    "io.debezium.time.NanoTimestamp",
+    "io.debezium.time.ZonedTimestamp",
+    "io.debezium.time.Year",
+    "org.apache.kafka.connect.data.Decimal",
+    "io.debezium.data.VariableScaleDecimal",
+    "io.debezium.data.Json",
+    "io.debezium.data.Uuid",
+    "io.debezium.data.Enum",
+    "io.debezium.data.EnumSet",
+    "io.debezium.data.Xml",
+    "io.debezium.data.Bits",
+];
+
+impl ColumnKind {
+    /// Maps a Connect schema (`type`, optional `name`, decimal parameters) to a kind.
+    /// An unknown type or semantic name is an error naming `field` and the type.
+    pub fn from_connect(
+        field: &str,
+        connect_type: &str,
+        semantic: Option<&str>,
+        decimal: Option<(u8, i8)>,
+    ) -> Result<Self, DecodeError> {
+        let unknown = || DecodeError::UnknownType {
+            field: field.to_string(),
+            type_name: match semantic {
+                Some(name) => format!("{name} ({connect_type})"),
+                None => connect_type.to_string(),
+            },
+        };
+        let kind = match (semantic, connect_type) {
+            (None, "boolean") => Self::Boolean,
+            (None, "int8" | "int16") => Self::Int16,
+            (None, "int32") => Self::Int32,
+            (None, "int64") => Self::Int64,
+            (None, "float32" | "float") => Self::Float32,
+            (None, "float64" | "double") => Self::Float64,
+            (None, "string") => Self::Utf8,
+            (None, "bytes") => Self::Binary,
+            (Some("io.debezium.time.Date"), "int32") => Self::Date,
+            (Some("io.debezium.time.Time"), "int32") => Self::TimeMillis,
+            (Some("io.debezium.time.MicroTime"), "int64") => Self::TimeMicros,
+            (Some("io.debezium.time.NanoTime"), "int64") => Self::TimeNanos,
+            (Some("io.debezium.time.Timestamp"), "int64") => Self::TimestampMillis { timezone: None },
+            (Some("io.debezium.time.MicroTimestamp"), "int64") => Self::TimestampMicros { timezone: None },
+            (Some("io.debezium.time.NanoTimestamp"), "int64") => Self::TimestampNanos,
+            (Some("io.debezium.time.ZonedTimestamp"), "string") => Self::ZonedTimestamp,
+            (Some("io.debezium.time.Year"), "int32") => Self::Int32,
+            (Some("org.apache.kafka.connect.data.Decimal"), "bytes") => {
+                let (precision, scale) = decimal.ok_or_else(|| {
+                    DecodeError::missing(format!("{field}.parameters.scale"))
+                })?;
+                Self::Decimal { precision, scale }
+            }
+            (Some("io.debezium.data.VariableScaleDecimal"), "struct") => Self::VariableScaleDecimal,
+            (
+                Some("io.debezium.data.Json" | "io.debezium.data.Uuid" | "io.debezium.data.Enum" | "io.debezium.data.EnumSet"
+                | "io.debezium.data.Xml"),
+                "string",
+            ) => Self::Utf8,
+            (Some("io.debezium.data.Bits"), "bytes") => Self::Binary,
+            // Connect's own logical types, as some converters write them.
+            (Some("org.apache.kafka.connect.data.Date"), "int32") => Self::Date,
+            (Some("org.apache.kafka.connect.data.Timestamp"), "int64") => Self::TimestampMillis { timezone: None },
+            _ => return Err(unknown()),
+        };
+        Ok(kind)
+    }
+
+    /// The kind to decode a catalog column of `data_type` with, when the stream carries
+    /// no schema: numbers are read in the column's own unit.
+    pub fn for_arrow_type(field: &str, data_type: &DataType) -> Result<Self, DecodeError> {
+        Ok(match data_type {
+            DataType::Boolean => Self::Boolean,
+            DataType::Int16 => Self::Int16,
+            DataType::Int32 => Self::Int32,
+            DataType::Int64 => Self::Int64,
+            DataType::Float32 => Self::Float32,
+            DataType::Float64 => Self::Float64,
+            DataType::Utf8 => Self::Utf8,
+            DataType::Binary => Self::Binary,
+            DataType::Date32 => Self::Date,
+            DataType::Time64(TimeUnit::Microsecond) => Self::TimeMicros,
+            DataType::Time64(TimeUnit::Nanosecond) => Self::TimeNanos,
+            DataType::Timestamp(TimeUnit::Microsecond, timezone) => {
+                Self::TimestampMicros { timezone: timezone.as_ref().map(|tz| tz.to_string()) }
+            }
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => Self::TimestampNanos,
+            DataType::Decimal128(precision, scale) => Self::Decimal { precision: *precision, scale: *scale },
+            other => {
+                return Err(DecodeError::UnknownType { field: field.to_string(), type_name: format!("Arrow {other}") })
+            }
+        })
+    }
+
+    /// The Arrow type of a column created for this kind.
+    pub fn arrow_type(&self) -> DataType {
+        match self {
+            Self::Boolean => DataType::Boolean,
+            Self::Int16 => DataType::Int16,
+            Self::Int32 => DataType::Int32,
+            Self::Int64 => DataType::Int64,
+            Self::Float32 => DataType::Float32,
+            Self::Float64 => DataType::Float64,
+            Self::Utf8 | Self::VariableScaleDecimal => DataType::Utf8,
+            Self::Binary => DataType::Binary,
+            Self::Date => DataType::Date32,
+            Self::TimeMillis | Self::TimeMicros => DataType::Time64(TimeUnit::Microsecond),
+            Self::TimeNanos => DataType::Time64(TimeUnit::Nanosecond),
+            Self::TimestampMillis { timezone } | Self::TimestampMicros { timezone } => {
+                DataType::Timestamp(TimeUnit::Microsecond, timezone.as_deref().map(Into::into))
+            }
+            Self::TimestampNanos => DataType::Timestamp(TimeUnit::Nanosecond, None),
+            Self::ZonedTimestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            Self::Decimal { precision, scale } => DataType::Decimal128((*precision).clamp(1, 38), *scale),
+        }
+    }
+
+    /// Whether values of this kind can be stored in an existing column of `data_type`.
+    /// Timestamps ignore the zone label (the stored value is always UTC-based).
+    pub fn fits_column(&self, data_type: &DataType) -> bool {
+        match (self.arrow_type(), data_type) {
+            (DataType::Timestamp(unit, _), DataType::Timestamp(column_unit, _)) => unit == *column_unit,
+            (DataType::Decimal128(_, scale), DataType::Decimal128(_, column_scale)) => scale == *column_scale,
+            (own, column) => own == *column,
+        }
+    }
+
+    /// The same kind, but producing values for a column whose zone label is `column`'s
+    /// (keeps the catalog's timestamp type when a stream's schema omits the zone).
+    pub fn adapted_to(&self, column: &DataType) -> Self {
+        match (self, column) {
+            (Self::TimestampMillis { .. }, DataType::Timestamp(_, tz)) => {
+                Self::TimestampMillis { timezone: tz.as_ref().map(|t| t.to_string()) }
+            }
+            (Self::TimestampMicros { .. }, DataType::Timestamp(_, tz)) => {
+                Self::TimestampMicros { timezone: tz.as_ref().map(|t| t.to_string()) }
+            }
+            (Self::Decimal { scale, .. }, DataType::Decimal128(precision, _)) => {
+                Self::Decimal { precision: *precision, scale: *scale }
+            }
+            (kind, _) => kind.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_known_semantic_type_maps() {
+        let connect_type = |name: &str| match name {
+            "io.debezium.time.Date" | "io.debezium.time.Time" | "io.debezium.time.Year" => "int32",
+            "io.debezium.time.ZonedTimestamp" | "io.debezium.data.Json" | "io.debezium.data.Uuid"
+            | "io.debezium.data.Enum" | "io.debezium.data.EnumSet" | "io.debezium.data.Xml" => "string",
+            "org.apache.kafka.connect.data.Decimal" | "io.debezium.data.Bits" => "bytes",
+            "io.debezium.data.VariableScaleDecimal" => "struct",
+            _ => "int64",
+        };
+        for name in KNOWN_SEMANTIC_TYPES {
+            let kind = ColumnKind::from_connect("c", connect_type(name), Some(name), Some((10, 2)));
+            let kind = kind.unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(retina_core::schema::is_supported_type(&kind.arrow_type()), "{name} -> {:?}", kind.arrow_type());
+        }
+    }
+
+    #[test]
+    fn unknown_types_name_field_and_type() {
+        let error = ColumnKind::from_connect("geo", "struct", Some("io.debezium.data.geometry.Point"), None)
+            .expect_err("unknown semantic type");
+        let message = error.to_string();
+        assert!(message.contains("geo") && message.contains("io.debezium.data.geometry.Point"), "{message}");
+        let error = ColumnKind::from_connect("x", "array", None, None).expect_err("unknown primitive");
+        assert!(error.to_string().contains("array"));
+        let missing_scale =
+            ColumnKind::from_connect("price", "bytes", Some("org.apache.kafka.connect.data.Decimal"), None);
+        assert!(missing_scale.expect_err("no scale").to_string().contains("price.parameters.scale"));
+    }
+
+    #[test]
+    fn timestamps_fit_columns_with_any_zone_label_of_the_same_unit() {
+        let micros = ColumnKind::TimestampMicros { timezone: None };
+        assert!(micros.fits_column(&DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))));
+        assert!(!micros.fits_column(&DataType::Timestamp(TimeUnit::Nanosecond, None)));
+        assert!(!ColumnKind::Int32.fits_column(&DataType::Int64));
+        let decimal = ColumnKind::Decimal { precision: 38, scale: 2 };
+        assert!(decimal.fits_column(&DataType::Decimal128(12, 2)));
+        assert!(!decimal.fits_column(&DataType::Decimal128(12, 3)));
+    }
+}

@@ -1,0 +1,19 @@
+//! Retina's CDC sink (DESIGN.md §3.5, paper §2.2, §3.3, §5.3): decode Debezium JSON,
+//! rebuild source transactions, and replay each as one mirror transaction.
+//!
+//! - [`debezium`]: the decoder (and an encoder for generated streams);
+//! - [`sink`]: table resolution, transaction reconstruction, exactly-once positions,
+//!   dead letters, submission to the engine;
+//! - [`source`]: `file:PATH`, `-`, `nats://HOST:PORT/STREAM`, `generator:chbench`.
+
+pub mod debezium;
+pub mod error;
+pub mod ingest;
+pub mod position;
+pub mod sink;
+pub mod source;
+
+pub use error::{CdcError, CdcResult, DecodeError};
+pub use position::{Position, PositionKind, SinkPosition, SourceOrder};
+pub use source::uri::{parse_source_uri, GeneratorSpec, SourceSpec};
+pub use sink::{Grouping, Sink, SinkOptions, SinkStats};

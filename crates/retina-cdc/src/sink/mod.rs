@@ -1,0 +1,307 @@
+//! The sink (DESIGN.md §3.5): decoded messages in, mirror transactions out.
+//!
+//! For each message: decode it, find its table, turn its images into a row change,
+//! hand it to the [`Reconstructor`]; each complete source transaction is submitted as
+//! one mirror transaction with its source position (`Engine::submit_from`), unless it
+//! is at or before the last applied one (a redelivery, dropped). Batches are sent by
+//! the engine's group commit; the sink sends a partial batch whenever its source runs
+//! dry, so freshness does not wait for a full batch.
+
+mod dead_letter;
+mod failure;
+pub mod reconstruct;
+pub mod tables;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use retina_core::{Engine, RowChange};
+
+use crate::debezium::{decode_line, ChangeEvent, Message, Op};
+use crate::error::{CdcError, CdcResult};
+use crate::position::{Position, SinkPosition, SourceOrder};
+pub use dead_letter::DeadLetterWriter;
+pub use failure::{decode_key, InFlight};
+pub use reconstruct::{CompletedTransaction, Grouping, PendingChange, Reconstructor, Rejected};
+use tables::{TableBinding, TableResolver};
+
+/// How the sink treats its stream.
+#[derive(Clone, Debug)]
+pub struct SinkOptions {
+    /// `--primary-key TABLE=COL[,COL...]`: keys of tables whose messages carry none.
+    pub primary_keys: HashMap<String, Vec<String>>,
+    /// `--infer-schema`: create schemaless tables from their first after-image.
+    pub infer_schema: bool,
+    /// `--no-transaction-metadata-grouping`.
+    pub grouping: Grouping,
+    /// `--dead-letter PATH`.
+    pub dead_letter: Option<PathBuf>,
+}
+
+impl Default for SinkOptions {
+    fn default() -> Self {
+        Self { primary_keys: HashMap::new(), infer_schema: false, grouping: Grouping::SourceTransaction, dead_letter: None }
+    }
+}
+
+/// Counters of one sink.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SinkStats {
+    pub messages: u64,
+    pub change_events: u64,
+    pub tombstones: u64,
+    pub transactions_applied: u64,
+    pub row_changes_applied: u64,
+    /// Transactions dropped as redeliveries of already applied ones.
+    pub duplicate_transactions: u64,
+    pub dead_letters: u64,
+}
+
+/// One source's sink into one engine.
+pub struct Sink<'e> {
+    engine: &'e Engine,
+    source: String,
+    tables: TableResolver,
+    reconstructor: Reconstructor,
+    dead_letter: Option<DeadLetterWriter>,
+    /// Resume point: nothing at or before it is applied again.
+    resume: Option<SinkPosition>,
+    last_order: Option<SourceOrder>,
+    in_flight: VecDeque<InFlight>,
+    completed: Vec<CompletedTransaction>,
+    last_position: Option<Position>,
+    stats: SinkStats,
+}
+
+impl<'e> Sink<'e> {
+    /// A sink for `source` (its URI, the name positions are recorded under). When the
+    /// engine already knows a position for it (after recovery), replay resumes after it.
+    pub fn new(engine: &'e Engine, source: impl Into<String>, options: SinkOptions) -> CdcResult<Self> {
+        let source = source.into();
+        let dead_letter = options.dead_letter.as_deref().map(DeadLetterWriter::open).transpose()?;
+        let resume = engine
+            .source_positions()
+            .into_iter()
+            .find(|p| p.source == source)
+            .and_then(|p| SinkPosition::decode(&p.position));
+        Ok(Self {
+            engine,
+            tables: TableResolver::new(options.primary_keys, options.infer_schema),
+            reconstructor: Reconstructor::new(options.grouping, dead_letter.is_some()),
+            dead_letter,
+            last_order: resume.and_then(|r| r.order),
+            resume,
+            in_flight: VecDeque::new(),
+            completed: Vec::new(),
+            last_position: None,
+            stats: SinkStats::default(),
+            source,
+        })
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    pub fn stats(&self) -> &SinkStats {
+        &self.stats
+    }
+
+    /// The transport position after which a restarted source must resume.
+    pub fn resume_position(&self) -> Option<SinkPosition> {
+        self.resume
+    }
+
+    /// The position of this source's newest *visible* transaction, i.e. what may be
+    /// acknowledged to the source (as far as checkpoints make it durable).
+    pub fn visible_position(&self) -> Option<SinkPosition> {
+        self.engine
+            .source_positions()
+            .into_iter()
+            .find(|p| p.source == self.source)
+            .and_then(|p| SinkPosition::decode(&p.position))
+    }
+
+    /// Handles one message at `position`.
+    pub fn handle(&mut self, position: Position, line: &str) -> CdcResult<()> {
+        self.stats.messages += 1;
+        self.last_position = Some(position);
+        if self.resume.is_some_and(|r| position.value <= r.transport) {
+            return Ok(()); // before the resume point: already applied
+        }
+        let result = self.accept(position, line);
+        let submitted = self.submit_completed();
+        match result {
+            Ok(()) => submitted,
+            Err(rejected) => {
+                submitted?;
+                self.reject(rejected)
+            }
+        }
+    }
+
+    /// The source has nothing more right now: close a pending no-metadata group and
+    /// send the partial batch (group commit) so it becomes visible.
+    pub fn idle(&mut self) -> CdcResult<()> {
+        let mut completed = std::mem::take(&mut self.completed);
+        self.reconstructor.close_group(&mut completed);
+        self.completed = completed;
+        self.submit_completed()?;
+        self.engine.flush_batch().map_err(|e| self.explain(e))
+    }
+
+    /// The finite stream ended: everything must be complete; waits until visible.
+    pub fn finish(&mut self) -> CdcResult<()> {
+        let position = self.last_position.unwrap_or(Position::line(0));
+        let mut completed = std::mem::take(&mut self.completed);
+        let result = self.reconstructor.finish(position, &mut completed);
+        self.completed = completed;
+        self.submit_completed()?;
+        if let Err(rejected) = result {
+            self.reject(rejected)?;
+        }
+        self.engine.sync().map_err(|e| self.explain(e))?;
+        Ok(())
+    }
+
+    fn reject(&mut self, rejected: Rejected) -> CdcResult<()> {
+        let Some(writer) = self.dead_letter.as_mut().filter(|_| rejected.error.is_dead_letterable()) else {
+            return Err(rejected.error);
+        };
+        let reason = rejected.error.to_string();
+        for (position, message) in &rejected.messages {
+            writer.write(*position, &reason, message)?;
+            self.stats.dead_letters += 1;
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self, position: Position, line: &str) -> Result<(), Rejected> {
+        let raw_for_dead_letter = self.dead_letter.is_some().then_some(line);
+        let rejected = |error: CdcError| Rejected { error, messages: vec![(position, line.to_string())] };
+        let message = decode_line(line).map_err(|error| rejected(CdcError::Decode { position, table: None, error }))?;
+        match message {
+            Message::Tombstone => {
+                self.stats.tombstones += 1;
+                Ok(())
+            }
+            Message::Begin { id } => {
+                self.reconstructor.begin(id, position, raw_for_dead_letter);
+                Ok(())
+            }
+            Message::End { id, event_count, data_collections } => {
+                let completed = self.reconstructor.end(&id, event_count, &data_collections, position, raw_for_dead_letter)?;
+                self.completed.push(completed);
+                Ok(())
+            }
+            Message::Change(event) => {
+                self.stats.change_events += 1;
+                let changes = self.row_changes(&event, position).map_err(rejected)?;
+                for change in changes {
+                    let pending = PendingChange { change, table: Arc::from(event.table.as_str()), position, order: event.order };
+                    self.reconstructor.change(
+                        pending,
+                        event.transaction.as_ref(),
+                        event.source_transaction.as_deref(),
+                        raw_for_dead_letter,
+                        &mut self.completed,
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The row changes of one event (a truncate is refused: see [`Op::Truncate`]).
+    fn row_changes(&mut self, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Vec<RowChange>> {
+        let binding: Arc<TableBinding> = self.tables.resolve(self.engine, event, position)?;
+        let plan = &binding.plan;
+        let decode_error = |field: &str| {
+            let table = Some(event.table.clone());
+            let field = field.to_string();
+            move |error: crate::DecodeError| CdcError::Decode { position, table, error: error.within(&field) }
+        };
+        let table = binding.id;
+        Ok(match event.op {
+            Op::Create | Op::Read => {
+                let after = event.after.ok_or_else(|| decode_error("")(crate::DecodeError::missing("after")))?;
+                vec![RowChange::Insert { table, row: plan.decode_row(after).map_err(decode_error("after"))? }]
+            }
+            Op::Update => {
+                let after = event.after.ok_or_else(|| decode_error("")(crate::DecodeError::missing("after")))?;
+                let row = plan.decode_row(after).map_err(decode_error("after"))?;
+                let key = match event.before {
+                    Some(before) => plan.decode_key(before).map_err(decode_error("before"))?,
+                    None => plan.key_of_row(&row).map_err(decode_error("after"))?,
+                };
+                vec![RowChange::Update { table, key, row }]
+            }
+            Op::Delete => {
+                let key = match (event.before, event.key) {
+                    (Some(before), _) => plan.decode_key(before).map_err(decode_error("before"))?,
+                    (None, Some(key)) => plan.decode_key(key).map_err(decode_error("key"))?,
+                    (None, None) => {
+                        return Err(CdcError::NoPrimaryKey {
+                            position,
+                            table: event.table.clone(),
+                            reason: "delete without a before-image or a message key".into(),
+                        })
+                    }
+                };
+                vec![RowChange::Delete { table, key }]
+            }
+            Op::Truncate => {
+                return Err(CdcError::Apply {
+                    position,
+                    transaction: event.transaction.as_ref().map_or_else(|| "-".into(), |t| t.id.clone()),
+                    table: Some(event.table.clone()),
+                    reason: "truncate is not supported: the engine has no truncate operation yet".into(),
+                })
+            }
+        })
+    }
+
+    fn submit_completed(&mut self) -> CdcResult<()> {
+        if self.completed.is_empty() {
+            return Ok(());
+        }
+        let hwm = self.engine.transaction_service().high_watermark();
+        while self.in_flight.front().is_some_and(|t| t.ts < hwm) {
+            self.in_flight.pop_front();
+        }
+        for transaction in std::mem::take(&mut self.completed) {
+            if let (Some(order), Some(last)) = (transaction.order, self.last_order) {
+                if order <= last {
+                    self.stats.duplicate_transactions += 1;
+                    continue;
+                }
+            }
+            let position = SinkPosition { transport: transaction.last.value, order: transaction.order };
+            let count = transaction.changes.len() as u64;
+            let changes = transaction.changes.into_iter().map(|c| c.change).collect();
+            let ts = match self.engine.submit_from(&self.source, position.encode(), changes) {
+                Ok(ts) => ts,
+                Err(error) => {
+                    let (first, last, id) = (transaction.first, transaction.last, transaction.id);
+                    return Err(match error {
+                        retina_core::CoreError::EngineStopped { .. } => self.explain(error),
+                        other => CdcError::Apply { position: first, transaction: id, table: None, reason: format!("{other} (ends at {last})") },
+                    });
+                }
+            };
+            if transaction.order.is_some() {
+                self.last_order = transaction.order;
+            }
+            self.in_flight.push_back(InFlight { ts, id: transaction.id, first: transaction.first, last: transaction.last });
+            self.stats.transactions_applied += 1;
+            self.stats.row_changes_applied += count;
+        }
+        Ok(())
+    }
+
+    fn explain(&self, error: retina_core::CoreError) -> CdcError {
+        let in_flight: Vec<InFlight> = self.in_flight.iter().cloned().collect();
+        failure::explain(self.engine, error, &in_flight)
+    }
+}

@@ -1,0 +1,249 @@
+//! Transaction reconstruction (paper §3.3): group change events into source
+//! transactions.
+//!
+//! With transaction metadata, a transaction is the events between its BEGIN and END
+//! (matched by id, so transactions may interleave); at END the events are checked
+//! against `event_count` and the per-table counts, and put in `total_order` order
+//! (repairing reordering; a missing or doubled order number is an error). Without
+//! metadata, consecutive events of one source transaction id form a transaction, or
+//! every event is its own (the `--no-transaction-metadata-grouping` choice).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use retina_core::RowChange;
+
+use crate::debezium::TransactionBlock;
+use crate::error::CdcError;
+use crate::position::{Position, SourceOrder};
+
+/// How to group events that carry no transaction metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grouping {
+    /// Consecutive events with the same source transaction id (`txId`, gtid, binlog
+    /// position) form one transaction; the default.
+    SourceTransaction,
+    /// Every event is its own transaction.
+    PerEvent,
+}
+
+impl std::str::FromStr for Grouping {
+    type Err = CdcError;
+    fn from_str(text: &str) -> Result<Self, CdcError> {
+        match text {
+            "source-txid" | "source-transaction" => Ok(Self::SourceTransaction),
+            "event" | "per-event" => Ok(Self::PerEvent),
+            other => Err(CdcError::InvalidOption(format!(
+                "--no-transaction-metadata-grouping {other:?}: expected source-txid or event"
+            ))),
+        }
+    }
+}
+
+/// One decoded row change waiting for its transaction to complete.
+#[derive(Debug, Clone)]
+pub struct PendingChange {
+    pub change: RowChange,
+    pub table: Arc<str>,
+    pub position: Position,
+    pub order: Option<SourceOrder>,
+}
+
+/// A complete source transaction, ready to become one mirror transaction.
+#[derive(Debug)]
+pub struct CompletedTransaction {
+    pub id: String,
+    pub changes: Vec<PendingChange>,
+    pub first: Position,
+    pub last: Position,
+    /// The source order of its last event, when the connector gives one.
+    pub order: Option<SourceOrder>,
+}
+
+/// A transaction that cannot be completed, with the raw messages it held (kept only
+/// when dead-lettering is on) so they can be written out together.
+#[derive(Debug)]
+pub struct Rejected {
+    pub error: CdcError,
+    pub messages: Vec<(Position, String)>,
+}
+
+struct OpenTransaction {
+    begin: Position,
+    events: Vec<(u64, PendingChange)>,
+    raw: Vec<(Position, String)>,
+}
+
+/// The reconstruction state machine. Invariant: a transaction is handed out exactly
+/// once, complete, in the order its END (or its successor's first event) arrived.
+pub struct Reconstructor {
+    grouping: Grouping,
+    keep_raw: bool,
+    open: HashMap<String, OpenTransaction>,
+    group: Option<(String, OpenTransaction)>,
+    generated_ids: u64,
+}
+
+impl Reconstructor {
+    /// `keep_raw`: keep each open transaction's raw messages (for dead-lettering).
+    pub fn new(grouping: Grouping, keep_raw: bool) -> Self {
+        Self { grouping, keep_raw, open: HashMap::new(), group: None, generated_ids: 0 }
+    }
+
+    /// Transactions currently open (BEGIN seen, END not yet).
+    pub fn open_transactions(&self) -> usize {
+        self.open.len() + usize::from(self.group.is_some())
+    }
+
+    pub fn begin(&mut self, id: String, position: Position, raw: Option<&str>) {
+        // A second BEGIN of an open transaction is a redelivery from its start (a
+        // connector restart): the partial copy is replaced.
+        let mut open = OpenTransaction { begin: position, events: Vec::new(), raw: Vec::new() };
+        if self.keep_raw {
+            open.raw.extend(raw.map(|r| (position, r.to_string())));
+        }
+        self.open.insert(id, open);
+    }
+
+    /// A change event. Completed transactions (a closed no-metadata group) go to `out`.
+    pub fn change(
+        &mut self,
+        change: PendingChange,
+        transaction: Option<&TransactionBlock>,
+        source_transaction: Option<&str>,
+        raw: Option<&str>,
+        out: &mut Vec<CompletedTransaction>,
+    ) -> Result<(), Rejected> {
+        let position = change.position;
+        if let Some(block) = transaction {
+            let Some(open) = self.open.get_mut(&block.id) else {
+                return Err(Rejected {
+                    error: CdcError::Transaction {
+                        position,
+                        transaction: block.id.clone(),
+                        reason: format!("change event (total_order {}) outside its BEGIN/END", block.total_order),
+                    },
+                    messages: self.raw_of(raw, position),
+                });
+            };
+            if self.keep_raw {
+                open.raw.extend(raw.map(|r| (position, r.to_string())));
+            }
+            // A redelivered event repeats its total_order: keep the first copy.
+            if open.events.iter().all(|(order, _)| *order != block.total_order) {
+                open.events.push((block.total_order, change));
+            }
+            return Ok(());
+        }
+        match (self.grouping, source_transaction) {
+            (Grouping::SourceTransaction, Some(id)) => {
+                if self.group.as_ref().is_some_and(|(current, _)| current != id) {
+                    self.close_group(out);
+                }
+                let keep_raw = self.keep_raw;
+                let (_, group) = self.group.get_or_insert_with(|| {
+                    (id.to_string(), OpenTransaction { begin: position, events: Vec::new(), raw: Vec::new() })
+                });
+                if keep_raw {
+                    group.raw.extend(raw.map(|r| (position, r.to_string())));
+                }
+                let next = group.events.len() as u64 + 1;
+                group.events.push((next, change));
+            }
+            _ => {
+                self.close_group(out);
+                self.generated_ids += 1;
+                let order = change.order;
+                out.push(CompletedTransaction {
+                    id: format!("event@{position}"),
+                    first: position,
+                    last: position,
+                    order,
+                    changes: vec![change],
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn end(
+        &mut self,
+        id: &str,
+        event_count: u64,
+        data_collections: &[(String, u64)],
+        position: Position,
+        raw: Option<&str>,
+    ) -> Result<CompletedTransaction, Rejected> {
+        let Some(mut open) = self.open.remove(id) else {
+            return Err(Rejected {
+                error: CdcError::Transaction { position, transaction: id.to_string(), reason: "END without BEGIN".into() },
+                messages: self.raw_of(raw, position),
+            });
+        };
+        if self.keep_raw {
+            open.raw.extend(raw.map(|r| (position, r.to_string())));
+        }
+        let reject = |reason: String, open: OpenTransaction| Rejected {
+            error: CdcError::Transaction { position, transaction: id.to_string(), reason },
+            messages: open.raw,
+        };
+        if open.events.len() as u64 != event_count {
+            let reason = format!("END says event_count {event_count} but {} events arrived", open.events.len());
+            return Err(reject(reason, open));
+        }
+        for (table, expected) in data_collections {
+            let actual = open.events.iter().filter(|(_, c)| &*c.table == table).count() as u64;
+            if actual != *expected {
+                let reason = format!("END says {expected} events for data collection {table} but {actual} arrived");
+                return Err(reject(reason, open));
+            }
+        }
+        open.events.sort_by_key(|(order, _)| *order);
+        if let Some((index, (order, _))) = open.events.iter().enumerate().find(|(i, (order, _))| *order != *i as u64 + 1) {
+            let reason = format!("total_order {order} where {} was expected (a missing event)", index + 1);
+            return Err(reject(reason, open));
+        }
+        Ok(complete(id.to_string(), open, position))
+    }
+
+    /// Closes a no-metadata group (stream end or idle): its transaction is complete.
+    pub fn close_group(&mut self, out: &mut Vec<CompletedTransaction>) {
+        if let Some((id, group)) = self.group.take() {
+            let last = group.events.last().map_or(group.begin, |(_, c)| c.position);
+            out.push(complete(id, group, last));
+        }
+    }
+
+    /// At the end of a finite stream: transactions still open are incomplete.
+    pub fn finish(&mut self, position: Position, out: &mut Vec<CompletedTransaction>) -> Result<(), Rejected> {
+        self.close_group(out);
+        let mut open: Vec<_> = self.open.drain().collect();
+        open.sort_by_key(|(_, t)| t.begin.value);
+        if let Some((id, transaction)) = open.into_iter().next() {
+            return Err(Rejected {
+                error: CdcError::Transaction {
+                    position,
+                    transaction: id,
+                    reason: format!("the stream ended before its END (BEGIN at {})", transaction.begin),
+                },
+                messages: transaction.raw,
+            });
+        }
+        Ok(())
+    }
+
+    fn raw_of(&self, raw: Option<&str>, position: Position) -> Vec<(Position, String)> {
+        raw.filter(|_| self.keep_raw).map(|r| vec![(position, r.to_string())]).unwrap_or_default()
+    }
+}
+
+fn complete(id: String, open: OpenTransaction, last: Position) -> CompletedTransaction {
+    let order = open.events.iter().filter_map(|(_, c)| c.order).max();
+    CompletedTransaction {
+        id,
+        first: open.begin,
+        last,
+        order,
+        changes: open.events.into_iter().map(|(_, change)| change).collect(),
+    }
+}

@@ -1,0 +1,260 @@
+//! Which engine table a change event belongs to, and how to decode its images: the
+//! table is found in the catalog or created on first sight from the event's schema
+//! (or, with `--infer-schema`, from its after-image); its primary key comes from the
+//! message key, else `--primary-key`, else the catalog.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_schema::{Field, Schema};
+use retina_core::{Engine, TableId, TableSchema};
+use serde_json::value::RawValue;
+
+use crate::debezium::schema::{columns_of_envelope, key_columns};
+use crate::debezium::{ChangeEvent, ColumnKind, ColumnPlan, TablePlan};
+use crate::error::{CdcError, CdcResult};
+use crate::position::Position;
+
+/// A table of the engine with the plan to decode its images.
+#[derive(Debug)]
+pub struct TableBinding {
+    pub id: TableId,
+    pub plan: TablePlan,
+}
+
+/// Resolves events to tables. Caches bindings by table name (schemaless events) and
+/// by the raw schema text (events with schemas: each distinct schema is checked
+/// against the table once).
+pub struct TableResolver {
+    primary_keys: HashMap<String, Vec<String>>,
+    infer_schema: bool,
+    by_name: HashMap<String, Arc<TableBinding>>,
+    by_schema: HashMap<Box<str>, Arc<TableBinding>>,
+}
+
+impl TableResolver {
+    pub fn new(primary_keys: HashMap<String, Vec<String>>, infer_schema: bool) -> Self {
+        Self { primary_keys, infer_schema, by_name: HashMap::new(), by_schema: HashMap::new() }
+    }
+
+    /// The binding for `event`'s table, creating the table if needed.
+    pub fn resolve(&mut self, engine: &Engine, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Arc<TableBinding>> {
+        if let Some(schema) = event.schema {
+            if let Some(binding) = self.by_schema.get(schema.get()) {
+                return Ok(Arc::clone(binding));
+            }
+            let binding = self.resolve_with_schema(engine, event, schema, position)?;
+            self.by_schema.insert(schema.get().into(), Arc::clone(&binding));
+            return Ok(binding);
+        }
+        if let Some(binding) = self.by_name.get(&event.table) {
+            return Ok(Arc::clone(binding));
+        }
+        let binding = match engine.table_id(&event.table) {
+            Some(id) => Arc::new(catalog_binding(engine, id, position)?),
+            None if self.infer_schema => self.create_inferred(engine, event, position)?,
+            None => {
+                return Err(CdcError::Schema {
+                    position,
+                    table: event.table.clone(),
+                    column: "*".into(),
+                    reason: "the table is not in the catalog and the message carries no schema: \
+                             enable Debezium schemas, create the table, or pass --infer-schema"
+                        .into(),
+                })
+            }
+        };
+        self.by_name.insert(event.table.clone(), Arc::clone(&binding));
+        Ok(binding)
+    }
+
+    fn resolve_with_schema(
+        &mut self,
+        engine: &Engine,
+        event: &ChangeEvent<'_>,
+        schema: &RawValue,
+        position: Position,
+    ) -> CdcResult<Arc<TableBinding>> {
+        let decode_error = |error| CdcError::Decode { position, table: Some(event.table.clone()), error };
+        let columns = columns_of_envelope(schema).map_err(decode_error)?;
+        let binding = match engine.table_id(&event.table) {
+            Some(id) => bind_schema_to_table(engine, id, columns, position)?,
+            None => {
+                let key = self.key_columns(event, &columns, position)?;
+                create_table(engine, &event.table, columns, &key, position)?
+            }
+        };
+        let binding = Arc::new(binding);
+        self.by_name.insert(event.table.clone(), Arc::clone(&binding));
+        Ok(binding)
+    }
+
+    /// Primary-key column names for a new table.
+    fn key_columns(&self, event: &ChangeEvent<'_>, columns: &[ColumnPlan], position: Position) -> CdcResult<Vec<String>> {
+        if let Some(key_schema) = event.key_schema {
+            let names = key_columns(key_schema).map_err(|error| CdcError::Decode { position, table: Some(event.table.clone()), error })?;
+            if !names.is_empty() {
+                return Ok(names);
+            }
+        }
+        if let Some(key) = event.key {
+            if let Ok(object) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(key.get()) {
+                if !object.is_empty() && object.keys().all(|k| columns.iter().any(|c| &c.name == k)) {
+                    return Ok(object.keys().cloned().collect());
+                }
+            }
+        }
+        if let Some(names) = self.primary_keys.get(&event.table) {
+            return Ok(names.clone());
+        }
+        Err(CdcError::NoPrimaryKey {
+            position,
+            table: event.table.clone(),
+            reason: format!(
+                "no primary key is known (the message has no key and no --primary-key {}=COL[,COL...] was given)",
+                event.table
+            ),
+        })
+    }
+
+    fn create_inferred(&self, engine: &Engine, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Arc<TableBinding>> {
+        let image = event.after.or(event.before).ok_or_else(|| CdcError::Schema {
+            position,
+            table: event.table.clone(),
+            column: "*".into(),
+            reason: "cannot infer a schema without an after- or before-image".into(),
+        })?;
+        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(image.get()).map_err(|e| CdcError::Decode {
+            position,
+            table: Some(event.table.clone()),
+            error: crate::DecodeError::MalformedJson(e.to_string()),
+        })?;
+        let mut columns = Vec::with_capacity(object.len());
+        for (name, value) in &object {
+            let kind = match value {
+                serde_json::Value::Bool(_) => ColumnKind::Boolean,
+                serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => ColumnKind::Int64,
+                serde_json::Value::Number(_) => ColumnKind::Float64,
+                serde_json::Value::String(_) | serde_json::Value::Null => ColumnKind::Utf8,
+                other => {
+                    return Err(CdcError::Schema {
+                        position,
+                        table: event.table.clone(),
+                        column: name.clone(),
+                        reason: format!("cannot infer a column type from {other}"),
+                    })
+                }
+            };
+            columns.push(ColumnPlan { name: name.clone(), kind, nullable: true });
+        }
+        let key = self.key_columns(event, &columns, position)?;
+        for column in columns.iter_mut().filter(|c| key.contains(&c.name)) {
+            column.nullable = false;
+        }
+        Ok(Arc::new(create_table(engine, &event.table, columns, &key, position)?))
+    }
+}
+
+fn schema_error(position: Position, table: &str, column: &str, reason: impl Into<String>) -> CdcError {
+    CdcError::Schema { position, table: table.to_string(), column: column.to_string(), reason: reason.into() }
+}
+
+/// Creates a table with `columns` and the named key.
+fn create_table(engine: &Engine, name: &str, columns: Vec<ColumnPlan>, key: &[String], position: Position) -> CdcResult<TableBinding> {
+    let mut primary_key = Vec::with_capacity(key.len());
+    for column in key {
+        let index = columns
+            .iter()
+            .position(|c| &c.name == column)
+            .ok_or_else(|| schema_error(position, name, column, "primary-key column is not among the table's columns"))?;
+        primary_key.push(index);
+    }
+    let fields: Vec<Field> = columns.iter().map(|c| Field::new(&c.name, c.kind.arrow_type(), c.nullable)).collect();
+    let schema = TableSchema::new(name, Schema::new(fields), primary_key.clone())
+        .map_err(|e| schema_error(position, name, "*", e.to_string()))?;
+    let id = match engine.create_table(schema) {
+        Ok(id) => id,
+        Err(retina_core::CoreError::TableExists { .. }) => {
+            engine.table_id(name).ok_or_else(|| schema_error(position, name, "*", "table vanished while being created"))?
+        }
+        Err(other) => return Err(other.into()),
+    };
+    Ok(TableBinding { id, plan: TablePlan::new(name, columns, primary_key) })
+}
+
+/// A binding for a catalog table decoded by its own Arrow types (schemaless streams).
+fn catalog_binding(engine: &Engine, id: TableId, position: Position) -> CdcResult<TableBinding> {
+    let table = engine.table(id)?;
+    let schema = table.schema();
+    let columns = schema
+        .columns()
+        .fields()
+        .iter()
+        .map(|f| {
+            let kind = ColumnKind::for_arrow_type(f.name(), f.data_type())
+                .map_err(|e| schema_error(position, schema.name(), f.name(), e.to_string()))?;
+            Ok(ColumnPlan { name: f.name().clone(), kind, nullable: f.is_nullable() })
+        })
+        .collect::<CdcResult<Vec<_>>>()?;
+    Ok(TableBinding { id, plan: TablePlan::new(schema.name(), columns, schema.primary_key().to_vec()) })
+}
+
+/// Checks an event schema against an existing table and builds the plan that decodes
+/// the event's units into the table's columns.
+fn bind_schema_to_table(engine: &Engine, id: TableId, columns: Vec<ColumnPlan>, position: Position) -> CdcResult<TableBinding> {
+    let table = engine.table(id)?;
+    let schema = table.schema();
+    let name = schema.name();
+    let fields = schema.columns().fields();
+    let mut plan_columns = Vec::with_capacity(fields.len());
+    for field in fields {
+        match columns.iter().find(|c| c.name == *field.name()) {
+            Some(column) => {
+                if !column.kind.fits_column(field.data_type()) {
+                    return Err(schema_error(
+                        position,
+                        name,
+                        field.name(),
+                        format!("incompatible change: the stream now sends {:?} for a {} column", column.kind, field.data_type()),
+                    ));
+                }
+                if column.nullable && !field.is_nullable() {
+                    return Err(schema_error(position, name, field.name(), "incompatible change: the column became nullable"));
+                }
+                plan_columns.push(ColumnPlan {
+                    name: field.name().clone(),
+                    kind: column.kind.adapted_to(field.data_type()),
+                    nullable: field.is_nullable(),
+                });
+            }
+            None if field.is_nullable() => plan_columns.push(ColumnPlan {
+                name: field.name().clone(),
+                kind: ColumnKind::for_arrow_type(field.name(), field.data_type())
+                    .map_err(|e| schema_error(position, name, field.name(), e.to_string()))?,
+                nullable: true,
+            }),
+            None => return Err(schema_error(position, name, field.name(), "incompatible change: a non-nullable column was dropped")),
+        }
+    }
+    if let Some(added) = columns.iter().find(|c| fields.iter().all(|f| f.name() != &c.name)) {
+        let reason = if added.nullable {
+            "new nullable column: adding a column to an existing table needs an engine API (ALTER TABLE ADD COLUMN) \
+             that Retina does not have yet"
+        } else {
+            "incompatible change: new non-nullable column"
+        };
+        return Err(schema_error(position, name, &added.name, reason));
+    }
+    Ok(TableBinding { id, plan: TablePlan::new(name, plan_columns, schema.primary_key().to_vec()) })
+}
+
+/// `TABLE=COL[,COL...]` of `--primary-key`.
+pub fn parse_primary_key_option(text: &str) -> Result<(String, Vec<String>), CdcError> {
+    let (table, columns) =
+        text.split_once('=').ok_or_else(|| CdcError::InvalidOption(format!("--primary-key {text:?}: expected TABLE=COL[,COL...]")))?;
+    let columns: Vec<String> = columns.split(',').map(str::trim).filter(|c| !c.is_empty()).map(String::from).collect();
+    if table.trim().is_empty() || columns.is_empty() {
+        return Err(CdcError::InvalidOption(format!("--primary-key {text:?}: expected TABLE=COL[,COL...]")));
+    }
+    Ok((table.trim().to_string(), columns))
+}

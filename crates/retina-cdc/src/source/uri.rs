@@ -1,0 +1,123 @@
+//! Source URIs (DESIGN.md §5): `file:PATH`, `-`, `nats://HOST:PORT/STREAM[?durable=NAME]`,
+//! `generator:chbench?rate=ROWS_PER_S[&seconds=S][&base_rows=N][&seed=N]`. Public so the
+//! server (`retina serve --source`) parses the same URIs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{CdcError, CdcResult};
+
+/// A parsed source URI.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SourceSpec {
+    File(PathBuf),
+    Stdin,
+    Nats { server: String, stream: String, durable: String },
+    Generator(GeneratorSpec),
+}
+
+/// `generator:chbench?...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GeneratorSpec {
+    /// Row changes per second; `None` = as fast as possible.
+    pub rate: Option<u64>,
+    /// Stop after this long (`None` = run until the caller stops).
+    pub duration: Option<Duration>,
+    /// Stop after this many row changes.
+    pub changes: Option<u64>,
+    pub base_rows: u64,
+    pub seed: u64,
+}
+
+impl Default for GeneratorSpec {
+    fn default() -> Self {
+        Self { rate: None, duration: None, changes: None, base_rows: 100_000, seed: 42 }
+    }
+}
+
+pub fn parse_source_uri(uri: &str) -> CdcResult<SourceSpec> {
+    let invalid = |reason: &str| CdcError::InvalidUri { uri: uri.to_string(), reason: reason.to_string() };
+    if uri == "-" {
+        return Ok(SourceSpec::Stdin);
+    }
+    if let Some(path) = uri.strip_prefix("file:") {
+        let path = path.strip_prefix("//").unwrap_or(path);
+        if path.is_empty() {
+            return Err(invalid("file: needs a path"));
+        }
+        return Ok(SourceSpec::File(PathBuf::from(path)));
+    }
+    if let Some(rest) = uri.strip_prefix("nats://") {
+        let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (server, stream) = location.split_once('/').ok_or_else(|| invalid("expected nats://HOST:PORT/STREAM"))?;
+        if server.is_empty() || stream.is_empty() || stream.contains('/') {
+            return Err(invalid("expected nats://HOST:PORT/STREAM"));
+        }
+        let mut durable = "retina".to_string();
+        for (key, value) in query_pairs(query) {
+            match key {
+                "durable" if !value.is_empty() => durable = value.to_string(),
+                other => return Err(invalid(&format!("unknown parameter {other:?} (known: durable)"))),
+            }
+        }
+        return Ok(SourceSpec::Nats { server: server.to_string(), stream: stream.to_string(), durable });
+    }
+    if let Some(rest) = uri.strip_prefix("generator:") {
+        let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
+        if name != "chbench" {
+            return Err(invalid("the only generator is chbench"));
+        }
+        let mut spec = GeneratorSpec::default();
+        for (key, value) in query_pairs(query) {
+            let number = || value.parse::<u64>().map_err(|_| invalid(&format!("{key}={value:?} is not a whole number")));
+            match key {
+                "rate" => spec.rate = Some(number()?).filter(|r| *r > 0),
+                "seconds" => {
+                    let seconds = value.parse::<f64>().ok().filter(|s| *s > 0.0 && s.is_finite());
+                    spec.duration = Some(Duration::from_secs_f64(seconds.ok_or_else(|| invalid("seconds must be positive"))?));
+                }
+                "changes" => spec.changes = Some(number()?),
+                "base_rows" => spec.base_rows = number()?,
+                "seed" => spec.seed = number()?,
+                other => return Err(invalid(&format!("unknown parameter {other:?} (known: rate, seconds, changes, base_rows, seed)"))),
+            }
+        }
+        return Ok(SourceSpec::Generator(spec));
+    }
+    Err(invalid("expected file:PATH, -, nats://HOST:PORT/STREAM or generator:chbench?rate=N"))
+}
+
+fn query_pairs(query: &str) -> impl Iterator<Item = (&str, &str)> {
+    query.split('&').filter(|p| !p.is_empty()).map(|p| p.split_once('=').unwrap_or((p, "")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_scheme() {
+        assert_eq!(parse_source_uri("-").ok(), Some(SourceSpec::Stdin));
+        assert_eq!(parse_source_uri("file:/tmp/x.jsonl").ok(), Some(SourceSpec::File("/tmp/x.jsonl".into())));
+        assert_eq!(
+            parse_source_uri("nats://127.0.0.1:4222/cdc?durable=d1").ok(),
+            Some(SourceSpec::Nats { server: "127.0.0.1:4222".into(), stream: "cdc".into(), durable: "d1".into() })
+        );
+        match parse_source_uri("generator:chbench?rate=1000&seconds=2.5&seed=3").expect("generator") {
+            SourceSpec::Generator(spec) => {
+                assert_eq!(spec.rate, Some(1000));
+                assert_eq!(spec.duration, Some(Duration::from_millis(2500)));
+                assert_eq!(spec.seed, 3);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_bad_uris_with_a_reason() {
+        for bad in ["file:", "nats://host", "nats://h:1/", "generator:tpch", "generator:chbench?rate=x", "kafka://x", "nats://h:1/s?x=1"] {
+            let error = parse_source_uri(bad).expect_err(bad).to_string();
+            assert!(error.contains(bad), "{error}");
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! Every bad-input path: the error names the position, table and field; replay stops
+//! without applying the bad transaction (or, with `--dead-letter`, diverts it and
+//! continues).
+
+mod common;
+
+use common::*;
+use retina_cdc::{CdcError, SinkOptions};
+use retina_core::Value;
+
+fn expect_error(lines: &[String], expected: &[&str]) -> (TestEngine, String) {
+    let test = engine();
+    let error = ingest(&test.engine, lines, SinkOptions::default()).expect_err("bad input must fail").to_string();
+    for part in expected {
+        assert!(error.contains(part), "error {error:?} lacks {part:?}");
+    }
+    (test, error)
+}
+
+fn good_txn(id: &str, key: i64) -> Vec<String> {
+    vec![begin(id), event("c", key, Some("ok"), Some((id, 1))), end(id, 1, "s.t")]
+}
+
+#[test]
+fn malformed_json_names_the_line_and_nothing_after_is_applied() {
+    let mut lines = good_txn("1", 1);
+    lines.push("{\"not json".into());
+    lines.extend(good_txn("2", 2));
+    let (test, _) = expect_error(&lines, &["line 4", "malformed JSON"]);
+    assert_eq!(rows(&test.engine, "s.t"), vec![vec![Value::Int64(1), Value::Utf8("ok".into())]]);
+}
+
+#[test]
+fn missing_field_names_line_and_field() {
+    let line = event("c", 1, Some("a"), None).replace(r#""op":"c","#, "");
+    expect_error(&[line], &["line 1", "field op: missing"]);
+}
+
+#[test]
+fn mistyped_column_names_line_table_and_column() {
+    let line = event("c", 1, Some("a"), None).replace(r#""after":{"id":1,"#, r#""after":{"id":"one","#);
+    expect_error(&[line], &["line 1", "table s.t", "after.id"]);
+}
+
+#[test]
+fn update_of_a_missing_key_names_the_transaction_table_and_key() {
+    let mut lines = good_txn("1", 1);
+    lines.extend([begin("2"), event("u", 99, Some("x"), Some(("2", 1))), end("2", 1, "s.t")]);
+    let (test, error) = expect_error(&lines, &["line 4", "source transaction 2", "table s.t", "id=Int64(99)", "no live row"]);
+    assert!(error.contains("line 6"), "names where the transaction ends: {error}");
+    // The failed transaction never becomes visible, so the durable position stays before
+    // it (its group-commit batch, which here also held transaction 1, is not visible).
+    for visible in test.engine.source_positions() {
+        let position = retina_cdc::SinkPosition::decode(&visible.position).expect("sink position");
+        assert!(position.transport < 4, "{visible:?}");
+    }
+}
+
+#[test]
+fn delete_of_a_missing_key_fails() {
+    let lines = vec![begin("1"), event("d", 5, None, Some(("1", 1))), end("1", 1, "s.t")];
+    expect_error(&lines, &["line 1", "table s.t", "id=Int64(5)", "delete"]);
+}
+
+#[test]
+fn end_without_begin() {
+    expect_error(&[end("7", 1, "s.t")], &["line 1", "transaction 7", "END without BEGIN"]);
+}
+
+#[test]
+fn event_count_mismatch_applies_nothing_of_the_transaction() {
+    let lines = vec![
+        begin("1"),
+        event("c", 1, Some("a"), Some(("1", 1))),
+        event("c", 2, Some("b"), Some(("1", 2))),
+        end("1", 3, "s.t"),
+    ];
+    let (test, _) = expect_error(&lines, &["line 4", "transaction 1", "event_count 3 but 2"]);
+    assert!(rows(&test.engine, "s.t").is_empty());
+}
+
+#[test]
+fn total_order_gap_is_an_error() {
+    let lines = vec![begin("1"), event("c", 1, Some("a"), Some(("1", 1))), event("c", 2, Some("b"), Some(("1", 3))), end("1", 2, "s.t")];
+    expect_error(&lines, &["line 4", "total_order 3 where 2 was expected"]);
+}
+
+#[test]
+fn event_outside_its_transaction_is_an_error() {
+    expect_error(&[event("c", 1, Some("a"), Some(("9", 1)))], &["line 1", "transaction 9", "outside its BEGIN/END"]);
+}
+
+#[test]
+fn stream_ending_inside_a_transaction_applies_nothing_of_it() {
+    let lines = vec![begin("1"), event("c", 1, Some("a"), Some(("1", 1)))];
+    let (test, _) = expect_error(&lines, &["transaction 1", "ended before its END"]);
+    assert!(rows(&test.engine, "s.t").is_empty());
+}
+
+#[test]
+fn unknown_semantic_type_names_field_and_type() {
+    let line = event("c", 1, Some("a"), None).replace(r#"{"type":"string","optional":true,"field":"name"}"#, r#"{"type":"string","optional":true,"name":"io.example.Martian","field":"name"}"#);
+    expect_error(&[line], &["line 1", "table s.t", "name", "io.example.Martian"]);
+}
+
+#[test]
+fn keyless_update_of_an_unknown_table_names_the_table() {
+    let line = r#"{"before":null,"after":{"id":1},"source":{"schema":"s","table":"nokey"},"op":"u"}"#.to_string();
+    let test = engine();
+    let options = SinkOptions { infer_schema: true, ..SinkOptions::default() };
+    let error = ingest(&test.engine, &[line.clone()], options).expect_err("no key").to_string();
+    assert!(error.contains("table s.nokey") && error.contains("--primary-key"), "{error}");
+    // With --primary-key the same stream fails only because the row does not exist.
+    let mut options = SinkOptions { infer_schema: true, ..SinkOptions::default() };
+    options.primary_keys.insert("s.nokey".into(), vec!["id".into()]);
+    let test = engine();
+    let error = ingest(&test.engine, &[line], options).expect_err("missing row").to_string();
+    assert!(error.contains("no live row"), "{error}");
+}
+
+#[test]
+fn schemaless_unknown_table_without_infer_schema_is_an_error() {
+    let line = r#"{"before":null,"after":{"id":1},"source":{"schema":"s","table":"x"},"op":"c"}"#.to_string();
+    let test = engine();
+    let error = ingest(&test.engine, &[line], SinkOptions::default()).expect_err("no schema").to_string();
+    assert!(error.contains("table s.x") && error.contains("--infer-schema"), "{error}");
+}
+
+#[test]
+fn new_column_and_incompatible_change_name_table_and_column() {
+    let first = event("c", 1, Some("a"), None);
+    let added = event("c", 2, Some("b"), None)
+        .replace(r#"{"type":"string","optional":true,"field":"name"}]"#, r#"{"type":"string","optional":true,"field":"name"},{"type":"int32","optional":true,"field":"extra"}]"#);
+    let test = engine();
+    let error = ingest(&test.engine, &[first.clone(), added], SinkOptions::default()).expect_err("added column").to_string();
+    assert!(error.contains("table s.t, column extra") && error.contains("ALTER TABLE"), "{error}");
+    let changed = event("c", 2, Some("b"), None).replace(r#"{"type":"string","optional":true,"field":"name"}"#, r#"{"type":"int32","optional":true,"field":"name"}"#);
+    let test = engine();
+    let error = ingest(&test.engine, &[first, changed], SinkOptions::default()).expect_err("changed type").to_string();
+    assert!(error.contains("table s.t, column name") && error.contains("incompatible"), "{error}");
+}
+
+#[test]
+fn truncate_is_refused_naming_the_table() {
+    let line = event("c", 1, Some("a"), None).replace(r#""op":"c""#, r#""op":"t""#).replace(r#""after":{"id":1,"name":"a"}"#, r#""after":null"#);
+    expect_error(&[line], &["line 1", "table s.t", "truncate"]);
+}
+
+#[test]
+fn dead_letter_diverts_bad_messages_and_whole_bad_transactions_and_continues() {
+    let test = engine();
+    let dead = test.dir.path().join("dead.jsonl");
+    let mut lines = good_txn("1", 1);
+    lines.push("garbage".into()); // line 4
+    lines.extend([begin("2"), event("c", 2, Some("b"), Some(("2", 1))), end("2", 2, "s.t")]); // lines 5-7: count mismatch
+    lines.push(end("3", 1, "s.t")); // line 8: END without BEGIN
+    lines.extend(good_txn("4", 4));
+    let options = SinkOptions { dead_letter: Some(dead.clone()), ..SinkOptions::default() };
+    let report = ingest(&test.engine, &lines, options).expect("continues past bad input");
+    assert_eq!(report.stats.dead_letters, 5);
+    let written = std::fs::read_to_string(&dead).expect("dead letters");
+    let letters: Vec<serde_json::Value> = written.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    let positions: Vec<&str> = letters.iter().map(|l| l["position"].as_str().unwrap_or("")).collect();
+    assert_eq!(positions, ["line 4", "line 5", "line 6", "line 7", "line 8"]);
+    assert!(letters[0]["reason"].as_str().unwrap_or("").contains("malformed JSON"));
+    assert!(letters[1]["reason"].as_str().unwrap_or("").contains("event_count 2 but 1"));
+    assert_eq!(letters[0]["message"], "garbage");
+    let ids: Vec<Value> = rows(&test.engine, "s.t").into_iter().map(|r| r[0].clone()).collect();
+    assert_eq!(ids, vec![Value::Int64(1), Value::Int64(4)], "transaction 2 is not half-applied");
+    // An engine failure is never dead-lettered.
+    let test = engine();
+    let options = SinkOptions { dead_letter: Some(test.dir.path().join("d2.jsonl")), ..SinkOptions::default() };
+    let lines = vec![begin("1"), event("d", 5, None, Some(("1", 1))), end("1", 1, "s.t")];
+    assert!(matches!(ingest(&test.engine, &lines, options), Err(CdcError::Apply { .. })));
+}
