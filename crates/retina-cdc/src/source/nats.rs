@@ -44,12 +44,24 @@ impl NatsSource {
             let client = async_nats::connect(server).await.map_err(|e| error(format!("cannot connect: {e}")))?;
             let jetstream = async_nats::jetstream::new(client);
             let stream = jetstream.get_stream(stream).await.map_err(|e| error(format!("no stream: {e}")))?;
+            // Messages a previous session received but never acknowledged would be
+            // redelivered only after ack_wait, *after* newer ones: the sink needs them
+            // in order, so such a consumer is recreated to start right after its ack floor.
+            let mut deliver_policy = DeliverPolicy::All;
+            if let Ok(mut existing) = stream.get_consumer::<PullConfig>(durable).await {
+                let info = existing.info().await.map_err(|e| error(format!("consumer {durable}: {e}")))?;
+                if info.num_ack_pending > 0 {
+                    let start_sequence = info.ack_floor.stream_sequence + 1;
+                    stream.delete_consumer(durable).await.map_err(|e| error(format!("consumer {durable}: {e}")))?;
+                    deliver_policy = DeliverPolicy::ByStartSequence { start_sequence };
+                }
+            }
             stream
                 .get_or_create_consumer(
                     durable,
                     PullConfig {
                         durable_name: Some(durable.to_string()),
-                        deliver_policy: DeliverPolicy::All,
+                        deliver_policy,
                         ack_policy: AckPolicy::All,
                         ack_wait: Duration::from_secs(60),
                         max_ack_pending: 1_000_000,
