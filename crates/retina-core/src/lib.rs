@@ -11,6 +11,7 @@
 //! Parquet; `retina-storage` provides the Parquet/object_store implementation.
 
 pub mod catalog;
+pub mod checkpoint;
 pub mod error;
 pub mod index;
 pub mod reference_model;

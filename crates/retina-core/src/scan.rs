@@ -110,6 +110,30 @@ pub fn read_split(
     }
 }
 
+/// The rows of consecutive batches of one row group created at or before `ts`: a
+/// prefix, because `_create_ts` never decreases in row order.
+pub(crate) fn created_at_or_before(batches: &[RecordBatch], column: usize, ts: Ts) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let cut = created_prefix_len(batch, column, ts);
+        if cut == 0 && batch.num_rows() > 0 {
+            break;
+        }
+        out.push(batch.slice(0, cut));
+        if cut < batch.num_rows() {
+            break;
+        }
+    }
+    out
+}
+
+/// Rows at the start of `batch` whose `_create_ts` (column `column`) is at most `ts`.
+fn created_prefix_len(batch: &RecordBatch, column: usize, ts: Ts) -> usize {
+    let created = batch.column(column).as_primitive::<Int64Type>().values();
+    debug_assert!(created.windows(2).all(|w| w[0] <= w[1]), "_create_ts must not decrease in a row group");
+    created.partition_point(|&created| created <= ts.0 as i64)
+}
+
 /// Leaves out the rows whose bit is set in `deleted` from consecutive batches of one
 /// row group.
 pub fn drop_deleted_rows(batches: &[RecordBatch], deleted: &DeleteBitmap) -> CoreResult<Vec<RecordBatch>> {
@@ -145,11 +169,7 @@ fn mask_batches(
             continue;
         }
         let visible_len = match ts_column {
-            Some(column) => {
-                let created = batch.column(column).as_primitive::<Int64Type>().values();
-                debug_assert!(created.windows(2).all(|w| w[0] <= w[1]), "_create_ts must not decrease in a row group");
-                created.partition_point(|&ts| ts <= qts.0 as i64)
-            }
+            Some(column) => created_prefix_len(batch, column, qts),
             None => len,
         };
         if visible_len == 0 {

@@ -62,6 +62,22 @@ impl TableRuntime {
         self.schema.name()
     }
 
+    /// The next row id to hand out (every smaller one is reserved).
+    pub fn next_row_id(&self) -> u64 {
+        self.next_row_id.load(Relaxed)
+    }
+
+    /// A table rebuilt by recovery, with its files and row-id counter.
+    pub(crate) fn restored(id: TableId, schema: TableSchema, next_row_id: u64, files: TableFiles) -> Self {
+        Self {
+            id,
+            schema: Arc::new(schema),
+            next_row_id: AtomicU64::new(next_row_id),
+            files: ArcSwap::from_pointee(files),
+            files_update: Mutex::new(()),
+        }
+    }
+
     /// Reserves `count` consecutive row ids.
     pub fn reserve_row_ids(&self, count: u64) -> RowId {
         RowId(self.next_row_id.fetch_add(count, Relaxed))

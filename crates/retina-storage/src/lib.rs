@@ -2,6 +2,7 @@
 //! column and row-group statistics) and the catalog manifest, both through
 //! `object_store`, so a local directory and any object-store URL work alike.
 
+mod checkpoint_files;
 mod location;
 mod manifest;
 mod parquet_files;

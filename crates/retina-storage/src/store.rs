@@ -6,13 +6,15 @@ use arrow_array::RecordBatch;
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use futures::TryStreamExt;
 use retina_core::catalog::{CatalogManifest, DataFileMeta};
+use retina_core::checkpoint::CheckpointManifest;
 use retina_core::storage::{LakeStore, StoredFile};
 use retina_core::visibility::DeleteBitmap;
-use retina_core::{CoreError, CoreResult, FileId, TableSchema};
+use retina_core::{CoreError, CoreResult, FileId, TableSchema, Ts};
 use tokio::runtime::Runtime;
 
-use crate::{location, manifest, parquet_files};
+use crate::{checkpoint_files, location, manifest, parquet_files};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -24,6 +26,10 @@ pub enum StorageError {
     Parquet { path: String, source: parquet::errors::ParquetError },
     #[error("catalog manifest: {reason}")]
     Manifest { reason: String },
+    #[error("checkpoint: {reason}")]
+    Checkpoint { reason: String },
+    #[error("data dir {dir} is in use by another Retina process (it holds {dir}/{}); stop it first", location::LOCK_FILE)]
+    Locked { dir: String },
     #[error("cannot start the storage I/O runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -43,13 +49,18 @@ pub struct ParquetLakeStore {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     runtime: Runtime,
+    /// Held for the store's life: one writer process per local data dir.
+    _lock: Option<location::DataDirLock>,
 }
 
 impl ParquetLakeStore {
     /// Opens a local directory or object-store URL (see [`location::open_object_store`]).
+    /// A local directory is locked for this process (see [`location::DataDirLock`]).
     pub fn open(location: &str) -> Result<Self, StorageError> {
-        let (store, prefix) = location::open_object_store(location)?;
-        Self::with_store(store, prefix)
+        let (store, prefix, lock) = location::open_object_store(location)?;
+        let mut opened = Self::with_store(store, prefix)?;
+        opened._lock = lock;
+        Ok(opened)
     }
 
     pub fn with_store(store: Arc<dyn ObjectStore>, prefix: Path) -> Result<Self, StorageError> {
@@ -59,7 +70,7 @@ impl ParquetLakeStore {
             .enable_all()
             .build()
             .map_err(StorageError::Runtime)?;
-        Ok(Self { store, prefix, runtime })
+        Ok(Self { store, prefix, runtime, _lock: None })
     }
 
     fn path(&self, relative: &str) -> Path {
@@ -138,6 +149,52 @@ impl LakeStore for ParquetLakeStore {
     fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>> {
         match self.get(manifest::MANIFEST_PATH)? {
             Some(bytes) => Ok(Some(manifest::decode(&bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn write_checkpoint_rows(
+        &self,
+        table: &TableSchema,
+        ts: Ts,
+        file_id: FileId,
+        batches: &[RecordBatch],
+    ) -> CoreResult<StoredFile> {
+        let path = format!("{}/{}", checkpoint_files::rows_folder(ts), Self::data_file_path(table, file_id));
+        let bytes = parquet_files::encode(&table.stored_schema(), batches)
+            .map_err(|source| StorageError::Parquet { path: path.clone(), source })?;
+        let size_bytes = bytes.len() as u64;
+        self.put(&path, bytes)?;
+        Ok(StoredFile { path, size_bytes })
+    }
+
+    fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
+        self.put(checkpoint_files::LATEST_PATH, checkpoint_files::encode(checkpoint)?)?;
+        // Only now may older checkpoints' rows go: the new checkpoint is in place.
+        let keep = checkpoint_files::rows_folder(checkpoint.ts);
+        let prefix = self.path("checkpoints");
+        let stale: Vec<Path> = self
+            .runtime
+            .block_on(async { self.store.list(Some(&prefix)).map_ok(|meta| meta.location).try_collect::<Vec<_>>().await })
+            .map_err(|source| StorageError::ObjectStore { path: prefix.to_string(), source })?
+            .into_iter()
+            .filter(|location| {
+                let relative = location.as_ref().strip_prefix(self.prefix.as_ref()).unwrap_or(location.as_ref());
+                let relative = relative.trim_start_matches('/');
+                relative.starts_with("checkpoints/rows-") && !relative.starts_with(&format!("{keep}/"))
+            })
+            .collect();
+        for location in stale {
+            self.runtime
+                .block_on(self.store.delete(&location))
+                .map_err(|source| StorageError::ObjectStore { path: location.to_string(), source })?;
+        }
+        Ok(())
+    }
+
+    fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {
+        match self.get(checkpoint_files::LATEST_PATH)? {
+            Some(bytes) => Ok(Some(checkpoint_files::decode(&bytes)?)),
             None => Ok(None),
         }
     }

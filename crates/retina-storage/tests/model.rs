@@ -6,146 +6,14 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, RwLock};
 
-use arrow_schema::DataType;
+mod support;
+
 use proptest::prelude::*;
 use retina_core::reference_model::ReferenceModel;
 use retina_core::rows::rows_of;
-use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
+use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, TableId, Value};
 use retina_storage::ParquetLakeStore;
-
-#[derive(Clone, Debug)]
-enum Intent {
-    Insert { table: usize, key: u8, val: i64 },
-    Update { table: usize, pick: usize, new_key: Option<u8>, val: i64 },
-    Delete { table: usize, pick: usize },
-}
-
-#[derive(Clone, Debug)]
-enum Step {
-    Txn(Vec<Intent>),
-    CheckNow,
-    HoldSnapshot,
-    CollectGarbage,
-}
-
-fn intent() -> impl Strategy<Value = Intent> {
-    prop_oneof![
-        3 => (0..2usize, 0..40u8, any::<i64>()).prop_map(|(table, key, val)| Intent::Insert { table, key, val }),
-        4 => (0..2usize, any::<usize>(), proptest::option::weighted(0.2, 0..40u8), any::<i64>())
-            .prop_map(|(table, pick, new_key, val)| Intent::Update { table, pick, new_key, val }),
-        2 => (0..2usize, any::<usize>()).prop_map(|(table, pick)| Intent::Delete { table, pick }),
-    ]
-}
-
-fn step() -> impl Strategy<Value = Step> {
-    prop_oneof![
-        12 => proptest::collection::vec(intent(), 1..6).prop_map(Step::Txn),
-        1 => Just(Step::CheckNow),
-        1 => Just(Step::HoldSnapshot),
-        1 => Just(Step::CollectGarbage),
-    ]
-}
-
-fn schemas() -> [TableSchema; 2] {
-    [
-        TableSchema::from_columns(
-            "shop.items",
-            &[("id", DataType::Int64, false), ("name", DataType::Utf8, true), ("n", DataType::Int64, false)],
-            &["id"],
-        )
-        .expect("schema"),
-        TableSchema::from_columns(
-            "shop.stock",
-            &[("w", DataType::Int32, false), ("code", DataType::Utf8, false), ("qty", DataType::Float64, true)],
-            &["w", "code"],
-        )
-        .expect("schema"),
-    ]
-}
-
-fn key_values(table: usize, key: u8) -> Vec<Value> {
-    match table {
-        0 => vec![Value::Int64(key as i64)],
-        _ => vec![Value::Int32((key % 7) as i32), Value::Utf8(format!("c{}", key / 7))],
-    }
-}
-
-fn row(table: usize, key: u8, val: i64) -> Vec<Value> {
-    match table {
-        0 => {
-            let name = if val % 5 == 0 { Value::Null } else { Value::Utf8(format!("item-{val}")) };
-            vec![Value::Int64(key as i64), name, Value::Int64(val)]
-        }
-        _ => {
-            let qty = if val % 3 == 0 { Value::Null } else { Value::Float64((val % 1000) as f64 / 4.0) };
-            let mut row = key_values(1, key);
-            row.push(qty);
-            row
-        }
-    }
-}
-
-fn key_of(table: usize, row: &[Value]) -> Vec<Value> {
-    match table {
-        0 => vec![row[0].clone()],
-        _ => vec![row[0].clone(), row[1].clone()],
-    }
-}
-
-/// Turns intents into valid changes against the model's live rows, applying each to
-/// a scratch copy of the live set so later intents of the same transaction see it.
-fn changes_for(intents: &[Intent], model: &ReferenceModel, ids: &[TableId; 2]) -> Vec<RowChange> {
-    let mut live: Vec<Vec<Vec<Value>>> =
-        ids.iter().enumerate().map(|(t, id)| model.live_rows(*id).iter().map(|r| key_of(t, r)).collect()).collect();
-    let mut changes = Vec::new();
-    for intent in intents {
-        match *intent {
-            Intent::Insert { table, key, val } => {
-                let key_vals = key_values(table, key);
-                if live[table].contains(&key_vals) {
-                    changes.push(RowChange::Update { table: ids[table], key: key_vals, row: row(table, key, val) });
-                } else {
-                    live[table].push(key_vals);
-                    changes.push(RowChange::Insert { table: ids[table], row: row(table, key, val) });
-                }
-            }
-            Intent::Update { table, pick, new_key, val } => {
-                if live[table].is_empty() {
-                    continue;
-                }
-                let index = pick % live[table].len();
-                let old = live[table][index].clone();
-                let target = match new_key {
-                    Some(k) if !live[table].contains(&key_values(table, k)) => k,
-                    _ => key_byte(table, &old),
-                };
-                live[table][index] = key_values(table, target);
-                changes.push(RowChange::Update { table: ids[table], key: old, row: row(table, target, val) });
-            }
-            Intent::Delete { table, pick } => {
-                if live[table].is_empty() {
-                    continue;
-                }
-                let index = pick % live[table].len();
-                let old = live[table].swap_remove(index);
-                changes.push(RowChange::Delete { table: ids[table], key: old });
-            }
-        }
-    }
-    changes
-}
-
-/// Recovers the u8 a key was generated from.
-fn key_byte(table: usize, key: &[Value]) -> u8 {
-    match (table, key) {
-        (0, [Value::Int64(k)]) => *k as u8,
-        (_, [Value::Int32(w), Value::Utf8(code)]) => {
-            let hi: u8 = code[1..].parse().expect("generated code");
-            hi * 7 + *w as u8
-        }
-        _ => unreachable!("generated keys only"),
-    }
-}
+use support::{changes_for, schemas, step, Step};
 
 fn scan_rows(engine: &Engine, model: &ReferenceModel, table: TableId, snapshot: &retina_core::Snapshot) -> Vec<Vec<Value>> {
     let batches = engine.scan(table, snapshot, None).expect("scan");
@@ -214,6 +82,7 @@ fn run(config: EngineConfig, steps: Vec<Step>) {
                 let lwm = engine.collect_garbage();
                 assert!(held.iter().all(|s| s.ts() >= lwm), "LWM {lwm} passed a held snapshot");
             }
+            Step::Checkpoint | Step::Crash => unreachable!("not generated by step()"),
         }
     }
     engine.wait_for_flushes().expect("flushes");
@@ -245,6 +114,6 @@ proptest! {
         batch_changes in 1..12usize,
         steps in proptest::collection::vec(step(), 10..120),
     ) {
-        run(EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None }, steps);
+        run(EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None }, steps);
     }
 }

@@ -23,7 +23,7 @@ fn schema() -> TableSchema {
 fn flushed_files_are_standard_parquet_with_create_ts_statistics() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store"));
-    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, batch_changes: 8, gc_interval: None };
+    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, batch_changes: 8, gc_interval: None, checkpoint_interval: None };
     let engine = Engine::start(config, Arc::new(EmbeddedTransactionService::new()), store.clone()).expect("engine");
     let table = engine.create_table(schema()).expect("table");
     for id in 0..100 {
@@ -52,13 +52,13 @@ fn flushed_files_are_standard_parquet_with_create_ts_statistics() {
         }
         other => panic!("_create_ts needs int64 statistics, got {other:?}"),
     }
+    // One process per data dir: a second open is refused while the first holds it.
+    let second = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).err().expect("locked");
+    assert!(second.to_string().contains("in use by another Retina process"), "{second}");
     drop(engine);
-    // The manifest refuses resuming over data files, with a clear message.
-    let again = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
-    let error = Engine::start(EngineConfig::default(), Arc::new(EmbeddedTransactionService::new()), Arc::new(again))
-        .err()
-        .expect("data files need recovery");
-    assert!(error.to_string().contains("recovery"), "{error}");
+    drop(store);
+    let reopened = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("lock released on drop");
+    drop(reopened);
 }
 
 #[test]

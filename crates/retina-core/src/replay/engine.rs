@@ -1,7 +1,6 @@
 //! `Engine`: tables, replayer shards, the flusher and memory GC of one Retina
 //! instance, behind owned-value methods that could cross a process boundary.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::{Relaxed, SeqCst}};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -11,170 +10,27 @@ use arrow_array::RecordBatch;
 use crossbeam_channel::{bounded, Sender};
 use parking_lot::{Mutex, RwLock};
 
+use super::background::{collect_garbage, sleep_unless_stopped, spawn};
+use super::checkpointer::CheckpointReport;
 use super::commit_group::CommitGroup;
-use super::flusher::{self, FlushJob, FlushMessage};
+use super::flusher::{self, FlushMessage};
 use super::operation::{RowChange, ShardOp, ShardTxn};
+use super::recovery::{recover, RecoveredState, RecoveryReport};
 use super::routing::shard_of;
-use super::shard::{virtual_file_for, Shard, ShardMessage};
+use super::shard::{Shard, ShardMessage};
+use super::shared::{EngineShared, TableRegistry};
 use super::source_progress::{SourcePosition, SourceProgress};
-use crate::catalog::{CatalogManifest, TableEntry, CATALOG_FORMAT_VERSION};
+use super::stats::{EngineStats, SharedStats};
+use super::EngineConfig;
+use crate::catalog::CATALOG_FORMAT_VERSION;
 use crate::error::{CoreError, CoreResult};
 use crate::schema::TableSchema;
 use crate::scan;
 use crate::storage::LakeStore;
 use crate::table::TableRuntime;
-use crate::txn::{Snapshot, TransactionService};
-use crate::types::{FileId, TableId, Ts};
+use crate::txn::{EmbeddedTransactionService, Snapshot, TransactionService};
+use crate::types::{TableId, Ts};
 use crate::value::{encode_key, Value};
-use crate::write_buffer::VirtualFile;
-
-/// Tuning of an engine. Defaults follow the paper (4096-row blocks and tiles).
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
-    /// Replayer shard threads.
-    pub shards: usize,
-    /// Rows per write-buffer block.
-    pub block_rows: usize,
-    /// Rows per virtual file (= per flushed Parquet file and its single row group).
-    pub file_rows: usize,
-    /// Row changes per group-commit batch; a smaller batch is sent by `flush_batch`.
-    pub batch_changes: usize,
-    /// Memory-GC period; `None` runs GC only when asked.
-    pub gc_interval: Option<Duration>,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        Self {
-            shards: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            block_rows: 4096,
-            file_rows: 16 * 4096,
-            batch_changes: 4096,
-            gc_interval: Some(Duration::from_secs(1)),
-        }
-    }
-}
-
-/// Counters shared by the engine's threads.
-#[derive(Default)]
-pub(crate) struct SharedStats {
-    pub(crate) files_flushed: AtomicU64,
-    pub(crate) row_changes: AtomicU64,
-    pub(crate) transactions: AtomicU64,
-    pub(crate) gc_runs: AtomicU64,
-}
-
-/// A point-in-time view of the engine's figures.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EngineStats {
-    pub high_watermark: Ts,
-    pub low_watermark: Ts,
-    pub transactions: u64,
-    pub row_changes: u64,
-    pub files_flushed: u64,
-    pub gc_runs: u64,
-    pub visibility_bytes: u64,
-    pub stored_versions: u64,
-    pub last_flush_error: Option<String>,
-}
-
-impl EngineStats {
-    /// Visibility memory per stored row version, in bits (the paper's metric).
-    pub fn visibility_bits_per_tuple(&self) -> f64 {
-        if self.stored_versions == 0 {
-            return 0.0;
-        }
-        self.visibility_bytes as f64 * 8.0 / self.stored_versions as f64
-    }
-}
-
-#[derive(Default)]
-struct TableRegistry {
-    tables: Vec<Arc<TableRuntime>>,
-    by_name: HashMap<String, TableId>,
-}
-
-/// State shared by the engine handle, the shards, the flusher and the GC thread.
-pub(crate) struct EngineShared {
-    pub(crate) config: EngineConfig,
-    pub(crate) txn: Arc<dyn TransactionService>,
-    pub(crate) store: Arc<dyn LakeStore>,
-    registry: RwLock<TableRegistry>,
-    next_file_id: AtomicU64,
-    failed: AtomicBool,
-    failure: Mutex<Option<String>>,
-    last_flush_error: Mutex<Option<String>>,
-    flusher: Mutex<Option<Sender<FlushMessage>>>,
-    catalog_write: Mutex<()>,
-    sources: SourceProgress,
-    pub(crate) stats: SharedStats,
-}
-
-impl EngineShared {
-    pub(crate) fn table(&self, id: TableId) -> CoreResult<Arc<TableRuntime>> {
-        self.registry
-            .read()
-            .tables
-            .get(id.0 as usize)
-            .cloned()
-            .ok_or_else(|| CoreError::UnknownTable { table: format!("#{}", id.0) })
-    }
-
-    pub(crate) fn allocate_file_id(&self) -> FileId {
-        FileId(self.next_file_id.fetch_add(1, Relaxed))
-    }
-
-    pub(crate) fn new_virtual_file(&self, table: &TableRuntime) -> Arc<VirtualFile> {
-        virtual_file_for(self, table)
-    }
-
-    pub(crate) fn flush(&self, job: FlushJob) {
-        if let Some(flusher) = self.flusher.lock().as_ref() {
-            // The flusher outlives every shard, so a send cannot fail while shards run.
-            let _ = flusher.send(FlushMessage::Job(job));
-        }
-    }
-
-    pub(crate) fn has_failed(&self) -> bool {
-        self.failed.load(SeqCst)
-    }
-
-    /// Stops the engine: no further batch commits. The first failure is kept.
-    pub(crate) fn fail(&self, reason: String) {
-        let mut failure = self.failure.lock();
-        if failure.is_none() {
-            *failure = Some(reason);
-        }
-        self.failed.store(true, SeqCst);
-    }
-
-    fn failure(&self) -> Option<CoreError> {
-        self.failure.lock().clone().map(|reason| CoreError::EngineStopped { reason })
-    }
-
-    pub(crate) fn record_flush_error(&self, message: String) {
-        *self.last_flush_error.lock() = Some(message);
-    }
-
-    /// Writes the manifest of every table and its flushed files.
-    pub(crate) fn save_catalog(&self) -> CoreResult<()> {
-        let _guard = self.catalog_write.lock();
-        let tables = self.registry.read().tables.clone();
-        let manifest = CatalogManifest {
-            format_version: CATALOG_FORMAT_VERSION,
-            tables: tables
-                .iter()
-                .map(|table| TableEntry {
-                    id: table.id(),
-                    schema: TableSchema::clone(table.schema()),
-                    files: table.files().flushed.iter().map(|f| f.meta.clone()).collect(),
-                })
-                .collect(),
-            next_file_id: self.next_file_id.load(Relaxed),
-        };
-        self.store.save_catalog(&manifest)
-    }
-}
 
 /// Transactions collected for the next group commit.
 struct PendingBatch {
@@ -195,12 +51,32 @@ pub struct Engine {
     shard_inboxes: Vec<Sender<ShardMessage>>,
     pending: Mutex<PendingBatch>,
     threads: Vec<JoinHandle<()>>,
-    stop_gc: Arc<AtomicBool>,
+    stop_background: Arc<AtomicBool>,
+    recovery: Option<(RecoveryReport, Vec<SourcePosition>)>,
 }
 
 impl Engine {
-    /// Starts shards, flusher and GC over `store`. A store whose catalog already holds
-    /// data files is refused: resuming needs the checkpoint and recovery work.
+    /// Opens the lakehouse in `store`: recovers from the catalog and the latest
+    /// checkpoint when there is one (replay then resumes from
+    /// [`Self::recovered_positions`]), or starts empty and writes a first checkpoint,
+    /// so that a crash at any later moment has one to recover from.
+    pub fn open(config: EngineConfig, store: Arc<dyn LakeStore>) -> CoreResult<Self> {
+        match recover(store.as_ref(), config.shards.max(1))? {
+            Some(state) => {
+                let txn = Arc::new(EmbeddedTransactionService::starting_at(state.checkpoint_ts.next()));
+                Self::launch(config, txn, store, Some(state))
+            }
+            None => {
+                let engine = Self::launch(config, Arc::new(EmbeddedTransactionService::new()), store, None)?;
+                engine.checkpoint()?;
+                Ok(engine)
+            }
+        }
+    }
+
+    /// Starts an engine with its own transaction service over an empty `store` (or
+    /// one whose catalog lists tables but no data files). Use [`Self::open`] to
+    /// resume a lakehouse.
     pub fn start(config: EngineConfig, txn: Arc<dyn TransactionService>, store: Arc<dyn LakeStore>) -> CoreResult<Self> {
         let mut registry = TableRegistry::default();
         let mut next_file_id = 1;
@@ -213,9 +89,7 @@ impl Engine {
             }
             if manifest.tables.iter().any(|t| !t.files.is_empty()) {
                 return Err(CoreError::Storage(
-                    "the data dir already holds data files; resuming from them needs recovery from a checkpoint, \
-                     which this build does not have yet: use an empty data dir"
-                        .into(),
+                    "the data dir already holds data files: open it with recovery (Engine::open) instead".into(),
                 ));
             }
             for entry in manifest.tables {
@@ -224,39 +98,94 @@ impl Engine {
             }
             next_file_id = manifest.next_file_id;
         }
-        let shards = config.shards.max(1);
+        let state = RecoveredState {
+            checkpoint_ts: Ts(0),
+            shards: config.shards.max(1),
+            registry,
+            next_file_id,
+            shard_tables: Vec::new(),
+            sources: Vec::new(),
+            to_flush: Vec::new(),
+            report: RecoveryReport { checkpoint_ts: Ts(0), tables: 0, files: 0, rows_scanned: 0, keys: 0, millis: 0.0 },
+        };
+        let mut engine = Self::launch(config, txn, store, Some(state))?;
+        engine.recovery = None;
+        Ok(engine)
+    }
+
+    fn launch(
+        config: EngineConfig,
+        txn: Arc<dyn TransactionService>,
+        store: Arc<dyn LakeStore>,
+        state: Option<RecoveredState>,
+    ) -> CoreResult<Self> {
+        let mut state = state.unwrap_or_else(|| RecoveredState {
+            checkpoint_ts: Ts(0),
+            shards: config.shards.max(1),
+            registry: TableRegistry::default(),
+            next_file_id: 1,
+            shard_tables: Vec::new(),
+            sources: Vec::new(),
+            to_flush: Vec::new(),
+            report: RecoveryReport { checkpoint_ts: Ts(0), tables: 0, files: 0, rows_scanned: 0, keys: 0, millis: 0.0 },
+        });
+        // Key ownership depends on the shard count, so a recovered lakehouse keeps it.
+        let shards = state.shards;
         let (flush_sender, flush_inbox) = bounded(1024);
         let shared = Arc::new(EngineShared {
             config: EngineConfig { shards, ..config },
             txn,
             store,
-            registry: RwLock::new(registry),
-            next_file_id: AtomicU64::new(next_file_id),
+            registry: RwLock::new(std::mem::take(&mut state.registry)),
+            next_file_id: AtomicU64::new(state.next_file_id),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             last_flush_error: Mutex::new(None),
+            last_checkpoint_error: Mutex::new(None),
             flusher: Mutex::new(Some(flush_sender)),
             catalog_write: Mutex::new(()),
-            sources: SourceProgress::default(),
+            checkpoint_write: Mutex::new(()),
+            sources: SourceProgress::restored(&state.sources),
             stats: SharedStats::default(),
         });
         let mut threads = Vec::new();
         let flusher_shared = Arc::clone(&shared);
         threads.push(spawn("retina-flusher", move || flusher::run(flusher_shared, flush_inbox))?);
+        let mut restored = std::mem::take(&mut state.shard_tables).into_iter();
         let mut shard_inboxes = Vec::with_capacity(shards);
         for index in 0..shards {
             let (sender, inbox) = bounded(64);
-            let shard = Shard::new(Arc::clone(&shared));
+            let mut shard = Shard::new(Arc::clone(&shared));
+            for table in restored.next().unwrap_or_default() {
+                shard.restore(table);
+            }
             threads.push(spawn(&format!("retina-shard-{index}"), move || shard.run(inbox))?);
             shard_inboxes.push(sender);
         }
-        let stop_gc = Arc::new(AtomicBool::new(false));
+        for job in std::mem::take(&mut state.to_flush) {
+            shared.flush(job);
+        }
+        let stop_background = Arc::new(AtomicBool::new(false));
         if let Some(interval) = shared.config.gc_interval {
-            let (gc_shared, gc_inboxes, stop) = (Arc::clone(&shared), shard_inboxes.clone(), Arc::clone(&stop_gc));
+            let (gc_shared, gc_inboxes, stop) =
+                (Arc::clone(&shared), shard_inboxes.clone(), Arc::clone(&stop_background));
             threads.push(spawn("retina-gc", move || {
                 while !stop.load(SeqCst) {
                     sleep_unless_stopped(interval, &stop);
                     collect_garbage(&gc_shared, &gc_inboxes);
+                }
+            })?);
+        }
+        if let Some(interval) = shared.config.checkpoint_interval {
+            let (checkpoint_shared, stop) = (Arc::clone(&shared), Arc::clone(&stop_background));
+            threads.push(spawn("retina-checkpoint", move || {
+                while !stop.load(SeqCst) {
+                    sleep_unless_stopped(interval, &stop);
+                    if stop.load(SeqCst) || checkpoint_shared.has_failed() {
+                        break;
+                    }
+                    let result = checkpoint_shared.checkpoint();
+                    *checkpoint_shared.last_checkpoint_error.lock() = result.err().map(|e| e.to_string());
                 }
             })?);
         }
@@ -266,12 +195,39 @@ impl Engine {
                 per_shard: (0..shards).map(|_| Vec::new()).collect(),
                 timestamps: Vec::new(),
                 changes: 0,
-                last_submitted: Ts(0),
+                last_submitted: state.checkpoint_ts,
             }),
             shard_inboxes,
             threads,
-            stop_gc,
+            stop_background,
+            recovery: Some((state.report, state.sources)),
         })
+    }
+
+    /// What recovery did, when this engine was opened from existing state.
+    pub fn recovery_report(&self) -> Option<&RecoveryReport> {
+        self.recovery.as_ref().map(|(report, _)| report)
+    }
+
+    /// The source positions of the recovered checkpoint: resume each source after
+    /// its position (everything up to it is applied, nothing after it).
+    pub fn recovered_positions(&self) -> &[SourcePosition] {
+        self.recovery.as_ref().map_or(&[], |(_, positions)| positions.as_slice())
+    }
+
+    /// Takes a checkpoint now (replay and queries go on meanwhile).
+    pub fn checkpoint(&self) -> CoreResult<CheckpointReport> {
+        if let Some(error) = self.shared.failure() {
+            return Err(error);
+        }
+        self.shared.checkpoint()
+    }
+
+    /// Clean shutdown: makes everything submitted visible, flushes full files and
+    /// takes a final checkpoint.
+    pub fn close(self) -> CoreResult<CheckpointReport> {
+        self.wait_for_flushes()?;
+        self.checkpoint()
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -280,6 +236,11 @@ impl Engine {
 
     pub fn transaction_service(&self) -> &Arc<dyn TransactionService> {
         &self.shared.txn
+    }
+
+    /// The lake store the engine's files live in (query engines read splits from it).
+    pub fn store(&self) -> &Arc<dyn LakeStore> {
+        &self.shared.store
     }
 
     /// Creates a table and records it in the catalog.
@@ -325,7 +286,7 @@ impl Engine {
 
     /// For every source, the position of its newest visible transaction.
     pub fn source_positions(&self) -> Vec<SourcePosition> {
-        self.shared.sources.visible(self.shared.txn.high_watermark())
+        self.shared.sources.at(self.shared.txn.high_watermark().prev())
     }
 
     fn submit_inner(&self, changes: Vec<RowChange>, origin: Option<(&str, String)>) -> CoreResult<Ts> {
@@ -476,6 +437,9 @@ impl Engine {
             row_changes: stats.row_changes.load(Relaxed),
             files_flushed: stats.files_flushed.load(Relaxed),
             gc_runs: stats.gc_runs.load(Relaxed),
+            checkpoints: stats.checkpoints.load(Relaxed),
+            last_checkpoint_ts: Ts(stats.last_checkpoint_ts.load(Relaxed)),
+            last_checkpoint_error: self.shared.last_checkpoint_error.lock().clone(),
             visibility_bytes: tables.iter().map(|t| t.visibility_memory_bytes() as u64).sum(),
             stored_versions: tables.iter().map(|t| t.stored_versions()).sum(),
             last_flush_error: self.shared.last_flush_error.lock().clone(),
@@ -495,7 +459,7 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         let _ = self.flush_batch();
-        self.stop_gc.store(true, SeqCst);
+        self.stop_background.store(true, SeqCst);
         // Shards exit when their inboxes close; the flusher when its sender goes too.
         self.shard_inboxes.clear();
         let shard_and_gc: Vec<_> = self.threads.drain(1..).collect();
@@ -507,42 +471,6 @@ impl Drop for Engine {
             let _ = thread.join();
         }
     }
-}
-
-/// Memory GC: fold visibility below LWM in every file, and prune shard indexes.
-fn collect_garbage(shared: &EngineShared, shard_inboxes: &[Sender<ShardMessage>]) -> Ts {
-    let lwm = shared.txn.low_watermark();
-    let tables = shared.registry.read().tables.clone();
-    for table in tables {
-        let files = table.files();
-        for file in &files.flushed {
-            file.visibility.collect_garbage(lwm);
-        }
-        for file in &files.virtual_files {
-            file.visibility().collect_garbage(lwm);
-        }
-    }
-    for inbox in shard_inboxes {
-        let _ = inbox.try_send(ShardMessage::CollectIndexGarbage { lwm });
-    }
-    shared.stats.gc_runs.fetch_add(1, Relaxed);
-    lwm
-}
-
-fn sleep_unless_stopped(interval: Duration, stop: &AtomicBool) {
-    let step = Duration::from_millis(20);
-    let mut slept = Duration::ZERO;
-    while slept < interval && !stop.load(SeqCst) {
-        std::thread::sleep(step.min(interval - slept));
-        slept += step;
-    }
-}
-
-fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> CoreResult<JoinHandle<()>> {
-    std::thread::Builder::new()
-        .name(name.to_string())
-        .spawn(body)
-        .map_err(|e| CoreError::EngineStopped { reason: format!("cannot start thread {name}: {e}") })
 }
 
 /// Encodes the primary key taken from a full row image.

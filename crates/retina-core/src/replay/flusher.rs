@@ -9,7 +9,7 @@ use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
 use crossbeam_channel::{Receiver, Sender};
 
-use super::engine::EngineShared;
+use super::shared::EngineShared;
 use crate::catalog::DataFileMeta;
 use crate::error::CoreResult;
 use crate::table::{FlushedFile, TableRuntime};

@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
 
-use super::engine::EngineShared;
+use super::shared::EngineShared;
 use super::flusher::FlushJob;
 use super::operation::{ShardOp, ShardTxn};
 use super::commit_group::CommitGroup;
+use super::recovery::RestoredShardTable;
 use crate::error::{CoreError, CoreResult};
 use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
 use crate::table::TableRuntime;
@@ -39,6 +40,16 @@ pub(crate) struct Shard {
 impl Shard {
     pub(crate) fn new(shared: Arc<EngineShared>) -> Self {
         Self { shared, tables: Vec::new(), dirty: Vec::new() }
+    }
+
+    /// Installs what recovery rebuilt for one table, before the shard runs.
+    pub(crate) fn restore(&mut self, restored: RestoredShardTable) {
+        let slot = restored.table.id().0 as usize;
+        if slot >= self.tables.len() {
+            self.tables.resize_with(slot + 1, || None);
+        }
+        self.tables[slot] =
+            Some(ShardTable { runtime: restored.table, index: restored.index, main: restored.main, buffer: None });
     }
 
     /// The shard's event loop; returns when the engine drops its senders.

@@ -36,11 +36,12 @@ pub(crate) struct DeleteTsBlock {
 }
 
 impl DeleteTsBlock {
+    pub(crate) fn empty() -> Box<Self> {
+        Box::new(Self { entries: Default::default(), next: AtomicPtr::new(ptr::null_mut()) })
+    }
+
     pub(crate) fn with_first(entry: u64) -> Box<Self> {
-        let block = Box::new(Self {
-            entries: Default::default(),
-            next: AtomicPtr::new(ptr::null_mut()),
-        });
+        let block = Self::empty();
         block.entries[0].store(entry, std::sync::atomic::Ordering::Relaxed);
         block
     }

@@ -20,6 +20,21 @@ impl RgVisibility {
         Self { tiles, capacity }
     }
 
+    /// A row group whose rows set in `deleted` are deleted at or before `base_ts`
+    /// (recovery from a checkpoint).
+    pub fn from_bitmap(capacity: usize, deleted: &[u64], base_ts: Ts) -> Self {
+        let tiles = (0..capacity.div_ceil(TILE_ROWS))
+            .map(|tile| {
+                let mut words = [0u64; TILE_WORDS];
+                for (i, word) in words.iter_mut().enumerate() {
+                    *word = deleted.get(tile * TILE_WORDS + i).copied().unwrap_or(0);
+                }
+                TileVisibility::with_base(words, base_ts)
+            })
+            .collect();
+        Self { tiles, capacity }
+    }
+
     pub fn capacity(&self) -> usize {
         self.capacity
     }
@@ -91,6 +106,19 @@ mod tests {
         assert!(rg.is_deleted_at(TILE_ROWS as u32 + 7, Ts(2)));
         assert!(!rg.is_deleted_at(2 * TILE_ROWS as u32 + 9, Ts(2)));
         assert!(rg.is_deleted_at(2 * TILE_ROWS as u32 + 9, Ts(3)));
+    }
+
+    #[test]
+    fn restored_row_group_matches_its_bitmap() {
+        let rows = 2 * TILE_ROWS + 10;
+        let mut deleted = vec![0u64; rows.div_ceil(64)];
+        for row in [1usize, 4097, rows - 1] {
+            deleted[row / 64] |= 1 << (row % 64);
+        }
+        let rg = RgVisibility::from_bitmap(rows, &deleted, Ts(9));
+        assert_eq!(rg.bitmap_at(Ts(9), rows), deleted);
+        rg.delete(2, Ts(10));
+        assert!(rg.is_deleted_at(2, Ts(10)) && !rg.is_deleted_at(2, Ts(9)));
     }
 
     #[test]

@@ -59,6 +59,19 @@ impl TileVisibility {
         Self { snapshot: Atomic::null(), tail: AtomicPtr::new(ptr::null_mut()) }
     }
 
+    /// A tile whose rows in `bitmap` are deleted at or before `base_ts` (recovery).
+    /// An empty bitmap keeps the tile snapshot-free.
+    pub fn with_base(bitmap: [u64; TILE_WORDS], base_ts: Ts) -> Self {
+        let tile = Self::new();
+        if bitmap.iter().any(|&word| word != 0) {
+            let block = Box::into_raw(DeleteTsBlock::empty());
+            tile.tail.store(block, Relaxed);
+            let snapshot = VisibilitySnapshot { base_ts: base_ts.0, head: block, bitmap };
+            tile.snapshot.store(Owned::new(snapshot), Release);
+        }
+        tile
+    }
+
     /// Marks row `offset` deleted at `ts`. Writer only (see the type's contract).
     pub fn delete(&self, offset: u16, ts: Ts) {
         let entry = pack_entry(offset, ts);
@@ -297,6 +310,20 @@ mod tests {
         assert_eq!(tile.pending_entries(), 0);
         assert_eq!(deleted_rows(&tile, 40).len(), 31);
         assert_eq!(tile.collect_garbage(Ts(20)), 0, "lwm never moves backwards");
+    }
+
+    #[test]
+    fn tile_restored_from_a_base_bitmap() {
+        let mut base = [0u64; TILE_WORDS];
+        base[0] = 0b101;
+        let tile = TileVisibility::with_base(base, Ts(50));
+        assert_eq!(tile.base_ts(), Ts(50));
+        assert_eq!(deleted_rows(&tile, 50), vec![0, 2]);
+        tile.delete(7, Ts(51));
+        assert_eq!(deleted_rows(&tile, 51), vec![0, 2, 7]);
+        assert_eq!(deleted_rows(&tile, 50), vec![0, 2]);
+        let empty = TileVisibility::with_base([0; TILE_WORDS], Ts(50));
+        assert_eq!(empty.memory_bytes(), std::mem::size_of::<TileVisibility>());
     }
 
     #[test]

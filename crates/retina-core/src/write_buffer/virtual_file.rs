@@ -43,6 +43,28 @@ impl VirtualFile {
         }
     }
 
+    /// A complete virtual file rebuilt from a checkpoint: its rows and visibility as
+    /// they were at the checkpoint. No rows are appended to it; it only waits for its
+    /// flush.
+    pub fn recovered(
+        table_id: TableId,
+        file_id: FileId,
+        first_row_id: RowId,
+        capacity: usize,
+        visibility: RgVisibility,
+        blocks: Vec<RecordBatch>,
+    ) -> Self {
+        Self {
+            table_id,
+            file_id,
+            first_row_id,
+            capacity,
+            visibility: Arc::new(visibility),
+            blocks: ArcSwap::from_pointee(blocks),
+            complete: AtomicBool::new(true),
+        }
+    }
+
     pub fn table_id(&self) -> TableId {
         self.table_id
     }

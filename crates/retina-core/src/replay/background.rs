@@ -1,0 +1,49 @@
+//! Background threads of an engine: memory GC and periodic checkpoints.
+
+use std::sync::atomic::{AtomicBool, Ordering::{Relaxed, SeqCst}};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+
+use super::shard::ShardMessage;
+use super::shared::EngineShared;
+use crate::error::{CoreError, CoreResult};
+use crate::types::Ts;
+
+/// Memory GC: fold visibility below LWM in every file, and prune shard indexes.
+pub(crate) fn collect_garbage(shared: &EngineShared, shard_inboxes: &[Sender<ShardMessage>]) -> Ts {
+    let lwm = shared.txn.low_watermark();
+    let tables = shared.registry.read().tables.clone();
+    for table in tables {
+        let files = table.files();
+        for file in &files.flushed {
+            file.visibility.collect_garbage(lwm);
+        }
+        for file in &files.virtual_files {
+            file.visibility().collect_garbage(lwm);
+        }
+    }
+    for inbox in shard_inboxes {
+        let _ = inbox.try_send(ShardMessage::CollectIndexGarbage { lwm });
+    }
+    shared.stats.gc_runs.fetch_add(1, Relaxed);
+    lwm
+}
+
+pub(crate) fn sleep_unless_stopped(interval: Duration, stop: &AtomicBool) {
+    let step = Duration::from_millis(20);
+    let mut slept = Duration::ZERO;
+    while slept < interval && !stop.load(SeqCst) {
+        std::thread::sleep(step.min(interval - slept));
+        slept += step;
+    }
+}
+
+pub(crate) fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> CoreResult<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(body)
+        .map_err(|e| CoreError::EngineStopped { reason: format!("cannot start thread {name}: {e}") })
+}
+

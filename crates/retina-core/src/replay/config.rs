@@ -1,0 +1,34 @@
+//! Tuning of an engine.
+
+use std::time::Duration;
+
+/// Tuning of an engine. Defaults follow the paper (4096-row blocks and tiles).
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Replayer shard threads.
+    pub shards: usize,
+    /// Rows per write-buffer block.
+    pub block_rows: usize,
+    /// Rows per virtual file (= per flushed Parquet file and its single row group).
+    pub file_rows: usize,
+    /// Row changes per group-commit batch; a smaller batch is sent by `flush_batch`.
+    pub batch_changes: usize,
+    /// Memory-GC period; `None` runs GC only when asked.
+    pub gc_interval: Option<Duration>,
+    /// Checkpoint period; `None` checkpoints only when asked (and at `close`).
+    pub checkpoint_interval: Option<Duration>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            shards: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            block_rows: 4096,
+            file_rows: 16 * 4096,
+            batch_changes: 4096,
+            gc_interval: Some(Duration::from_secs(1)),
+            checkpoint_interval: Some(Duration::from_secs(5)),
+        }
+    }
+}
+

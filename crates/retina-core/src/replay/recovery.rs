@@ -1,0 +1,295 @@
+//! Recovery (DESIGN.md §3.7): rebuild an engine's state from the catalog and the
+//! latest checkpoint at ts C; replay then resumes from the sources' positions of C.
+//!
+//! - Flushed files come from the catalog, with their visibility at C from the
+//!   checkpoint. Rows created after C (files flushed after the checkpoint) are masked
+//!   as deleted: their transactions are replayed again from the source.
+//! - Rows that were in write buffers at C come back from the checkpoint's files as
+//!   complete virtual files, flushed right after start.
+//! - The primary index is rebuilt from the rows visible at C.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::RecordBatch;
+
+use super::flusher::FlushJob;
+use super::routing::shard_of;
+use super::shared::TableRegistry;
+use super::source_progress::SourcePosition;
+use crate::catalog::DataFileMeta;
+use crate::checkpoint::{CheckpointFile, CheckpointManifest, CHECKPOINT_FORMAT_VERSION};
+use crate::error::{CoreError, CoreResult};
+use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
+use crate::rows::value_at;
+use crate::schema::TableSchema;
+use crate::storage::LakeStore;
+use crate::table::{FlushedFile, TableFiles, TableRuntime};
+use crate::types::{FileId, RowId, TableId, Ts};
+use crate::value::encode_key;
+use crate::visibility::RgVisibility;
+use crate::write_buffer::VirtualFile;
+
+/// What one shard owns of one table after recovery.
+pub(crate) struct RestoredShardTable {
+    pub(crate) table: Arc<TableRuntime>,
+    pub(crate) index: SinglePointIndex,
+    pub(crate) main: MainIndex,
+}
+
+/// Figures of a recovery.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecoveryReport {
+    pub checkpoint_ts: Ts,
+    pub tables: usize,
+    pub files: usize,
+    /// Rows read to rebuild the primary index.
+    pub rows_scanned: u64,
+    /// Live keys restored.
+    pub keys: u64,
+    pub millis: f64,
+}
+
+pub(crate) struct RecoveredState {
+    pub(crate) checkpoint_ts: Ts,
+    pub(crate) shards: usize,
+    pub(crate) registry: TableRegistry,
+    pub(crate) next_file_id: u64,
+    /// Per shard, per table.
+    pub(crate) shard_tables: Vec<Vec<RestoredShardTable>>,
+    pub(crate) sources: Vec<SourcePosition>,
+    pub(crate) to_flush: Vec<FlushJob>,
+    pub(crate) report: RecoveryReport,
+}
+
+/// Rebuilds the state in `store`, or returns `None` when it holds nothing yet.
+pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreResult<Option<RecoveredState>> {
+    let started = Instant::now();
+    let catalog = store.load_catalog()?;
+    let checkpoint = store.load_checkpoint()?;
+    let Some(catalog) = catalog else {
+        if checkpoint.is_some() {
+            return Err(CoreError::Storage("a checkpoint exists but the catalog manifest is missing".into()));
+        }
+        return Ok(None);
+    };
+    let checkpoint = checkpoint.unwrap_or_else(|| CheckpointManifest {
+        format_version: CHECKPOINT_FORMAT_VERSION,
+        ts: Ts(0),
+        shards: configured_shards,
+        next_file_id: 1,
+        tables: Vec::new(),
+        sources: Vec::new(),
+    });
+    if checkpoint.format_version != CHECKPOINT_FORMAT_VERSION {
+        return Err(CoreError::Storage(format!(
+            "checkpoint format version {} is not supported by this build (expects {CHECKPOINT_FORMAT_VERSION})",
+            checkpoint.format_version
+        )));
+    }
+    let ts = checkpoint.ts;
+    let shards = checkpoint.shards.max(1);
+    let checkpointed: HashMap<TableId, _> = checkpoint.tables.iter().map(|t| (t.id, t)).collect();
+
+    let mut registry = TableRegistry::default();
+    let mut shard_tables: Vec<Vec<RestoredShardTable>> = (0..shards).map(|_| Vec::new()).collect();
+    let mut to_flush = Vec::new();
+    let (mut rows_scanned, mut keys, mut file_count) = (0u64, 0u64, 0usize);
+    let mut next_file_id = catalog.next_file_id.max(checkpoint.next_file_id);
+    for (position, entry) in catalog.tables.iter().enumerate() {
+        if entry.id != TableId(position as u32) {
+            return Err(CoreError::Storage(format!(
+                "catalog lists table {} with id {} at position {position}; ids must be dense",
+                entry.schema.name(),
+                entry.id.0
+            )));
+        }
+        let schema = &entry.schema;
+        let saved: HashMap<FileId, &CheckpointFile> = checkpointed
+            .get(&entry.id)
+            .map(|t| t.files.iter().map(|f| (f.file_id, f)).collect())
+            .unwrap_or_default();
+        let mut next_row_id = checkpointed.get(&entry.id).map_or(0, |t| t.next_row_id);
+        let mut indexes: Vec<SinglePointIndex> = (0..shards).map(|_| SinglePointIndex::new()).collect();
+        let mut main_entries = Vec::new();
+        let mut files = TableFiles::default();
+
+        for meta in &entry.files {
+            let rows = meta.row_count as usize;
+            let mut deleted = vec![0u64; rows.div_ceil(64)];
+            if let Some(saved) = saved.get(&meta.file_id) {
+                for (word, saved_word) in deleted.iter_mut().zip(&saved.deleted) {
+                    *word = *saved_word;
+                }
+            }
+            let key_rows = read_key_columns(store, schema, meta)?;
+            mask_created_after(&key_rows, schema, ts, &mut deleted);
+            let visibility = Arc::new(RgVisibility::from_bitmap(rows, &deleted, ts));
+            let (scanned, restored) = index_visible_rows(schema, &key_rows, &deleted, meta.first_row_id, shards, &mut indexes)?;
+            rows_scanned += scanned;
+            keys += restored;
+            main_entries.push(main_entry(meta.first_row_id, rows as u64, meta.file_id, &visibility));
+            next_row_id = next_row_id.max(meta.first_row_id.0 + meta.row_count);
+            next_file_id = next_file_id.max(meta.file_id.0 + 1);
+            files.flushed.push(FlushedFile { meta: meta.clone(), visibility });
+            file_count += 1;
+        }
+        let flushed_ids: Vec<FileId> = entry.files.iter().map(|f| f.file_id).collect();
+        for saved in saved.values().filter(|f| f.rows_path.is_some() && !flushed_ids.contains(&f.file_id)) {
+            let rows_meta = DataFileMeta {
+                file_id: saved.file_id,
+                path: saved.rows_path.clone().unwrap_or_default(),
+                row_count: saved.rows,
+                first_row_id: saved.first_row_id,
+                min_create_ts: Ts(0),
+                max_create_ts: ts,
+                size_bytes: 0,
+            };
+            let all_columns: Vec<usize> = (0..=schema.create_ts_index()).collect();
+            let batches = store.read_file(schema, &rows_meta, &all_columns, None)?;
+            let visibility = RgVisibility::from_bitmap(saved.capacity as usize, &saved.deleted, ts);
+            let file = Arc::new(VirtualFile::recovered(
+                entry.id,
+                saved.file_id,
+                saved.first_row_id,
+                saved.capacity as usize,
+                visibility,
+                batches,
+            ));
+            let key_rows = project_key_columns(schema, &file.blocks())?;
+            let (scanned, restored) =
+                index_visible_rows(schema, &key_rows, &saved.deleted, saved.first_row_id, shards, &mut indexes)?;
+            rows_scanned += scanned;
+            keys += restored;
+            main_entries.push(main_entry(saved.first_row_id, saved.capacity, saved.file_id, file.visibility()));
+            next_row_id = next_row_id.max(saved.first_row_id.0 + saved.capacity);
+            next_file_id = next_file_id.max(saved.file_id.0 + 1);
+            files.virtual_files.push(Arc::clone(&file));
+            file_count += 1;
+            to_flush.push(file);
+        }
+        main_entries.sort_by_key(|e: &MainIndexEntry| e.first_row_id);
+        let table = Arc::new(TableRuntime::restored(entry.id, TableSchema::clone(schema), next_row_id, files));
+        for (shard, index) in indexes.into_iter().enumerate() {
+            let mut main = MainIndex::new();
+            for entry in &main_entries {
+                main.push(entry.clone());
+            }
+            shard_tables[shard].push(RestoredShardTable { table: Arc::clone(&table), index, main });
+        }
+        registry.by_name.insert(schema.name().to_string(), entry.id);
+        registry.tables.push(table);
+    }
+    let to_flush = to_flush
+        .into_iter()
+        .map(|file| FlushJob { table: Arc::clone(&registry.tables[file.table_id().0 as usize]), file })
+        .collect();
+    Ok(Some(RecoveredState {
+        checkpoint_ts: ts,
+        shards,
+        registry,
+        next_file_id,
+        shard_tables,
+        sources: checkpoint.sources,
+        to_flush,
+        report: RecoveryReport {
+            checkpoint_ts: ts,
+            tables: catalog.tables.len(),
+            files: file_count,
+            rows_scanned,
+            keys,
+            millis: started.elapsed().as_secs_f64() * 1000.0,
+        },
+    }))
+}
+
+fn main_entry(first_row_id: RowId, rows: u64, file_id: FileId, visibility: &Arc<RgVisibility>) -> MainIndexEntry {
+    MainIndexEntry { first_row_id, rows, file_id, visibility: Arc::clone(visibility) }
+}
+
+/// The primary-key columns followed by `_create_ts` of a flushed file.
+fn read_key_columns(store: &dyn LakeStore, schema: &TableSchema, meta: &DataFileMeta) -> CoreResult<Vec<RecordBatch>> {
+    let (columns, _) = key_column_order(schema);
+    let batches = store.read_file(schema, meta, &columns, None)?;
+    reorder_to_key_order(schema, &columns, batches)
+}
+
+/// The same columns from in-memory batches of the stored schema.
+fn project_key_columns(schema: &TableSchema, batches: &[RecordBatch]) -> CoreResult<Vec<RecordBatch>> {
+    let (_, key_then_ts) = key_column_order(schema);
+    batches.iter().map(|b| b.project(&key_then_ts).map_err(CoreError::from)).collect()
+}
+
+/// (ascending stored columns to read, primary key then `_create_ts` in stored indices).
+fn key_column_order(schema: &TableSchema) -> (Vec<usize>, Vec<usize>) {
+    let mut key_then_ts: Vec<usize> = schema.primary_key().to_vec();
+    key_then_ts.push(schema.create_ts_index());
+    let mut ascending = key_then_ts.clone();
+    ascending.sort_unstable();
+    (ascending, key_then_ts)
+}
+
+fn reorder_to_key_order(schema: &TableSchema, read: &[usize], batches: Vec<RecordBatch>) -> CoreResult<Vec<RecordBatch>> {
+    let (_, key_then_ts) = key_column_order(schema);
+    let positions: Vec<usize> =
+        key_then_ts.iter().map(|c| read.binary_search(c).expect("every key column was read")).collect();
+    batches.iter().map(|b| b.project(&positions).map_err(CoreError::from)).collect()
+}
+
+/// Marks rows created after `ts` as deleted: their transactions replay again.
+/// `key_rows` have `_create_ts` as their last column.
+fn mask_created_after(key_rows: &[RecordBatch], schema: &TableSchema, ts: Ts, deleted: &mut [u64]) {
+    let ts_column = schema.primary_key().len();
+    let mut offset = 0;
+    for batch in key_rows {
+        for (i, &created) in batch.column(ts_column).as_primitive::<Int64Type>().values().iter().enumerate() {
+            if created as u64 > ts.0 {
+                let row = offset + i;
+                deleted[row / 64] |= 1 << (row % 64);
+            }
+        }
+        offset += batch.num_rows();
+    }
+}
+
+/// Adds every row not set in `deleted` to the index of the shard owning its key.
+/// Returns (rows read, keys added).
+fn index_visible_rows(
+    schema: &TableSchema,
+    key_rows: &[RecordBatch],
+    deleted: &[u64],
+    first_row_id: RowId,
+    shards: usize,
+    indexes: &mut [SinglePointIndex],
+) -> CoreResult<(u64, u64)> {
+    let key_columns = schema.primary_key().len();
+    let (mut scanned, mut added) = (0u64, 0u64);
+    let mut offset = 0usize;
+    for batch in key_rows {
+        let created = batch.column(key_columns).as_primitive::<Int64Type>().values();
+        for row in 0..batch.num_rows() {
+            let at = offset + row;
+            scanned += 1;
+            if deleted.get(at / 64).is_some_and(|w| w >> (at % 64) & 1 == 1) {
+                continue;
+            }
+            let values = (0..key_columns).map(|c| value_at(batch.column(c).as_ref(), row)).collect::<CoreResult<Vec<_>>>()?;
+            let key = encode_key(&values);
+            let shard = shard_of(&key, shards);
+            if indexes[shard].latest(&key).is_some() {
+                return Err(CoreError::Storage(format!(
+                    "recovery: table {} has two visible rows with the same primary key (row id {})",
+                    schema.name(),
+                    first_row_id.0 + at as u64
+                )));
+            }
+            indexes[shard].insert(&key, RowId(first_row_id.0 + at as u64), Ts(created[row] as u64));
+            added += 1;
+        }
+        offset += batch.num_rows();
+    }
+    Ok((scanned, added))
+}

@@ -1,0 +1,118 @@
+//! State shared by the engine handle, the shards, the flusher and the background
+//! threads.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::{Relaxed, SeqCst}};
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use parking_lot::{Mutex, RwLock};
+
+use super::flusher::{FlushJob, FlushMessage};
+use super::shard::virtual_file_for;
+use super::source_progress::SourceProgress;
+use super::stats::SharedStats;
+use super::EngineConfig;
+use crate::catalog::{CatalogManifest, TableEntry, CATALOG_FORMAT_VERSION};
+use crate::error::{CoreError, CoreResult};
+use crate::schema::TableSchema;
+use crate::storage::LakeStore;
+use crate::table::TableRuntime;
+use crate::txn::TransactionService;
+use crate::types::{FileId, TableId};
+use crate::write_buffer::VirtualFile;
+
+/// The tables of an engine, by id and by name.
+///
+/// Invariant: `tables[i].id() == TableId(i)`; ids are dense and never reused.
+#[derive(Default)]
+pub(crate) struct TableRegistry {
+    pub(crate) tables: Vec<Arc<TableRuntime>>,
+    pub(crate) by_name: HashMap<String, TableId>,
+}
+
+/// State shared by the engine handle, the shards, the flusher and the GC thread.
+pub(crate) struct EngineShared {
+    pub(crate) config: EngineConfig,
+    pub(crate) txn: Arc<dyn TransactionService>,
+    pub(crate) store: Arc<dyn LakeStore>,
+    pub(crate) registry: RwLock<TableRegistry>,
+    pub(crate) next_file_id: AtomicU64,
+    pub(crate) failed: AtomicBool,
+    pub(crate) failure: Mutex<Option<String>>,
+    pub(crate) last_flush_error: Mutex<Option<String>>,
+    pub(crate) last_checkpoint_error: Mutex<Option<String>>,
+    pub(crate) flusher: Mutex<Option<Sender<FlushMessage>>>,
+    pub(crate) catalog_write: Mutex<()>,
+    /// Serializes checkpoints.
+    pub(crate) checkpoint_write: Mutex<()>,
+    pub(crate) sources: SourceProgress,
+    pub(crate) stats: SharedStats,
+}
+
+impl EngineShared {
+    pub(crate) fn table(&self, id: TableId) -> CoreResult<Arc<TableRuntime>> {
+        self.registry
+            .read()
+            .tables
+            .get(id.0 as usize)
+            .cloned()
+            .ok_or_else(|| CoreError::UnknownTable { table: format!("#{}", id.0) })
+    }
+
+    pub(crate) fn allocate_file_id(&self) -> FileId {
+        FileId(self.next_file_id.fetch_add(1, Relaxed))
+    }
+
+    pub(crate) fn new_virtual_file(&self, table: &TableRuntime) -> Arc<VirtualFile> {
+        virtual_file_for(self, table)
+    }
+
+    pub(crate) fn flush(&self, job: FlushJob) {
+        if let Some(flusher) = self.flusher.lock().as_ref() {
+            // The flusher outlives every shard, so a send cannot fail while shards run.
+            let _ = flusher.send(FlushMessage::Job(job));
+        }
+    }
+
+    pub(crate) fn has_failed(&self) -> bool {
+        self.failed.load(SeqCst)
+    }
+
+    /// Stops the engine: no further batch commits. The first failure is kept.
+    pub(crate) fn fail(&self, reason: String) {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            *failure = Some(reason);
+        }
+        self.failed.store(true, SeqCst);
+    }
+
+    pub(crate) fn failure(&self) -> Option<CoreError> {
+        self.failure.lock().clone().map(|reason| CoreError::EngineStopped { reason })
+    }
+
+    pub(crate) fn record_flush_error(&self, message: String) {
+        *self.last_flush_error.lock() = Some(message);
+    }
+
+    /// Writes the manifest of every table and its flushed files.
+    pub(crate) fn save_catalog(&self) -> CoreResult<()> {
+        let _guard = self.catalog_write.lock();
+        let tables = self.registry.read().tables.clone();
+        let manifest = CatalogManifest {
+            format_version: CATALOG_FORMAT_VERSION,
+            tables: tables
+                .iter()
+                .map(|table| TableEntry {
+                    id: table.id(),
+                    schema: TableSchema::clone(table.schema()),
+                    files: table.files().flushed.iter().map(|f| f.meta.clone()).collect(),
+                })
+                .collect(),
+            next_file_id: self.next_file_id.load(Relaxed),
+        };
+        self.store.save_catalog(&manifest)
+    }
+}
+

@@ -1,0 +1,44 @@
+//! The engine's counters and the figures it reports.
+
+use std::sync::atomic::AtomicU64;
+
+use crate::types::Ts;
+
+/// Counters shared by the engine's threads.
+#[derive(Default)]
+pub(crate) struct SharedStats {
+    pub(crate) files_flushed: AtomicU64,
+    pub(crate) row_changes: AtomicU64,
+    pub(crate) transactions: AtomicU64,
+    pub(crate) gc_runs: AtomicU64,
+    pub(crate) checkpoints: AtomicU64,
+    pub(crate) last_checkpoint_ts: AtomicU64,
+}
+
+/// A point-in-time view of the engine's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineStats {
+    pub high_watermark: Ts,
+    pub low_watermark: Ts,
+    pub transactions: u64,
+    pub row_changes: u64,
+    pub files_flushed: u64,
+    pub gc_runs: u64,
+    pub checkpoints: u64,
+    pub last_checkpoint_ts: Ts,
+    pub last_checkpoint_error: Option<String>,
+    pub visibility_bytes: u64,
+    pub stored_versions: u64,
+    pub last_flush_error: Option<String>,
+}
+
+impl EngineStats {
+    /// Visibility memory per stored row version, in bits (the paper's metric).
+    pub fn visibility_bits_per_tuple(&self) -> f64 {
+        if self.stored_versions == 0 {
+            return 0.0;
+        }
+        self.visibility_bytes as f64 * 8.0 / self.stored_versions as f64
+    }
+}
+
