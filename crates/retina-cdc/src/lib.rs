@@ -6,6 +6,7 @@
 //!   dead letters, submission to the engine;
 //! - [`source`]: `file:PATH`, `-`, `nats://HOST:PORT/STREAM`, `generator:chbench`.
 
+pub mod bench;
 pub mod debezium;
 pub mod error;
 pub mod ingest;

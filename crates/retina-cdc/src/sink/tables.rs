@@ -185,18 +185,22 @@ fn create_table(engine: &Engine, name: &str, columns: Vec<ColumnPlan>, key: &[St
 /// A binding for a catalog table decoded by its own Arrow types (schemaless streams).
 fn catalog_binding(engine: &Engine, id: TableId, position: Position) -> CdcResult<TableBinding> {
     let table = engine.table(id)?;
-    let schema = table.schema();
+    let plan = plan_of_schema(table.schema()).map_err(|e| schema_error(position, table.name(), "*", e.to_string()))?;
+    Ok(TableBinding { id, plan })
+}
+
+/// The plan that decodes a table's images by its own Arrow column types.
+pub fn plan_of_schema(schema: &TableSchema) -> Result<TablePlan, crate::DecodeError> {
     let columns = schema
         .columns()
         .fields()
         .iter()
         .map(|f| {
-            let kind = ColumnKind::for_arrow_type(f.name(), f.data_type())
-                .map_err(|e| schema_error(position, schema.name(), f.name(), e.to_string()))?;
+            let kind = ColumnKind::for_arrow_type(f.name(), f.data_type())?;
             Ok(ColumnPlan { name: f.name().clone(), kind, nullable: f.is_nullable() })
         })
-        .collect::<CdcResult<Vec<_>>>()?;
-    Ok(TableBinding { id, plan: TablePlan::new(schema.name(), columns, schema.primary_key().to_vec()) })
+        .collect::<Result<Vec<_>, crate::DecodeError>>()?;
+    Ok(TablePlan::new(schema.name(), columns, schema.primary_key().to_vec()))
 }
 
 /// Checks an event schema against an existing table and builds the plan that decodes

@@ -1,0 +1,227 @@
+//! CDC benchmarks behind `retina bench replay --format debezium` and `retina bench
+//! freshness`: the CH-benCHmark-like stream as Debezium JSON through the real decoder
+//! and sink.
+
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use retina_bench::chbench::{schemas, DISTRICT};
+use retina_bench::chbench::ChBenchScale;
+use retina_core::{EmbeddedTransactionService, Engine, EngineConfig};
+use retina_storage::ParquetLakeStore;
+use serde::Serialize;
+
+use crate::debezium::{decode_line, EncoderOptions, Message, Op};
+use crate::error::{CdcError, CdcResult};
+use crate::ingest::{run, StopWhen};
+use crate::position::Position;
+use crate::sink::{Sink, SinkOptions};
+use crate::source::generator::{now_micros, pre_encode, GeneratorSource};
+use crate::source::uri::GeneratorSpec;
+
+fn start_engine(data_dir: &std::path::Path, shards: usize) -> CdcResult<Engine> {
+    let location = data_dir.to_str().ok_or_else(|| CdcError::InvalidOption(format!("{} is not UTF-8", data_dir.display())))?;
+    let store = Arc::new(ParquetLakeStore::open(location).map_err(|e| CdcError::InvalidOption(format!("data dir {location}: {e}")))?);
+    let config = EngineConfig { shards, gc_interval: Some(Duration::from_secs(1)), ..EngineConfig::default() };
+    Ok(Engine::start(config, Arc::new(EmbeddedTransactionService::new()), store)?)
+}
+
+#[derive(Clone, Debug)]
+pub struct DebeziumReplayConfig {
+    pub base_rows: u64,
+    pub row_changes: u64,
+    pub shards: usize,
+    pub seed: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DebeziumReplayReport {
+    pub base_rows: u64,
+    pub row_changes: u64,
+    pub transactions: u64,
+    pub events: u64,
+    pub json_bytes: u64,
+    /// Messages (change events + BEGIN/END) decoded per second, images included.
+    pub decode_events_per_s: f64,
+    pub decode_mb_per_s: f64,
+    /// Debezium JSON lines to visible mirror transactions, per second.
+    pub row_changes_per_s: f64,
+    pub replay_seconds: f64,
+    pub shards: usize,
+}
+
+/// Encodes the stream up front, then times (1) decoding alone and (2) decode +
+/// reconstruct + replay until visible.
+pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path) -> CdcResult<DebeziumReplayReport> {
+    let spec = GeneratorSpec { base_rows: config.base_rows, seed: config.seed, ..GeneratorSpec::default() };
+    let (load, changes) = pre_encode(&spec, config.row_changes, EncoderOptions::default())?;
+    let engine = start_engine(data_dir, config.shards)?;
+    for schema in schemas() {
+        engine.create_table(schema)?;
+    }
+    let mut sink = Sink::new(&engine, "generator:chbench", SinkOptions::default())?;
+    let mut position = 0u64;
+    for chunk in &load {
+        for line in chunk.text.lines() {
+            position += 1;
+            sink.handle(Position::generated(position), line)?;
+        }
+    }
+    sink.finish()?;
+
+    // Decode alone: envelope and both images, as the sink does.
+    let plans: Vec<_> = schemas().iter().map(|s| (s.name().to_string(), crate::sink::tables::plan_of_schema(s))).collect();
+    let plans = plans.into_iter().map(|(n, p)| p.map(|p| (n, p))).collect::<Result<std::collections::HashMap<_, _>, _>>()
+        .map_err(|e| CdcError::InvalidOption(e.to_string()))?;
+    let (mut events, mut bytes) = (0u64, 0u64);
+    let start = Instant::now();
+    for chunk in &changes {
+        bytes += chunk.text.len() as u64;
+        for line in chunk.text.lines() {
+            events += 1;
+            let message = decode_line(line).map_err(|error| CdcError::Decode { position: Position::generated(events), table: None, error })?;
+            if let Message::Change(event) = message {
+                let plan = plans.get(&event.table).ok_or_else(|| CdcError::InvalidOption(format!("unknown table {}", event.table)))?;
+                let decoded = match (event.op, event.after, event.before) {
+                    (Op::Delete, _, Some(before)) => plan.decode_key(before).map(|_| ()),
+                    (_, Some(after), _) => plan.decode_row(after).map(|_| ()),
+                    _ => Ok(()),
+                };
+                decoded.map_err(|error| CdcError::Decode { position: Position::generated(events), table: Some(event.table.clone()), error })?;
+            }
+        }
+    }
+    let decode_seconds = start.elapsed().as_secs_f64();
+
+    let start = Instant::now();
+    for chunk in &changes {
+        for line in chunk.text.lines() {
+            position += 1;
+            sink.handle(Position::generated(position), line)?;
+        }
+    }
+    sink.finish()?;
+    let replay_seconds = start.elapsed().as_secs_f64();
+    let row_changes: u64 = changes.iter().map(|c| c.row_changes).sum();
+    Ok(DebeziumReplayReport {
+        base_rows: load.iter().map(|c| c.row_changes).sum(),
+        row_changes,
+        transactions: sink.stats().transactions_applied - load.len() as u64,
+        events,
+        json_bytes: bytes,
+        decode_events_per_s: events as f64 / decode_seconds,
+        decode_mb_per_s: bytes as f64 / decode_seconds / 1e6,
+        row_changes_per_s: row_changes as f64 / replay_seconds,
+        replay_seconds,
+        shards: engine.config().shards,
+    })
+}
+
+#[derive(Clone, Debug)]
+pub struct FreshnessConfig {
+    pub base_rows: u64,
+    pub rate: u64,
+    pub seconds: f64,
+    pub shards: usize,
+    /// Pause between freshness queries.
+    pub query_interval: Duration,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FreshnessReport {
+    pub rate: u64,
+    pub seconds: f64,
+    pub row_changes: u64,
+    pub row_changes_per_s: f64,
+    pub queries: usize,
+    pub freshness_p50_ms: f64,
+    pub freshness_p99_ms: f64,
+    pub freshness_max_ms: f64,
+}
+
+/// Streams `generator:chbench` at `rate` through the sink while a query thread takes
+/// snapshots and measures `now − max(district.fresh_ts)` (HyBench's freshness).
+pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcResult<FreshnessReport> {
+    let engine = Arc::new(start_engine(data_dir, config.shards)?);
+    let spec = GeneratorSpec {
+        rate: Some(config.rate),
+        duration: Some(Duration::from_secs_f64(config.seconds)),
+        base_rows: config.base_rows,
+        ..GeneratorSpec::default()
+    };
+    let mut source = GeneratorSource::start(spec)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let samples = Arc::new(Mutex::new(Vec::<f64>::new()));
+    let query_thread = {
+        let (engine, stop, measuring, samples, interval) =
+            (Arc::clone(&engine), Arc::clone(&stop), Arc::clone(&measuring), Arc::clone(&samples), config.query_interval);
+        std::thread::spawn(move || -> CdcResult<()> {
+            while !stop.load(SeqCst) {
+                std::thread::sleep(interval);
+                let Some(district) = engine.table_id(DISTRICT) else { continue };
+                let started = now_micros();
+                let snapshot = engine.snapshot()?;
+                // district.fresh_ts is column 6; nearly every transaction updates a district.
+                let newest = retina_bench::queries::newest_fresh_ts(&engine, district, 6, &snapshot)?;
+                if let (true, Some(newest)) = (measuring.load(SeqCst), newest) {
+                    if let Ok(mut samples) = samples.lock() {
+                        samples.push((started - newest).max(0) as f64 / 1000.0);
+                    }
+                }
+            }
+            Ok(())
+        })
+    };
+    let result = {
+        // The base load arrives first (its fresh_ts is the load time): measure after it.
+        let start = Instant::now();
+        let load_rows = base_rows_of(config.base_rows);
+        let options = SinkOptions::default();
+        let engine_for_sink = Arc::clone(&engine);
+        let flag = Arc::clone(&measuring);
+        let flag_thread = std::thread::spawn(move || {
+            while engine_for_sink.stats().row_changes < load_rows && !flag.load(SeqCst) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            flag.store(true, SeqCst);
+        });
+        let report = run(&engine, "generator:chbench", &mut source, options, StopWhen::default());
+        let _ = flag_thread.join();
+        (report, start.elapsed().as_secs_f64())
+    };
+    stop.store(true, SeqCst);
+    let queries = query_thread.join().map_err(|_| CdcError::InvalidOption("query thread panicked".into()));
+    let (report, seconds) = result;
+    let report = report?;
+    queries??;
+    let samples = samples.lock().map(|s| s.clone()).unwrap_or_default();
+    let (p50, p99, max) = percentiles(samples.clone());
+    let row_changes = report.stats.row_changes_applied.saturating_sub(base_rows_of(config.base_rows));
+    Ok(FreshnessReport {
+        rate: config.rate,
+        seconds,
+        row_changes,
+        row_changes_per_s: row_changes as f64 / seconds,
+        queries: samples.len(),
+        freshness_p50_ms: p50,
+        freshness_p99_ms: p99,
+        freshness_max_ms: max,
+    })
+}
+
+fn base_rows_of(target: u64) -> u64 {
+    ChBenchScale::for_base_rows(target).base_rows()
+}
+
+/// p50, p99 and max of `samples` (zeros when empty).
+fn percentiles(mut samples: Vec<f64>) -> (f64, f64, f64) {
+    if samples.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.99), at(1.0))
+}
