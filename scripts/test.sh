@@ -2,6 +2,16 @@
 # Runs every test of the workspace (debug build). Used by README.md and .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Services the tests start for real, installed from Debian packages when missing:
+# retina-cdc's NATS tests run a JetStream server.
+missing=()
+command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing ${missing[*]} for the tests" >&2
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+fi
+
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast
     cargo test --workspace --doc
