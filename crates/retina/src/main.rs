@@ -27,6 +27,9 @@ enum Command {
     Bench(commands::bench::BenchArgs),
     /// The partition-aware meta-scheduler for data-pipeline jobs.
     Jobs(commands::jobs::JobsArgs),
+    /// Replay a finite CDC source (Debezium JSON lines, a JetStream stream until idle,
+    /// a bounded generator) into a data dir, then exit.
+    Ingest(commands::ingest::IngestArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -35,5 +38,6 @@ fn main() -> anyhow::Result<()> {
         Command::Demo(args) => commands::demo::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Jobs(args) => commands::jobs::run(args),
+        Command::Ingest(args) => commands::ingest::run(args),
     }
 }

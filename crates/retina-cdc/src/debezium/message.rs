@@ -140,8 +140,12 @@ struct DataCollection<'a> {
     event_count: u64,
 }
 
+/// serde_json counts lines inside the message; the stream position is named by the
+/// caller, so only the column is kept.
 fn malformed(error: serde_json::Error) -> DecodeError {
-    DecodeError::MalformedJson(error.to_string())
+    let text = error.to_string();
+    let reason = text.rsplit_once(" at line ").map_or(text.as_str(), |(reason, _)| reason);
+    DecodeError::MalformedJson(format!("{reason} at column {}", error.column()))
 }
 
 fn is_null(raw: Option<&RawValue>) -> bool {

@@ -25,6 +25,8 @@ pub enum BenchName {
     Scan(ScanArgs),
     /// Timestamp allocate + commit throughput.
     Txn(TxnArgs),
+    /// Freshness of the Debezium CDC path at a steady rate (HyBench method).
+    Freshness(super::bench_cdc::FreshnessArgs),
     /// Partition-aware meta-scheduler: planning time, batches and edges.
     Scheduler(super::bench_scheduler::SchedulerBenchArgs),
 }
@@ -45,6 +47,9 @@ pub struct ReplayArgs {
     /// Where the Parquet files go (default: a temporary directory, removed after).
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// native: pre-decoded row changes; debezium: Debezium JSON lines through the decoder and sink.
+    #[arg(long, default_value = "native", value_parser = ["native", "debezium"])]
+    format: String,
     #[arg(long)]
     json: bool,
 }
@@ -75,6 +80,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.name {
         BenchName::Replay(args) => {
             let work = WorkDir::new(args.data_dir)?;
+            if args.format == "debezium" {
+                return super::bench_cdc::run_replay(args.base_rows, args.changes, args.shards, args.seed, work.path(), args.json);
+            }
             let mut config = replay::ReplayBenchConfig {
                 base_rows: args.base_rows,
                 row_changes: args.changes,
@@ -119,6 +127,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             print_json(args.json, &report)
         }
         BenchName::Scheduler(args) => super::bench_scheduler::run(args),
+        BenchName::Freshness(args) => super::bench_cdc::run_freshness(args),
     }
 }
 
