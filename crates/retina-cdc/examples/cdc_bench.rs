@@ -5,22 +5,49 @@ use std::time::Duration;
 
 use retina_cdc::bench::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
 
+/// `NAME=value` from the environment, else `default` (sizes for quick runs).
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let which = std::env::args().nth(1).unwrap_or_else(|| "replay".into());
     let shards = std::thread::available_parallelism().map_or(2, |n| n.get());
     let dir = tempfile::tempdir()?;
     match which.as_str() {
         "replay" => {
-            let config = DebeziumReplayConfig { base_rows: 1_000_000, row_changes: 5_000_000, shards, seed: 42 };
+            let config = DebeziumReplayConfig {
+                base_rows: knob("CDC_BENCH_BASE_ROWS", 1_000_000),
+                row_changes: knob("CDC_BENCH_CHANGES", 5_000_000),
+                shards,
+                seed: 42,
+            };
             let report = replay_debezium(&config, dir.path())?;
             println!("{}", serde_json::to_string(&report)?);
         }
         "freshness" => {
-            let config = FreshnessConfig { base_rows: 1_000_000, rate: 100_000, seconds: 20.0, shards, query_interval: Duration::from_millis(10) };
+            let config = FreshnessConfig {
+                base_rows: knob("CDC_BENCH_BASE_ROWS", 1_000_000),
+                rate: knob("CDC_BENCH_RATE", 100_000),
+                seconds: knob("CDC_BENCH_SECONDS", 20) as f64,
+                shards,
+                query_interval: Duration::from_millis(10),
+            };
             let report = freshness(&config, dir.path())?;
             println!("{}", serde_json::to_string(&report)?);
         }
-        other => return Err(format!("unknown benchmark {other}: replay or freshness").into()),
+        "native" => {
+            // The same workload replayed from pre-decoded row changes, for comparison.
+            let config = retina_bench::replay::ReplayBenchConfig {
+                base_rows: knob("CDC_BENCH_BASE_ROWS", 1_000_000),
+                row_changes: knob("CDC_BENCH_CHANGES", 5_000_000),
+                shards,
+                ..Default::default()
+            };
+            let report = retina_bench::replay::run(&config, dir.path(), &mut |_, _, _| {})?;
+            println!("{}", serde_json::to_string(&report)?);
+        }
+        other => return Err(format!("unknown benchmark {other}: replay, native or freshness").into()),
     }
     Ok(())
 }

@@ -263,7 +263,7 @@ fn decode_payload<'a>(
             })
         }
     };
-    let (source_transaction, order) = source_identity(&source)?;
+    let (source_transaction, order) = source_identity(&source, transaction.is_none())?;
     let before = fields.before.filter(|b| b.get() != "null");
     let after = fields.after.filter(|a| a.get() != "null");
     match op {
@@ -304,9 +304,24 @@ fn decode_transaction_message<'a>(fields: &Fields<'a>, status: &RawValue) -> Res
     }
 }
 
+/// `["123","456"]` (either may be `null`, read as 0) without a JSON parse: this runs
+/// for every PostgreSQL event.
+fn parse_sequence(text: &str) -> Option<(u64, u64)> {
+    let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?;
+    let (first, second) = inner.split_once(',')?;
+    let lsn = |part: &str| -> Option<u64> {
+        let part = part.trim();
+        if part == "null" {
+            return Some(0);
+        }
+        part.strip_prefix('"')?.strip_suffix('"')?.parse().ok()
+    };
+    Some((lsn(first)?, lsn(second)?))
+}
+
 /// The source transaction id and monotone source order of an event (see
 /// [`SourceOrder`] for why plain LSNs are not used).
-fn source_identity(source: &SourceFields) -> Result<(Option<String>, Option<SourceOrder>), DecodeError> {
+fn source_identity(source: &SourceFields, want_transaction_id: bool) -> Result<(Option<String>, Option<SourceOrder>), DecodeError> {
     let connector = match source.connector.filter(|c| !is_null(Some(c))) {
         Some(raw) => Some(string(raw, "source.connector")?),
         None => None,
@@ -326,22 +341,17 @@ fn source_identity(source: &SourceFields) -> Result<(Option<String>, Option<Sour
     if let Some(sequence) = source.sequence.filter(|s| !is_null(Some(s))) {
         // PostgreSQL: a string holding a JSON array ["<last commit lsn>", "<lsn>"].
         let text = string(sequence, "source.sequence")?;
-        let pair: Vec<Option<String>> = serde_json::from_str(&text)
-            .map_err(|_| DecodeError::mistyped("source.sequence", "[\"<lsn>\", \"<lsn>\"]", text.to_string()))?;
-        let lsn = |i: usize| -> Result<u64, DecodeError> {
-            match pair.get(i).cloned().flatten() {
-                None => Ok(0),
-                Some(n) => n.parse().map_err(|_| DecodeError::mistyped("source.sequence", "LSNs as decimal text", text.to_string())),
-            }
-        };
-        if pair.len() == 2 {
-            order = Some(SourceOrder(lsn(0)?, lsn(1)?, 0));
-        }
+        let (last_commit, lsn) = parse_sequence(&text)
+            .ok_or_else(|| DecodeError::mistyped("source.sequence", "[\"<lsn>\", \"<lsn>\"]", text.to_string()))?;
+        order = Some(SourceOrder(last_commit, lsn, 0));
     } else if let (Some(file), Some(pos)) = (&file, pos) {
         if connector.as_deref().is_none_or(|c| c == "mysql") {
             let number = file.rsplit('.').next().and_then(|n| n.parse::<u64>().ok());
             order = number.map(|n| SourceOrder(n, pos, row));
         }
+    }
+    if !want_transaction_id {
+        return Ok((None, order));
     }
     let source_transaction = match (tx_id, gtid, &file, pos) {
         (Some(tx), _, _, _) => Some(tx.to_string()),
@@ -373,8 +383,11 @@ mod tests {
         assert_eq!(event.after.map(|a| a.get()), Some(r#"{"id":1,"name":"x"}"#));
         assert!(event.before.is_none());
         assert_eq!(event.transaction, Some(TransactionBlock { id: "571:120".into(), total_order: 2, data_collection_order: Some(1) }));
-        assert_eq!(event.source_transaction.as_deref(), Some("571"));
+        assert_eq!(event.source_transaction, None, "not needed when the event has a transaction block");
         assert_eq!(event.order, Some(SourceOrder(100, 120, 0)));
+        let without_block = PG_UPDATE.replace(r#""transaction":{"id":"571:120","total_order":2,"data_collection_order":1}"#, r#""transaction":null"#);
+        let event = change(decode_line(&without_block).expect("decodes"));
+        assert_eq!(event.source_transaction.as_deref(), Some("571"));
     }
 
     #[test]
@@ -403,6 +416,16 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn sequences_parse_with_nulls_and_reject_garbage() {
+        assert_eq!(parse_sequence(r#"["1","2"]"#), Some((1, 2)));
+        assert_eq!(parse_sequence(r#"[null,"22"]"#), Some((0, 22)));
+        assert_eq!(parse_sequence(r#"["x","2"]"#), None);
+        assert_eq!(parse_sequence("12"), None);
+        let bad = PG_UPDATE.replace(r#"[\"100\",\"120\"]"#, "oops");
+        assert!(decode_line(&bad).expect_err("bad sequence").to_string().contains("source.sequence"));
     }
 
     #[test]

@@ -197,9 +197,9 @@ impl<'e> Sink<'e> {
             }
             Message::Change(event) => {
                 self.stats.change_events += 1;
-                let changes = self.row_changes(&event, position).map_err(rejected)?;
+                let (changes, table) = self.row_changes(&event, position).map_err(rejected)?;
                 for change in changes {
-                    let pending = PendingChange { change, table: Arc::from(event.table.as_str()), position, order: event.order };
+                    let pending = PendingChange { change, table: Arc::clone(&table), position, order: event.order };
                     self.reconstructor.change(
                         pending,
                         event.transaction.as_ref(),
@@ -214,7 +214,7 @@ impl<'e> Sink<'e> {
     }
 
     /// The row changes of one event (a truncate is refused: see [`Op::Truncate`]).
-    fn row_changes(&mut self, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Vec<RowChange>> {
+    fn row_changes(&mut self, event: &ChangeEvent<'_>, position: Position) -> CdcResult<(Vec<RowChange>, Arc<str>)> {
         let binding: Arc<TableBinding> = self.tables.resolve(self.engine, event, position)?;
         let plan = &binding.plan;
         let decode_error = |field: &str| {
@@ -223,7 +223,7 @@ impl<'e> Sink<'e> {
             move |error: crate::DecodeError| CdcError::Decode { position, table, error: error.within(&field) }
         };
         let table = binding.id;
-        Ok(match event.op {
+        let changes = match event.op {
             Op::Create | Op::Read => {
                 let after = event.after.ok_or_else(|| decode_error("")(crate::DecodeError::missing("after")))?;
                 vec![RowChange::Insert { table, row: plan.decode_row(after).map_err(decode_error("after"))? }]
@@ -259,7 +259,8 @@ impl<'e> Sink<'e> {
                     reason: "truncate is not supported: the engine has no truncate operation yet".into(),
                 })
             }
-        })
+        };
+        Ok((changes, Arc::clone(&binding.name)))
     }
 
     fn submit_completed(&mut self) -> CdcResult<()> {

@@ -19,6 +19,8 @@ use crate::position::Position;
 #[derive(Debug)]
 pub struct TableBinding {
     pub id: TableId,
+    /// The table's name, shared by every pending change of it.
+    pub name: Arc<str>,
     pub plan: TablePlan,
 }
 
@@ -179,14 +181,14 @@ fn create_table(engine: &Engine, name: &str, columns: Vec<ColumnPlan>, key: &[St
         }
         Err(other) => return Err(other.into()),
     };
-    Ok(TableBinding { id, plan: TablePlan::new(name, columns, primary_key) })
+    Ok(TableBinding { id, name: Arc::from(name), plan: TablePlan::new(name, columns, primary_key) })
 }
 
 /// A binding for a catalog table decoded by its own Arrow types (schemaless streams).
 fn catalog_binding(engine: &Engine, id: TableId, position: Position) -> CdcResult<TableBinding> {
     let table = engine.table(id)?;
     let plan = plan_of_schema(table.schema()).map_err(|e| schema_error(position, table.name(), "*", e.to_string()))?;
-    Ok(TableBinding { id, plan })
+    Ok(TableBinding { id, name: Arc::from(table.name()), plan })
 }
 
 /// The plan that decodes a table's images by its own Arrow column types.
@@ -249,7 +251,7 @@ fn bind_schema_to_table(engine: &Engine, id: TableId, columns: Vec<ColumnPlan>, 
         };
         return Err(schema_error(position, name, &added.name, reason));
     }
-    Ok(TableBinding { id, plan: TablePlan::new(name, plan_columns, schema.primary_key().to_vec()) })
+    Ok(TableBinding { id, name: Arc::from(name), plan: TablePlan::new(name, plan_columns, schema.primary_key().to_vec()) })
 }
 
 /// `TABLE=COL[,COL...]` of `--primary-key`.
