@@ -5,6 +5,11 @@ use std::time::Duration;
 
 use retina_cdc::bench::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
 
+/// As in the `retina` binary: shards free rows the sink thread allocated, which glibc's
+/// arenas serialize on a lock.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// `NAME=value` from the environment, else `default` (sizes for quick runs).
 fn knob(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

@@ -85,10 +85,12 @@ struct Fields<'a> {
     before: Option<&'a RawValue>,
     #[serde(borrow, default)]
     after: Option<&'a RawValue>,
+    /// Parsed in the same pass (not captured raw and re-parsed): source and transaction
+    /// blocks are a large share of every event.
     #[serde(borrow, default)]
-    source: Option<&'a RawValue>,
+    source: Option<Block<SourceFields<'a>>>,
     #[serde(borrow, default)]
-    transaction: Option<&'a RawValue>,
+    transaction: Option<Block<TransactionFields<'a>>>,
     #[serde(borrow, default)]
     status: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -97,6 +99,54 @@ struct Fields<'a> {
     event_count: Option<&'a RawValue>,
     #[serde(borrow, default)]
     data_collections: Option<&'a RawValue>,
+}
+
+/// A nested block: the object's fields, or what stood there instead (for the error).
+enum Block<T> {
+    Object(T),
+    Null,
+    Other(String),
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Block<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct BlockVisitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for BlockVisitor<T> {
+            type Value = Block<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Block<T>, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Block::Object)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Block<T>, E> {
+                Ok(Block::Null)
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<Block<T>, E> {
+                Ok(Block::Null)
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Block<T>, E> {
+                Ok(Block::Other(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Block<T>, E> {
+                Ok(Block::Other(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Block<T>, E> {
+                Ok(Block::Other(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Block<T>, E> {
+                Ok(Block::Other(v.to_string()))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Block<T>, E> {
+                Ok(Block::Other(format!("{v:?}")))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Block<T>, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Block::Other("an array".into()))
+            }
+        }
+        deserializer.deserialize_any(BlockVisitor(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]
@@ -242,20 +292,21 @@ fn decode_payload<'a>(
         "t" => Op::Truncate,
         other => return Err(DecodeError::UnknownOp { field: "op".into(), op: other.to_string() }),
     };
-    let source_raw = required(fields.source, "source")?;
-    let source: SourceFields =
-        serde_json::from_str(source_raw.get()).map_err(|_| DecodeError::mistyped("source", "an object", shown(source_raw)))?;
+    let source = match fields.source {
+        Some(Block::Object(source)) => source,
+        None | Some(Block::Null) => return Err(DecodeError::missing("source")),
+        Some(Block::Other(other)) => return Err(DecodeError::mistyped("source", "an object", other)),
+    };
     let table_name = string(required(source.table, "source.table")?, "source.table")?;
     let namespace = match source.schema.filter(|s| s.get() != "null") {
         Some(schema) => string(schema, "source.schema")?,
         None => string(required(source.db, "source.db")?, "source.db")?,
     };
     let table = format!("{namespace}.{table_name}");
-    let transaction = match fields.transaction.filter(|t| t.get() != "null") {
-        None => None,
-        Some(raw) => {
-            let block: TransactionFields =
-                serde_json::from_str(raw.get()).map_err(|_| DecodeError::mistyped("transaction", "an object", shown(raw)))?;
+    let transaction = match fields.transaction {
+        None | Some(Block::Null) => None,
+        Some(Block::Other(other)) => return Err(DecodeError::mistyped("transaction", "an object", other)),
+        Some(Block::Object(block)) => {
             Some(TransactionBlock {
                 id: string(required(block.id, "transaction.id")?, "transaction.id")?.into_owned(),
                 total_order: unsigned(required(block.total_order, "transaction.total_order")?, "transaction.total_order")?,
@@ -444,6 +495,8 @@ mod tests {
             (r#"{"after":{"id":1},"source":{"schema":"s","table":"t"}}"#, "field op: missing"),
             (r#"{"op":"x","after":{},"source":{"schema":"s","table":"t"}}"#, "unknown op"),
             (r#"{"op":"c","after":{"id":1}}"#, "field source: missing"),
+            (r#"{"op":"c","after":{"id":1},"source":7}"#, "field source: expected an object, got 7"),
+            (r#"{"op":"c","after":{"id":1},"source":{"schema":"s","table":"t"},"transaction":[1]}"#, "field transaction: expected an object"),
             (r#"{"op":"c","after":{"id":1},"source":{"schema":"s"}}"#, "field source.table: missing"),
             (r#"{"op":"c","after":{"id":1},"source":{"schema":"s","table":5}}"#, "field source.table: expected a string"),
             (r#"{"op":"c","source":{"schema":"s","table":"t"}}"#, "field after: missing"),

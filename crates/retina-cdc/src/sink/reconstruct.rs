@@ -70,6 +70,9 @@ pub struct Rejected {
 
 struct OpenTransaction {
     begin: Position,
+    /// The largest total_order so far: events usually arrive in order, so a new one
+    /// above it cannot be a redelivered copy and needs no search.
+    max_order: u64,
     events: Vec<(u64, PendingChange)>,
     raw: Vec<(Position, String)>,
 }
@@ -98,7 +101,7 @@ impl Reconstructor {
     pub fn begin(&mut self, id: String, position: Position, raw: Option<&str>) {
         // A second BEGIN of an open transaction is a redelivery from its start (a
         // connector restart): the partial copy is replaced.
-        let mut open = OpenTransaction { begin: position, events: Vec::new(), raw: Vec::new() };
+        let mut open = OpenTransaction { begin: position, max_order: 0, events: Vec::new(), raw: Vec::new() };
         if self.keep_raw {
             open.raw.extend(raw.map(|r| (position, r.to_string())));
         }
@@ -130,8 +133,10 @@ impl Reconstructor {
                 open.raw.extend(raw.map(|r| (position, r.to_string())));
             }
             // A redelivered event repeats its total_order: keep the first copy.
-            if open.events.iter().all(|(order, _)| *order != block.total_order) {
-                open.events.push((block.total_order, change));
+            let order = block.total_order;
+            if order > open.max_order || open.events.iter().all(|(seen, _)| *seen != order) {
+                open.max_order = open.max_order.max(order);
+                open.events.push((order, change));
             }
             return Ok(());
         }
@@ -142,7 +147,7 @@ impl Reconstructor {
                 }
                 let keep_raw = self.keep_raw;
                 let (_, group) = self.group.get_or_insert_with(|| {
-                    (id.to_string(), OpenTransaction { begin: position, events: Vec::new(), raw: Vec::new() })
+                    (id.to_string(), OpenTransaction { begin: position, max_order: 0, events: Vec::new(), raw: Vec::new() })
                 });
                 if keep_raw {
                     group.raw.extend(raw.map(|r| (position, r.to_string())));
