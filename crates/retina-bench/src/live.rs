@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use retina_core::{CoreError, CoreResult, EmbeddedTransactionService, Engine, EngineConfig};
+use retina_core::{CoreError, CoreResult, Engine, EngineConfig};
 use retina_storage::ParquetLakeStore;
 use serde::Serialize;
 
@@ -33,7 +33,8 @@ pub struct Latency {
 }
 
 impl Latency {
-    fn of(mut samples: Vec<f64>) -> Self {
+    /// Percentiles of `samples` (milliseconds).
+    pub fn of(mut samples: Vec<f64>) -> Self {
         if samples.is_empty() {
             return Self::default();
         }
@@ -79,12 +80,27 @@ struct QuerySamples {
 
 /// Runs the live workload in `data_dir` (Parquet files and catalog stay there).
 pub fn run(config: &LiveConfig, data_dir: &Path, progress: Progress) -> CoreResult<LiveReport> {
+    let (report, engine) = run_with(config, data_dir, progress, &mut |_| {})?;
+    // Clean shutdown: a final checkpoint, so the data dir opens again as it is now.
+    if let Ok(engine) = Arc::try_unwrap(engine) {
+        engine.close()?;
+    }
+    Ok(report)
+}
+
+/// [`run`], calling `on_loaded` once the base data is visible (e.g. to start SQL
+/// queries or a SQL endpoint beside the built-in queries), and returning the engine
+/// so the caller can keep serving its data after the workload ends (and should
+/// `close` it for a final checkpoint).
+pub fn run_with(
+    config: &LiveConfig,
+    data_dir: &Path,
+    progress: Progress,
+    on_loaded: &mut dyn FnMut(&Arc<Engine>),
+) -> CoreResult<(LiveReport, Arc<Engine>)> {
     let location = data_dir.to_str().ok_or_else(|| CoreError::Storage(format!("{} is not UTF-8", data_dir.display())))?;
-    let engine = Arc::new(Engine::start(
-        EngineConfig::default(),
-        Arc::new(EmbeddedTransactionService::new()),
-        Arc::new(ParquetLakeStore::open(location)?),
-    )?);
+    // `open`, so the data dir is checkpointed and can be reopened after the demo.
+    let engine = Arc::new(Engine::open(EngineConfig::default(), Arc::new(ParquetLakeStore::open(location)?))?);
     let tables = ChBenchTables::create(&engine)?;
     let scale = ChBenchScale::for_base_rows(config.base_rows);
     let mut generator = ChBenchGenerator::new(config.seed, scale, tables);
@@ -96,6 +112,7 @@ pub fn run(config: &LiveConfig, data_dir: &Path, progress: Progress) -> CoreResu
         engine.submit(chunk).map(|_| ())
     })?;
     engine.sync()?;
+    on_loaded(&engine);
 
     let stop = Arc::new(AtomicBool::new(false));
     let samples = Arc::new(Mutex::new(QuerySamples::default()));
@@ -137,7 +154,7 @@ pub fn run(config: &LiveConfig, data_dir: &Path, progress: Progress) -> CoreResu
     engine.collect_garbage();
     let stats = engine.stats();
     let samples = std::mem::take(&mut *samples.lock().map_err(|_| CoreError::EngineStopped { reason: "poisoned".into() })?);
-    Ok(LiveReport {
+    let report = LiveReport {
         base_rows,
         seconds,
         transactions,
@@ -153,7 +170,8 @@ pub fn run(config: &LiveConfig, data_dir: &Path, progress: Progress) -> CoreResu
         files_flushed: stats.files_flushed,
         high_watermark: stats.high_watermark.0,
         low_watermark: stats.low_watermark.0,
-    })
+    };
+    Ok((report, engine))
 }
 
 fn run_queries(engine: &Engine, tables: &ChBenchTables, samples: &Mutex<QuerySamples>) -> CoreResult<()> {

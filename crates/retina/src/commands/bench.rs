@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use retina_bench::{replay, scan, txn};
+use retina_bench::{durability, replay, scan, txn};
 use serde::Serialize;
 
 use super::progress::TerminalProgress;
@@ -27,8 +27,12 @@ pub enum BenchName {
     Txn(TxnArgs),
     /// Freshness of the Debezium CDC path at a steady rate (HyBench method).
     Freshness(super::bench_cdc::FreshnessArgs),
+    /// Checkpoint pause, visibility memory under steady load, recovery time.
+    Durability(DurabilityArgs),
     /// Partition-aware meta-scheduler: planning time, batches and edges.
     Scheduler(super::bench_scheduler::SchedulerBenchArgs),
+    /// CH-benCHmark SQL queries under replay vs. on static data, and vs. plain DataFusion.
+    Query(super::bench_query::QueryBenchArgs),
 }
 
 #[derive(Args)]
@@ -72,6 +76,23 @@ pub struct TxnArgs {
     timestamps: u64,
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct DurabilityArgs {
+    #[arg(long, default_value_t = 1_000_000)]
+    base_rows: u64,
+    /// Row changes per second of the steady stream.
+    #[arg(long, default_value_t = 200_000)]
+    rate: u64,
+    /// Length of each steady run (one without, one with checkpoints).
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Checkpoint period during the run with checkpoints, in milliseconds.
+    #[arg(long, default_value_t = 500)]
+    checkpoint_ms: u64,
     #[arg(long)]
     json: bool,
 }
@@ -126,8 +147,39 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
             print_json(args.json, &report)
         }
+        BenchName::Durability(args) => {
+            let work = WorkDir::new(None)?;
+            let config = durability::DurabilityBenchConfig {
+                base_rows: args.base_rows,
+                rate: args.rate,
+                seconds: args.seconds,
+                checkpoint_every: Duration::from_millis(args.checkpoint_ms),
+                ..Default::default()
+            };
+            let mut progress = TerminalProgress::new();
+            let report = durability::run(&config, work.path(), &mut |phase, done, total| progress.update(phase, done, total))?;
+            progress.finish();
+            println!(
+                "commit latency p99: {:.2} ms with {} checkpoints, {:.2} ms without: checkpoint pause p99 {:.2} ms; one checkpoint {:.1} ms",
+                report.commit_latency_with_checkpoints.p99_ms,
+                report.checkpoints_taken,
+                report.commit_latency_without_checkpoints.p99_ms,
+                report.checkpoint_pause_p99_ms,
+                report.checkpoint_ms
+            );
+            println!(
+                "visibility under steady load: max {:.3}, last {:.3} bits/tuple; recovery of {} rows in {:.0} ms ({:.0} ms per million rows)",
+                report.visibility_bits_per_tuple_max,
+                report.visibility_bits_per_tuple_last,
+                report.recovered_rows,
+                report.recovery_ms,
+                report.recovery_ms_per_million_rows
+            );
+            print_json(args.json, &report)
+        }
         BenchName::Scheduler(args) => super::bench_scheduler::run(args),
         BenchName::Freshness(args) => super::bench_cdc::run_freshness(args),
+        BenchName::Query(args) => super::bench_query::run(args),
     }
 }
 

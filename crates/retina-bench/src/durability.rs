@@ -1,0 +1,158 @@
+//! `retina bench durability`: what checkpoints cost and what recovery takes.
+//!
+//! 1. Checkpoint pause: a steady CH-benCHmark-like stream at a fixed rate, each
+//!    group commit timed from send to visible, once with checkpoints every
+//!    `checkpoint_every` and once without; the p99 difference is the pause that
+//!    checkpoints add to replay.
+//! 2. Visibility memory under steady load with GC on, sampled every second.
+//! 3. Recovery: the engine is dropped without a clean shutdown and reopened; the
+//!    time to rebuild its state is reported per million rows.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use retina_core::{CoreError, CoreResult, Engine, EngineConfig};
+use retina_storage::ParquetLakeStore;
+use serde::Serialize;
+
+use crate::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
+use crate::live::Latency;
+use crate::progress::Progress;
+
+#[derive(Clone, Debug)]
+pub struct DurabilityBenchConfig {
+    pub base_rows: u64,
+    /// Row changes per second of the steady stream.
+    pub rate: u64,
+    pub seconds: f64,
+    pub checkpoint_every: Duration,
+    pub seed: u64,
+}
+
+impl Default for DurabilityBenchConfig {
+    fn default() -> Self {
+        Self { base_rows: 1_000_000, rate: 200_000, seconds: 10.0, checkpoint_every: Duration::from_millis(500), seed: 42 }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct DurabilityReport {
+    pub rate: u64,
+    pub seconds: f64,
+    pub commit_latency_with_checkpoints: Latency,
+    pub commit_latency_without_checkpoints: Latency,
+    /// p99 commit latency with checkpoints minus without (0 if checkpoints cost nothing).
+    pub checkpoint_pause_p99_ms: f64,
+    pub checkpoints_taken: u64,
+    pub checkpoint_ms: f64,
+    pub checkpoint_buffered_rows: u64,
+    /// Visibility bits per tuple sampled once a second under load (GC on).
+    pub visibility_bits_per_tuple_max: f64,
+    pub visibility_bits_per_tuple_last: f64,
+    pub recovered_rows: u64,
+    pub recovery_ms: f64,
+    pub recovery_ms_per_million_rows: f64,
+}
+
+struct SteadyRun {
+    commit_latency: Latency,
+    checkpoints: u64,
+    bits_per_tuple: Vec<f64>,
+}
+
+fn engine_in(dir: &Path, checkpoint_every: Option<Duration>) -> CoreResult<Engine> {
+    let location = dir.to_str().ok_or_else(|| CoreError::Storage(format!("{} is not UTF-8", dir.display())))?;
+    let config = EngineConfig { checkpoint_interval: checkpoint_every, ..EngineConfig::default() };
+    Engine::open(config, Arc::new(ParquetLakeStore::open(location)?))
+}
+
+fn load(engine: &Engine, config: &DurabilityBenchConfig, progress: Progress) -> CoreResult<ChBenchGenerator> {
+    let tables = ChBenchTables::create(engine)?;
+    let scale = ChBenchScale::for_base_rows(config.base_rows);
+    let mut generator = ChBenchGenerator::new(config.seed, scale, tables);
+    let total = scale.base_rows();
+    let mut loaded = 0;
+    generator.initial_load(0, 4096, |chunk| {
+        loaded += chunk.len() as u64;
+        progress("load", loaded, total);
+        engine.submit(chunk).map(|_| ())
+    })?;
+    engine.sync()?;
+    Ok(generator)
+}
+
+/// Replays at `rate` for `seconds`, timing each group commit until visible.
+fn steady(engine: &Engine, generator: &mut ChBenchGenerator, config: &DurabilityBenchConfig, phase: &str, progress: Progress) -> CoreResult<SteadyRun> {
+    let start = Instant::now();
+    let mut changes = 0u64;
+    let mut latencies = Vec::new();
+    let mut bits_per_tuple = Vec::new();
+    let mut last_sample = Instant::now();
+    let checkpoints_before = engine.stats().checkpoints;
+    while start.elapsed().as_secs_f64() < config.seconds {
+        let due = (start.elapsed().as_secs_f64() * config.rate as f64) as u64;
+        let mut last = None;
+        while changes < due {
+            let (_, txn) = generator.next_transaction(0);
+            changes += txn.len() as u64;
+            last = Some(engine.submit(txn)?);
+        }
+        if let Some(ts) = last {
+            let sent = Instant::now();
+            engine.flush_batch()?;
+            engine.wait_visible(ts)?;
+            latencies.push(sent.elapsed().as_secs_f64() * 1000.0);
+        }
+        if last_sample.elapsed() >= Duration::from_secs(1) {
+            bits_per_tuple.push(engine.stats().visibility_bits_per_tuple());
+            last_sample = Instant::now();
+            progress(phase, (start.elapsed().as_secs_f64() * 1000.0) as u64, (config.seconds * 1000.0) as u64);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(SteadyRun {
+        commit_latency: Latency::of(latencies),
+        checkpoints: engine.stats().checkpoints - checkpoints_before,
+        bits_per_tuple,
+    })
+}
+
+pub fn run(config: &DurabilityBenchConfig, work_dir: &Path, progress: Progress) -> CoreResult<DurabilityReport> {
+    // Without checkpoints first (a separate lakehouse), then with them.
+    let without = {
+        let engine = engine_in(&work_dir.join("without"), None)?;
+        let mut generator = load(&engine, config, progress)?;
+        steady(&engine, &mut generator, config, "steady, no checkpoints", progress)?
+    };
+    let dir = work_dir.join("with");
+    let (with, checkpoint) = {
+        let engine = engine_in(&dir, Some(config.checkpoint_every))?;
+        let mut generator = load(&engine, config, progress)?;
+        let with = steady(&engine, &mut generator, config, "steady, with checkpoints", progress)?;
+        engine.sync()?;
+        let checkpoint = engine.checkpoint()?;
+        (with, checkpoint)
+        // Dropped here without `close`: recovery below starts from that checkpoint.
+    };
+    let started = Instant::now();
+    let engine = engine_in(&dir, None)?;
+    let recovery_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let report = engine.recovery_report().cloned().ok_or_else(|| CoreError::Storage("the engine did not recover".into()))?;
+    let recovered_rows = report.rows_scanned;
+    Ok(DurabilityReport {
+        rate: config.rate,
+        seconds: config.seconds,
+        checkpoint_pause_p99_ms: (with.commit_latency.p99_ms - without.commit_latency.p99_ms).max(0.0),
+        commit_latency_with_checkpoints: with.commit_latency,
+        commit_latency_without_checkpoints: without.commit_latency,
+        checkpoints_taken: with.checkpoints,
+        checkpoint_ms: checkpoint.millis,
+        checkpoint_buffered_rows: checkpoint.buffered_rows,
+        visibility_bits_per_tuple_max: with.bits_per_tuple.iter().copied().fold(0.0, f64::max),
+        visibility_bits_per_tuple_last: with.bits_per_tuple.last().copied().unwrap_or(0.0),
+        recovered_rows,
+        recovery_ms,
+        recovery_ms_per_million_rows: recovery_ms / (recovered_rows.max(1) as f64 / 1e6),
+    })
+}
