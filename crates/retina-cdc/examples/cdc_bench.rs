@@ -37,6 +37,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 seconds: knob("CDC_BENCH_SECONDS", 20) as f64,
                 shards,
                 query_interval: Duration::from_millis(10),
+                gc_interval: match knob("CDC_BENCH_GC_MS", 1000) {
+                    0 => None,
+                    ms => Some(Duration::from_millis(ms)),
+                },
             };
             let report = freshness(&config, dir.path())?;
             println!("{}", serde_json::to_string(&report)?);

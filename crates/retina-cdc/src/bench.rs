@@ -20,10 +20,10 @@ use crate::sink::{Sink, SinkOptions};
 use crate::source::generator::{now_micros, pre_encode, GeneratorSource};
 use crate::source::uri::GeneratorSpec;
 
-fn start_engine(data_dir: &std::path::Path, shards: usize) -> CdcResult<Engine> {
+fn start_engine(data_dir: &std::path::Path, shards: usize, gc_interval: Option<Duration>) -> CdcResult<Engine> {
     let location = data_dir.to_str().ok_or_else(|| CdcError::InvalidOption(format!("{} is not UTF-8", data_dir.display())))?;
     let store = Arc::new(ParquetLakeStore::open(location).map_err(|e| CdcError::InvalidOption(format!("data dir {location}: {e}")))?);
-    let config = EngineConfig { shards, gc_interval: Some(Duration::from_secs(1)), ..EngineConfig::default() };
+    let config = EngineConfig { shards, gc_interval, ..EngineConfig::default() };
     Ok(Engine::start(config, Arc::new(EmbeddedTransactionService::new()), store)?)
 }
 
@@ -56,7 +56,7 @@ pub struct DebeziumReplayReport {
 pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path) -> CdcResult<DebeziumReplayReport> {
     let spec = GeneratorSpec { base_rows: config.base_rows, seed: config.seed, ..GeneratorSpec::default() };
     let (load, changes) = pre_encode(&spec, config.row_changes, EncoderOptions::default())?;
-    let engine = start_engine(data_dir, config.shards)?;
+    let engine = start_engine(data_dir, config.shards, Some(Duration::from_secs(1)))?;
     for schema in schemas() {
         engine.create_table(schema)?;
     }
@@ -126,6 +126,8 @@ pub struct FreshnessConfig {
     pub shards: usize,
     /// Pause between freshness queries.
     pub query_interval: Duration,
+    /// The engine's memory-GC period (`None`: no periodic GC).
+    pub gc_interval: Option<Duration>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -138,12 +140,13 @@ pub struct FreshnessReport {
     pub freshness_p50_ms: f64,
     pub freshness_p99_ms: f64,
     pub freshness_max_ms: f64,
+    pub gc_interval_ms: Option<u64>,
 }
 
 /// Streams `generator:chbench` at `rate` through the sink while a query thread takes
 /// snapshots and measures `now − max(district.fresh_ts)` (HyBench's freshness).
 pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcResult<FreshnessReport> {
-    let engine = Arc::new(start_engine(data_dir, config.shards)?);
+    let engine = Arc::new(start_engine(data_dir, config.shards, config.gc_interval)?);
     let spec = GeneratorSpec {
         rate: Some(config.rate),
         duration: Some(Duration::from_secs_f64(config.seconds)),
@@ -182,10 +185,16 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
         let engine_for_sink = Arc::clone(&engine);
         let flag = Arc::clone(&measuring);
         let flag_thread = std::thread::spawn(move || {
+            // Measure only once the whole base load is visible (timestamps are handed
+            // out 1, 2, ... to this engine's only source), plus a short warm-up.
             while engine_for_sink.stats().row_changes < load_rows && !flag.load(SeqCst) {
                 std::thread::sleep(Duration::from_millis(2));
             }
-            std::thread::sleep(Duration::from_millis(200));
+            let load_transactions = engine_for_sink.stats().transactions;
+            while engine_for_sink.stats().high_watermark.0 <= load_transactions && engine_for_sink.failure().is_none() {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            std::thread::sleep(Duration::from_millis(500));
             flag.store(true, SeqCst);
         });
         let report = run(&engine, "generator:chbench", &mut source, options, StopWhen::default());
@@ -209,6 +218,7 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
         freshness_p50_ms: p50,
         freshness_p99_ms: p99,
         freshness_max_ms: max,
+        gc_interval_ms: config.gc_interval.map(|d| d.as_millis() as u64),
     })
 }
 

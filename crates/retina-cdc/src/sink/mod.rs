@@ -80,11 +80,11 @@ impl<'e> Sink<'e> {
     pub fn new(engine: &'e Engine, source: impl Into<String>, options: SinkOptions) -> CdcResult<Self> {
         let source = source.into();
         let dead_letter = options.dead_letter.as_deref().map(DeadLetterWriter::open).transpose()?;
-        let resume = engine
-            .source_positions()
-            .into_iter()
-            .find(|p| p.source == source)
-            .and_then(|p| SinkPosition::decode(&p.position));
+        // After recovery the engine knows where this source's applied prefix ends:
+        // from the recovered checkpoint, or newer once replay made more visible.
+        let visible = engine.source_positions().into_iter().find(|p| p.source == source);
+        let recovered = engine.recovered_positions().iter().find(|p| p.source == source).cloned();
+        let resume = visible.or(recovered).and_then(|p| SinkPosition::decode(&p.position));
         Ok(Self {
             engine,
             tables: TableResolver::new(options.primary_keys, options.infer_schema),

@@ -12,7 +12,7 @@ use clap::Args;
 use retina_cdc::ingest::{ingest_uri, StopWhen};
 use retina_cdc::sink::tables::parse_primary_key_option;
 use retina_cdc::{Grouping, SinkOptions};
-use retina_core::{EmbeddedTransactionService, Engine, EngineConfig};
+use retina_core::{Engine, EngineConfig};
 use retina_storage::ParquetLakeStore;
 
 #[derive(Args)]
@@ -53,14 +53,14 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
     let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lakehouse in {location}"))?;
-    let engine = Engine::start(EngineConfig::default(), Arc::new(EmbeddedTransactionService::new()), Arc::new(store))
-        .with_context(|| format!("starting the engine on {location}"))?;
+    // Opens (and recovers) the lakehouse: a source ingested before resumes after its
+    // recorded position, so re-running an ingest applies nothing twice.
+    let engine = Engine::open(EngineConfig::default(), Arc::new(store)).with_context(|| format!("opening the engine on {location}"))?;
     let stop = StopWhen { idle_for: Some(Duration::from_secs_f64(args.idle_exit_seconds.max(0.0))) };
     let report = ingest_uri(&engine, &args.uri, options, stop)?;
-    engine.wait_for_flushes().context("flushing the write buffers")?;
-    // Checkpoint call site: once retina-core has checkpoints (index, write buffers,
-    // visibility, source positions), `retina ingest` must write one here, so that a
-    // later process can open DIR and resume after `report.visible_position`.
+    // Everything visible, flushed and checkpointed (with the source position), so a
+    // later process can open DIR, query it, and resume after `visible_position`.
+    engine.close().context("closing the lakehouse (flush and checkpoint)")?;
     let stats = &report.stats;
     println!(
         "ingested {} from {}: {} transactions, {} row changes in {:.2} s; {} duplicates dropped, {} dead letters; position {}",
