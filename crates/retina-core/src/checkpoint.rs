@@ -31,6 +31,18 @@ pub struct CheckpointManifest {
     pub sources: Vec<SourcePosition>,
 }
 
+impl CheckpointManifest {
+    /// Paths of every segment the checkpoint needs.
+    pub fn referenced_paths(&self) -> std::collections::HashSet<&str> {
+        self.tables
+            .iter()
+            .flat_map(|t| &t.files)
+            .flat_map(|f| &f.segments)
+            .map(|segment| segment.path.as_str())
+            .collect()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointTable {
     pub id: TableId,
@@ -46,13 +58,29 @@ pub struct CheckpointFile {
     pub first_row_id: RowId,
     /// Row capacity of the file's row group (its visibility's size).
     pub capacity: u64,
-    /// Rows covered by `deleted` (for buffered files: the rows written to `rows_path`).
+    /// Rows covered by `deleted` (for buffered files: the rows of `segments`).
     pub rows: u64,
     /// Rows deleted at or before the checkpoint ts, bit `i` of word `i / 64`.
     #[serde(with = "bitmap_base64")]
     pub deleted: Vec<u64>,
-    /// For rows that were still in a write buffer: the Parquet file holding them.
-    pub rows_path: Option<String>,
+    /// For a file still in a write buffer: its rows as consecutive segments, each
+    /// written by the checkpoint that first saw them (so a checkpoint writes only the
+    /// rows that arrived since the previous one). Empty for flushed files.
+    pub segments: Vec<RowSegment>,
+}
+
+impl CheckpointFile {
+    /// Whether the file's rows live in checkpoint segments (it was not flushed).
+    pub fn is_buffered(&self) -> bool {
+        !self.segments.is_empty()
+    }
+}
+
+/// Consecutive rows of a buffered file, as one Parquet file under `checkpoints/`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowSegment {
+    pub path: String,
+    pub rows: u64,
 }
 
 /// Bitmaps as base64 of little-endian words: a third of the size of a JSON array.

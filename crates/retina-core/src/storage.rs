@@ -44,18 +44,20 @@ pub trait LakeStore: Send + Sync {
     /// The last saved manifest, if any.
     fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>>;
 
-    /// Writes the rows of a write buffer that a checkpoint at `ts` holds, as one data
-    /// file under that checkpoint (readable back with [`Self::read_file`]).
-    fn write_checkpoint_rows(
+    /// Writes rows `first_row ..` of a write buffer's file as a segment of the
+    /// checkpoint at `ts` (readable back with [`Self::read_file`]). Segment paths are
+    /// never reused, so a segment an older checkpoint references is never rewritten.
+    fn write_checkpoint_segment(
         &self,
         table: &TableSchema,
-        ts: Ts,
         file_id: FileId,
+        first_row: u64,
+        ts: Ts,
         batches: &[RecordBatch],
     ) -> CoreResult<StoredFile>;
 
-    /// Makes `checkpoint` the latest one, atomically, then removes what only older
-    /// checkpoints used. Every file it names must already be written.
+    /// Makes `checkpoint` the latest one, atomically, then removes the checkpoint
+    /// objects it does not reference. Every segment it names must already be written.
     fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()>;
 
     /// The latest complete checkpoint, if any.
@@ -111,22 +113,23 @@ impl LakeStore for MemoryLakeStore {
         Ok(self.catalog.lock().clone())
     }
 
-    fn write_checkpoint_rows(
+    fn write_checkpoint_segment(
         &self,
         table: &TableSchema,
-        ts: Ts,
         file_id: FileId,
+        first_row: u64,
+        ts: Ts,
         batches: &[RecordBatch],
     ) -> CoreResult<StoredFile> {
-        let path = format!("checkpoints/{ts}/{}/{file_id}.mem", table.name());
+        let path = format!("checkpoints/segments/{}/{file_id}-{first_row}-{ts}.mem", table.name());
         self.files.lock().insert(path.clone(), batches.to_vec());
         Ok(StoredFile { path, size_bytes: 0 })
     }
 
     fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
         *self.checkpoint.lock() = Some(checkpoint.clone());
-        let current = format!("checkpoints/{}/", checkpoint.ts);
-        self.files.lock().retain(|path, _| !path.starts_with("checkpoints/") || path.starts_with(&current));
+        let referenced = checkpoint.referenced_paths();
+        self.files.lock().retain(|path, _| !path.starts_with("checkpoints/") || referenced.contains(path.as_str()));
         Ok(())
     }
 

@@ -186,3 +186,30 @@ fn source_positions_follow_visibility() {
     engine.sync().expect("sync");
     assert_eq!(engine.source_positions()[0].position, "line 2");
 }
+
+#[test]
+fn checkpoints_write_only_new_buffered_rows_and_recover() {
+    let store = Arc::new(MemoryLakeStore::new());
+    let config = EngineConfig { file_rows: 1024, ..small() };
+    let engine = Engine::open(config.clone(), store.clone()).expect("open");
+    let table = engine.create_table(accounts()).expect("table");
+    for id in 0..100 {
+        engine.submit(vec![RowChange::Insert { table, row: account(id, "a", 1) }]).expect("insert");
+    }
+    engine.sync().expect("sync");
+    assert_eq!(engine.checkpoint().expect("first").buffered_rows, 100);
+    for id in 100..130 {
+        engine.submit(vec![RowChange::Insert { table, row: account(id, "b", 1) }]).expect("insert");
+    }
+    engine.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(5)] }]).expect("delete");
+    engine.sync().expect("sync");
+    let second = engine.checkpoint().expect("second");
+    assert_eq!(second.buffered_rows, 30, "rows saved by the first checkpoint are reused");
+    engine.submit(vec![RowChange::Insert { table, row: account(999, "lost", 1) }]).expect("after checkpoint");
+    drop(engine);
+    let recovered = Engine::open(config, store).expect("recover");
+    assert_eq!(recovered.recovery_report().expect("recovered").checkpoint_ts, second.ts);
+    let rows = scan_sorted(&recovered, table, None);
+    assert_eq!(rows.len(), 129);
+    assert!(!rows.iter().any(|r| r[0] == Value::Int64(5) || r[0] == Value::Int64(999)));
+}

@@ -1,21 +1,28 @@
 //! Where checkpoints live and how their manifest is encoded.
 //!
 //! `checkpoints/latest.json` is the checkpoint manifest, replaced atomically (an
-//! object-store put); the rows a checkpoint at ts C took from write buffers live in
-//! `checkpoints/rows-C/`. A crash before the manifest put leaves the previous
-//! checkpoint in force, with at worst an unreferenced `rows-C` folder that the next
-//! checkpoint removes.
+//! object-store put); rows that were in write buffers live in segments under
+//! `checkpoints/segments/`, each written once and named by file, first row and the
+//! checkpoint ts that wrote it. A crash before the manifest put leaves the previous
+//! checkpoint in force, with at worst unreferenced segments that the next checkpoint
+//! removes.
 
 use retina_core::checkpoint::{CheckpointManifest, CHECKPOINT_FORMAT_VERSION};
-use retina_core::Ts;
+use retina_core::{FileId, TableSchema, Ts};
+
+use crate::store::ParquetLakeStore;
 
 use crate::store::StorageError;
 
 pub(crate) const LATEST_PATH: &str = "checkpoints/latest.json";
 
-/// Folder of the buffered rows of the checkpoint at `ts`.
-pub(crate) fn rows_folder(ts: Ts) -> String {
-    format!("checkpoints/rows-{:016}", ts.0)
+pub(crate) const SEGMENTS_FOLDER: &str = "checkpoints/segments";
+
+/// Path of the segment holding rows `first_row..` of `file_id`, written at `ts`.
+pub(crate) fn segment_path(table: &TableSchema, file_id: FileId, first_row: u64, ts: Ts) -> String {
+    let data_path = ParquetLakeStore::data_file_path(table, file_id);
+    let stem = data_path.trim_start_matches("tables/").trim_end_matches(".parquet");
+    format!("{SEGMENTS_FOLDER}/{stem}-{first_row:010}-{:016}.parquet", ts.0)
 }
 
 pub(crate) fn encode(checkpoint: &CheckpointManifest) -> Result<Vec<u8>, StorageError> {
@@ -45,6 +52,8 @@ mod tests {
     fn refuses_other_versions() {
         let error = decode(br#"{"format_version": 7}"#).expect_err("version 7");
         assert!(error.to_string().contains("format version 7"), "{error}");
-        assert!(rows_folder(Ts(12)).ends_with("0000000000000012"));
+        let table = TableSchema::from_columns("s.t", &[("id", arrow_schema::DataType::Int64, false)], &["id"]).expect("schema");
+        let path = segment_path(&table, FileId(3), 4096, Ts(12));
+        assert_eq!(path, "checkpoints/segments/s.t/0000000000000003-0000004096-0000000000000012.parquet");
     }
 }

@@ -153,14 +153,15 @@ impl LakeStore for ParquetLakeStore {
         }
     }
 
-    fn write_checkpoint_rows(
+    fn write_checkpoint_segment(
         &self,
         table: &TableSchema,
-        ts: Ts,
         file_id: FileId,
+        first_row: u64,
+        ts: Ts,
         batches: &[RecordBatch],
     ) -> CoreResult<StoredFile> {
-        let path = format!("{}/{}", checkpoint_files::rows_folder(ts), Self::data_file_path(table, file_id));
+        let path = checkpoint_files::segment_path(table, file_id, first_row, ts);
         let bytes = parquet_files::encode(&table.stored_schema(), batches)
             .map_err(|source| StorageError::Parquet { path: path.clone(), source })?;
         let size_bytes = bytes.len() as u64;
@@ -170,9 +171,9 @@ impl LakeStore for ParquetLakeStore {
 
     fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
         self.put(checkpoint_files::LATEST_PATH, checkpoint_files::encode(checkpoint)?)?;
-        // Only now may older checkpoints' rows go: the new checkpoint is in place.
-        let keep = checkpoint_files::rows_folder(checkpoint.ts);
-        let prefix = self.path("checkpoints");
+        // Only now may segments no checkpoint references go: the new one is in place.
+        let referenced = checkpoint.referenced_paths();
+        let prefix = self.path(checkpoint_files::SEGMENTS_FOLDER);
         let stale: Vec<Path> = self
             .runtime
             .block_on(async { self.store.list(Some(&prefix)).map_ok(|meta| meta.location).try_collect::<Vec<_>>().await })
@@ -180,8 +181,7 @@ impl LakeStore for ParquetLakeStore {
             .into_iter()
             .filter(|location| {
                 let relative = location.as_ref().strip_prefix(self.prefix.as_ref()).unwrap_or(location.as_ref());
-                let relative = relative.trim_start_matches('/');
-                relative.starts_with("checkpoints/rows-") && !relative.starts_with(&format!("{keep}/"))
+                !referenced.contains(relative.trim_start_matches('/'))
             })
             .collect();
         for location in stale {

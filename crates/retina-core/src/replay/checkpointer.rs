@@ -5,20 +5,38 @@
 //! everything it reads (visibility at C, buffered rows created at or before C) is a
 //! consistent state without stopping replay: its only cost to replay is CPU and I/O.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
+use arrow_array::RecordBatch;
+
 use super::shared::EngineShared;
-use crate::checkpoint::{CheckpointFile, CheckpointManifest, CheckpointTable, CHECKPOINT_FORMAT_VERSION};
+use crate::checkpoint::{CheckpointFile, CheckpointManifest, CheckpointTable, RowSegment, CHECKPOINT_FORMAT_VERSION};
 use crate::error::CoreResult;
 use crate::scan::created_at_or_before;
 use crate::schema::TableSchema;
 use crate::types::Ts;
+
+/// Rows `start..end` of consecutive batches.
+fn slice_rows(batches: &[RecordBatch], start: usize, end: usize) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for batch in batches {
+        let (from, to) = (start.max(offset), end.min(offset + batch.num_rows()));
+        if from < to {
+            out.push(batch.slice(from - offset, to - from));
+        }
+        offset += batch.num_rows();
+    }
+    out
+}
 
 /// What one checkpoint did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckpointReport {
     pub ts: Ts,
     pub files: usize,
+    /// Buffered rows this checkpoint wrote (rows saved by earlier ones are reused).
     pub buffered_rows: u64,
     pub millis: f64,
 }
@@ -32,6 +50,10 @@ impl EngineShared {
         let ts = snapshot.ts();
         let sources = self.sources.at(ts);
         let tables = self.registry.read().tables.clone();
+        // Segments earlier checkpoints wrote, by buffered file; flushed files drop out.
+        // Cloned, not taken: if this checkpoint fails, the next one still knows them.
+        let mut written = self.checkpoint_segments.lock().clone();
+        let mut still_buffered = HashMap::new();
         let mut checkpoint_tables = Vec::with_capacity(tables.len());
         let (mut file_count, mut buffered_rows) = (0, 0);
         for table in &tables {
@@ -46,24 +68,31 @@ impl EngineShared {
                     capacity: rows,
                     rows,
                     deleted: file.visibility.bitmap_at(ts, rows as usize),
-                    rows_path: None,
+                    segments: Vec::new(),
                 });
             }
             for file in &files.virtual_files {
                 let batches = created_at_or_before(&file.blocks(), schema.create_ts_index(), ts);
-                let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+                let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
                 if rows == 0 {
                     continue; // its row ids stay reserved through `next_row_id`
                 }
-                let stored = self.store.write_checkpoint_rows(schema, ts, file.file_id(), &batches)?;
-                buffered_rows += rows as u64;
+                let mut segments = written.remove(&file.file_id()).unwrap_or_default();
+                let saved: u64 = segments.iter().map(|s| s.rows).sum();
+                if rows > saved {
+                    let new_rows = slice_rows(&batches, saved as usize, rows as usize);
+                    let stored = self.store.write_checkpoint_segment(schema, file.file_id(), saved, ts, &new_rows)?;
+                    segments.push(RowSegment { path: stored.path, rows: rows - saved });
+                    buffered_rows += rows - saved;
+                }
+                still_buffered.insert(file.file_id(), segments.clone());
                 checkpoint_files.push(CheckpointFile {
                     file_id: file.file_id(),
                     first_row_id: file.first_row_id(),
                     capacity: file.capacity() as u64,
-                    rows: rows as u64,
-                    deleted: file.visibility().bitmap_at(ts, rows),
-                    rows_path: Some(stored.path),
+                    rows,
+                    deleted: file.visibility().bitmap_at(ts, rows as usize),
+                    segments,
                 });
             }
             file_count += checkpoint_files.len();
@@ -85,6 +114,7 @@ impl EngineShared {
         // The catalog must list every flushed file the checkpoint relies on.
         self.save_catalog()?;
         self.store.save_checkpoint(&manifest)?;
+        *self.checkpoint_segments.lock() = still_buffered;
         self.sources.trim(ts);
         self.stats.checkpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.stats.last_checkpoint_ts.store(ts.0, std::sync::atomic::Ordering::Relaxed);

@@ -26,7 +26,7 @@ impl Default for EngineConfig {
             block_rows: 4096,
             file_rows: 16 * 4096,
             batch_changes: 4096,
-            gc_interval: Some(Duration::from_secs(1)),
+            gc_interval: Some(Duration::from_millis(100)),
             checkpoint_interval: Some(Duration::from_secs(5)),
         }
     }

@@ -145,6 +145,7 @@ impl Engine {
             flusher: Mutex::new(Some(flush_sender)),
             catalog_write: Mutex::new(()),
             checkpoint_write: Mutex::new(()),
+            checkpoint_segments: Mutex::new(Default::default()),
             sources: SourceProgress::restored(&state.sources),
             stats: SharedStats::default(),
         });

@@ -138,18 +138,29 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             file_count += 1;
         }
         let flushed_ids: Vec<FileId> = entry.files.iter().map(|f| f.file_id).collect();
-        for saved in saved.values().filter(|f| f.rows_path.is_some() && !flushed_ids.contains(&f.file_id)) {
-            let rows_meta = DataFileMeta {
-                file_id: saved.file_id,
-                path: saved.rows_path.clone().unwrap_or_default(),
-                row_count: saved.rows,
-                first_row_id: saved.first_row_id,
-                min_create_ts: Ts(0),
-                max_create_ts: ts,
-                size_bytes: 0,
-            };
+        for saved in saved.values().filter(|f| f.is_buffered() && !flushed_ids.contains(&f.file_id)) {
             let all_columns: Vec<usize> = (0..=schema.create_ts_index()).collect();
-            let batches = store.read_file(schema, &rows_meta, &all_columns, None)?;
+            let mut batches = Vec::new();
+            for segment in &saved.segments {
+                let segment_meta = DataFileMeta {
+                    file_id: saved.file_id,
+                    path: segment.path.clone(),
+                    row_count: segment.rows,
+                    first_row_id: saved.first_row_id,
+                    min_create_ts: Ts(0),
+                    max_create_ts: ts,
+                    size_bytes: 0,
+                };
+                let segment_batches = store.read_file(schema, &segment_meta, &all_columns, None)?;
+                let rows: u64 = segment_batches.iter().map(|b| b.num_rows() as u64).sum();
+                if rows != segment.rows {
+                    return Err(CoreError::Storage(format!(
+                        "checkpoint segment {} holds {rows} rows, the checkpoint says {}",
+                        segment.path, segment.rows
+                    )));
+                }
+                batches.extend(segment_batches);
+            }
             let visibility = RgVisibility::from_bitmap(saved.capacity as usize, &saved.deleted, ts);
             let file = Arc::new(VirtualFile::recovered(
                 entry.id,

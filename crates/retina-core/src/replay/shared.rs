@@ -14,6 +14,7 @@ use super::source_progress::SourceProgress;
 use super::stats::SharedStats;
 use super::EngineConfig;
 use crate::catalog::{CatalogManifest, TableEntry, CATALOG_FORMAT_VERSION};
+use crate::checkpoint::RowSegment;
 use crate::error::{CoreError, CoreResult};
 use crate::schema::TableSchema;
 use crate::storage::LakeStore;
@@ -46,6 +47,8 @@ pub(crate) struct EngineShared {
     pub(crate) catalog_write: Mutex<()>,
     /// Serializes checkpoints.
     pub(crate) checkpoint_write: Mutex<()>,
+    /// Checkpoint segments written so far for each buffered (virtual) file.
+    pub(crate) checkpoint_segments: Mutex<HashMap<FileId, Vec<RowSegment>>>,
     pub(crate) sources: SourceProgress,
     pub(crate) stats: SharedStats,
 }
