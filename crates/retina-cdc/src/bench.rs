@@ -83,7 +83,7 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
             let message = decode_line(line).map_err(|error| CdcError::Decode { position: Position::generated(events), table: None, error })?;
             if let Message::Change(event) = message {
                 let plan = plans.get(&event.table).ok_or_else(|| CdcError::InvalidOption(format!("unknown table {}", event.table)))?;
-                let decoded = match (event.op, event.after, event.before) {
+                let decoded = match (event.op, &event.after, &event.before) {
                     (Op::Delete, _, Some(before)) => plan.decode_key(before).map(|_| ()),
                     (_, Some(after), _) => plan.decode_row(after).map(|_| ()),
                     _ => Ok(()),

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::image::Image;
 use crate::error::DecodeError;
 use crate::position::SourceOrder;
 
@@ -38,8 +39,8 @@ pub struct ChangeEvent<'a> {
     pub op: Op,
     /// `<schema>.<table>` after the source block (PostgreSQL schema, else MySQL db).
     pub table: String,
-    pub before: Option<&'a RawValue>,
-    pub after: Option<&'a RawValue>,
+    pub before: Option<Image<'a>>,
+    pub after: Option<Image<'a>>,
     /// The value (envelope) schema when the stream carries schemas.
     pub schema: Option<&'a RawValue>,
     /// The message key's payload and schema, when the line carries a key.
@@ -81,10 +82,11 @@ struct Fields<'a> {
     payload: Option<&'a RawValue>,
     #[serde(borrow, default)]
     op: Option<&'a RawValue>,
+    /// Images are tokenized in this pass (see [`Image`]).
     #[serde(borrow, default)]
-    before: Option<&'a RawValue>,
+    before: Option<Image<'a>>,
     #[serde(borrow, default)]
-    after: Option<&'a RawValue>,
+    after: Option<Image<'a>>,
     /// Parsed in the same pass (not captured raw and re-parsed): source and transaction
     /// blocks are a large share of every event.
     #[serde(borrow, default)]
@@ -315,8 +317,8 @@ fn decode_payload<'a>(
         }
     };
     let (source_transaction, order) = source_identity(&source, transaction.is_none())?;
-    let before = fields.before.filter(|b| b.get() != "null");
-    let after = fields.after.filter(|a| a.get() != "null");
+    let before = fields.before;
+    let after = fields.after;
     match op {
         Op::Create | Op::Read | Op::Update if after.is_none() => return Err(DecodeError::missing("after")),
         _ => {}
@@ -431,7 +433,8 @@ mod tests {
         let event = change(decode_line(PG_UPDATE).expect("decodes"));
         assert_eq!(event.op, Op::Update);
         assert_eq!(event.table, "public.customers");
-        assert_eq!(event.after.map(|a| a.get()), Some(r#"{"id":1,"name":"x"}"#));
+        let after = event.after.as_ref().expect("after");
+        assert_eq!(after.fields.iter().map(|(n, _)| n.as_ref()).collect::<Vec<_>>(), ["id", "name"]);
         assert!(event.before.is_none());
         assert_eq!(event.transaction, Some(TransactionBlock { id: "571:120".into(), total_order: 2, data_collection_order: Some(1) }));
         assert_eq!(event.source_transaction, None, "not needed when the event has a transaction block");

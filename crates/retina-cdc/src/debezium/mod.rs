@@ -2,6 +2,7 @@
 //! encoder for generated transactions.
 
 pub mod encoder;
+pub mod image;
 pub mod message;
 pub mod row;
 pub mod schema;
@@ -10,6 +11,7 @@ pub mod types;
 pub mod value;
 
 pub use encoder::{DebeziumEncoder, EncoderOptions};
+pub use image::{Image, Scalar};
 pub use message::{decode_line, ChangeEvent, Message, Op, TransactionBlock};
 pub use row::{ColumnPlan, TablePlan};
 pub use types::ColumnKind;

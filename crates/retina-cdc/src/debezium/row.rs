@@ -1,16 +1,13 @@
 //! Decoding a row image (`before` / `after` / the message key) with a table's
-//! [`TablePlan`], straight from JSON tokens into column order.
-
-use std::cell::RefCell;
-use std::fmt;
+//! [`TablePlan`] into column order.
 
 use hashbrown::HashMap;
 use retina_core::{Row, Value};
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+use super::image::Image;
 use super::types::ColumnKind;
-use super::value::ValueSeed;
+use super::value::value_of;
 use crate::error::DecodeError;
 
 /// One column of a table as the decoder sees it.
@@ -58,12 +55,20 @@ impl TablePlan {
 
     /// The full row of an image. A column absent from the image is null (an error if
     /// the column is not nullable); a field that is no column is an error naming it.
-    pub fn decode_row(&self, image: &RawValue) -> Result<Row, DecodeError> {
+    pub fn decode_row(&self, image: &Image<'_>) -> Result<Row, DecodeError> {
         let mut row = vec![Value::Null; self.columns.len()];
-        let mut seen = vec![false; self.columns.len()];
-        self.run(image, Mode::FullRow, &mut row, &mut seen)?;
+        let mut seen = ColumnSet::new(self.columns.len());
+        let mut next_guess = 0usize;
+        for (name, scalar) in &image.fields {
+            let index = self.locate(name, &mut next_guess).ok_or_else(|| {
+                DecodeError::bad_value(name.as_ref(), format!("is not a column of table {}", self.table))
+            })?;
+            let column = &self.columns[index];
+            row[index] = value_of(&column.kind, scalar).map_err(|reason| DecodeError::bad_value(&column.name, reason))?;
+            seen.insert(index);
+        }
         for (index, column) in self.columns.iter().enumerate() {
-            if !seen[index] && !column.nullable {
+            if !seen.contains(index) && !column.nullable {
                 return Err(DecodeError::missing(&column.name));
             }
         }
@@ -72,148 +77,83 @@ impl TablePlan {
 
     /// The primary-key values of an image (other fields are skipped unchecked, since a
     /// before-image or key may carry only key columns).
-    pub fn decode_key(&self, image: &RawValue) -> Result<Vec<Value>, DecodeError> {
-        let mut row = vec![Value::Null; self.columns.len()];
-        let mut seen = vec![false; self.columns.len()];
-        self.run(image, Mode::KeyOnly, &mut row, &mut seen)?;
-        self.key_of(&row, &seen)
+    pub fn decode_key(&self, image: &Image<'_>) -> Result<Vec<Value>, DecodeError> {
+        let mut key = Vec::with_capacity(self.primary_key.len());
+        for &index in &self.primary_key {
+            let column = &self.columns[index];
+            let scalar = image
+                .fields
+                .iter()
+                .find(|(name, _)| *name == column.name)
+                .map(|(_, scalar)| scalar)
+                .ok_or_else(|| DecodeError::missing(&column.name))?;
+            match value_of(&column.kind, scalar).map_err(|reason| DecodeError::bad_value(&column.name, reason))? {
+                Value::Null => return Err(DecodeError::bad_value(&column.name, "primary-key column is null")),
+                value => key.push(value),
+            }
+        }
+        Ok(key)
+    }
+
+    /// [`Self::decode_row`] of raw JSON text.
+    pub fn decode_row_json(&self, json: &RawValue) -> Result<Row, DecodeError> {
+        self.decode_row(&parse_image(json)?)
+    }
+
+    /// [`Self::decode_key`] of raw JSON text (a message key).
+    pub fn decode_key_json(&self, json: &RawValue) -> Result<Vec<Value>, DecodeError> {
+        self.decode_key(&parse_image(json)?)
     }
 
     /// The primary-key values of a decoded full row.
     pub fn key_of_row(&self, row: &[Value]) -> Result<Vec<Value>, DecodeError> {
-        self.key_of(row, &vec![true; row.len()])
-    }
-
-    fn key_of(&self, row: &[Value], seen: &[bool]) -> Result<Vec<Value>, DecodeError> {
         self.primary_key
             .iter()
-            .map(|&index| {
-                let name = &self.columns[index].name;
-                match (&row[index], seen[index]) {
-                    (_, false) => Err(DecodeError::missing(name)),
-                    (Value::Null, true) => Err(DecodeError::bad_value(name, "primary-key column is null")),
-                    (value, true) => Ok(value.clone()),
-                }
+            .map(|&index| match &row[index] {
+                Value::Null => Err(DecodeError::bad_value(&self.columns[index].name, "primary-key column is null")),
+                value => Ok(value.clone()),
             })
             .collect()
     }
 
-    fn run(&self, image: &RawValue, mode: Mode, row: &mut [Value], seen: &mut [bool]) -> Result<(), DecodeError> {
-        let failure = RefCell::new(None);
-        let seed = RowSeed { plan: self, mode, row, seen, failure: &failure };
-        let mut deserializer = serde_json::Deserializer::from_str(image.get());
-        match seed.deserialize(&mut deserializer) {
-            Ok(()) => Ok(()),
-            Err(error) => Err(failure.into_inner().unwrap_or_else(|| DecodeError::MalformedJson(error.to_string()))),
-        }
+    /// Images usually list columns in table order: try the next one first.
+    fn locate(&self, name: &str, next_guess: &mut usize) -> Option<usize> {
+        let index = match self.columns.get(*next_guess) {
+            Some(column) if column.name == name => *next_guess,
+            _ => self.column_index(name)?,
+        };
+        *next_guess = index + 1;
+        Some(index)
     }
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Mode {
-    FullRow,
-    KeyOnly,
+fn parse_image<'a>(json: &'a RawValue) -> Result<Image<'a>, DecodeError> {
+    serde_json::from_str(json.get()).map_err(|e| DecodeError::MalformedJson(e.to_string()))
 }
 
-/// Fills `row` from a JSON object. The precise error (with the column name) goes to
-/// `failure`, because serde's error type cannot carry it.
-struct RowSeed<'p> {
-    plan: &'p TablePlan,
-    mode: Mode,
-    row: &'p mut [Value],
-    seen: &'p mut [bool],
-    failure: &'p RefCell<Option<DecodeError>>,
+/// Which columns an image set, without an allocation for tables up to 128 columns.
+enum ColumnSet {
+    Small(u128),
+    Large(Vec<bool>),
 }
 
-impl<'de> DeserializeSeed<'de> for RowSeed<'_> {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for RowSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a row image object")
+impl ColumnSet {
+    fn new(columns: usize) -> Self {
+        if columns <= 128 { Self::Small(0) } else { Self::Large(vec![false; columns]) }
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut next_guess = 0usize;
-        while let Some(field) = map.next_key::<FieldName<'de>>()? {
-            let name = field.as_str();
-            // Images usually list columns in table order: try the next one first.
-            let index = match self.plan.columns.get(next_guess) {
-                Some(column) if column.name == name => Some(next_guess),
-                _ => self.plan.column_index(name),
-            };
-            let Some(index) = index else {
-                if self.mode == Mode::KeyOnly {
-                    map.next_value::<IgnoredAny>()?;
-                    continue;
-                }
-                *self.failure.borrow_mut() = Some(DecodeError::bad_value(
-                    name,
-                    format!("is not a column of table {}", self.plan.table),
-                ));
-                return Err(de::Error::custom("unknown column"));
-            };
-            next_guess = index + 1;
-            if self.mode == Mode::KeyOnly && !self.plan.primary_key.contains(&index) {
-                map.next_value::<IgnoredAny>()?;
-                continue;
-            }
-            let column = &self.plan.columns[index];
-            match map.next_value_seed(ValueSeed(&column.kind)) {
-                Ok(value) => {
-                    self.row[index] = value;
-                    self.seen[index] = true;
-                }
-                Err(error) => {
-                    let message = error.to_string();
-                    let detail = message.split(" at line ").next().unwrap_or(&message).to_string();
-                    *self.failure.borrow_mut() = Some(DecodeError::bad_value(&column.name, detail));
-                    return Err(error);
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A JSON object key, borrowed when it has no escapes.
-enum FieldName<'de> {
-    Borrowed(&'de str),
-    Owned(String),
-}
-
-impl FieldName<'_> {
-    fn as_str(&self) -> &str {
+    fn insert(&mut self, index: usize) {
         match self {
-            Self::Borrowed(s) => s,
-            Self::Owned(s) => s,
+            Self::Small(bits) => *bits |= 1 << index,
+            Self::Large(flags) => flags[index] = true,
         }
     }
-}
 
-impl<'de> de::Deserialize<'de> for FieldName<'de> {
-    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct NameVisitor;
-        impl<'de> Visitor<'de> for NameVisitor {
-            type Value = FieldName<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(FieldName::Borrowed(v))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(FieldName::Owned(v.to_string()))
-            }
+    fn contains(&self, index: usize) -> bool {
+        match self {
+            Self::Small(bits) => *bits & (1 << index) != 0,
+            Self::Large(flags) => flags[index],
         }
-        deserializer.deserialize_str(NameVisitor)
     }
 }
 
@@ -239,30 +179,30 @@ mod tests {
 
     #[test]
     fn decodes_rows_in_any_field_order() {
-        let row = plan().decode_row(&raw(r#"{"qty":3,"id":1,"name":"a\"b"}"#)).expect("row");
+        let row = plan().decode_row_json(&raw(r#"{"qty":3,"id":1,"name":"a\"b"}"#)).expect("row");
         assert_eq!(row, vec![Value::Int64(1), Value::Utf8("a\"b".into()), Value::Int32(3)]);
-        let row = plan().decode_row(&raw(r#"{"id":1,"qty":3}"#)).expect("missing nullable column is null");
+        let row = plan().decode_row_json(&raw(r#"{"id":1,"qty":3}"#)).expect("missing nullable column is null");
         assert_eq!(row[1], Value::Null);
     }
 
     #[test]
     fn errors_name_the_column() {
         let plan = plan();
-        let missing = plan.decode_row(&raw(r#"{"id":1}"#)).expect_err("qty missing");
+        let missing = plan.decode_row_json(&raw(r#"{"id":1}"#)).expect_err("qty missing");
         assert_eq!(missing, DecodeError::missing("qty"));
-        let mistyped = plan.decode_row(&raw(r#"{"id":1,"qty":"x"}"#)).expect_err("mistyped");
+        let mistyped = plan.decode_row_json(&raw(r#"{"id":1,"qty":"x"}"#)).expect_err("mistyped");
         assert!(mistyped.to_string().starts_with("field qty:"), "{mistyped}");
-        let unknown = plan.decode_row(&raw(r#"{"id":1,"qty":1,"extra":2}"#)).expect_err("unknown column");
+        let unknown = plan.decode_row_json(&raw(r#"{"id":1,"qty":1,"extra":2}"#)).expect_err("unknown column");
         assert!(unknown.to_string().contains("extra") && unknown.to_string().contains("s.t"), "{unknown}");
-        let not_object = plan.decode_row(&raw("[1]")).expect_err("array");
+        let not_object = plan.decode_row_json(&raw("[1]")).expect_err("array");
         assert!(matches!(not_object, DecodeError::MalformedJson(_)));
     }
 
     #[test]
     fn keys_come_from_partial_images() {
         let plan = plan();
-        assert_eq!(plan.decode_key(&raw(r#"{"id":7,"name":null,"whatever":1}"#)), Ok(vec![Value::Int64(7)]));
-        assert_eq!(plan.decode_key(&raw(r#"{"name":"x"}"#)), Err(DecodeError::missing("id")));
-        assert!(plan.decode_key(&raw(r#"{"id":null}"#)).is_err());
+        assert_eq!(plan.decode_key_json(&raw(r#"{"id":7,"name":null,"whatever":1}"#)), Ok(vec![Value::Int64(7)]));
+        assert_eq!(plan.decode_key_json(&raw(r#"{"name":"x"}"#)), Err(DecodeError::missing("id")));
+        assert!(plan.decode_key_json(&raw(r#"{"id":null}"#)).is_err());
     }
 }

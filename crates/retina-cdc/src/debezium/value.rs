@@ -8,8 +8,9 @@ use base64::Engine as _;
 use retina_core::Value;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
-use super::types::ColumnKind;
+use super::image::Scalar;
 use super::time;
+use super::types::ColumnKind;
 
 /// Deserializes one value of `kind`. On a type or range problem it fails with a
 /// message that the row decoder turns into an error naming the column.
@@ -23,7 +24,30 @@ impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
     }
 }
 
+#[derive(Clone, Copy)]
 struct KindVisitor<'k>(&'k ColumnKind);
+
+/// Converts a scalar tokenized by [`super::image::Image`] to a value of `kind`.
+pub fn value_of(kind: &ColumnKind, scalar: &Scalar<'_>) -> Result<Value, String> {
+    type E = de::value::Error;
+    let visitor = KindVisitor(kind);
+    let result: Result<Value, E> = match scalar {
+        Scalar::Null => visitor.visit_unit(),
+        Scalar::Bool(v) => visitor.visit_bool(*v),
+        Scalar::I64(v) => visitor.visit_i64(*v),
+        Scalar::U64(v) => visitor.visit_u64(*v),
+        Scalar::F64(v) => visitor.visit_f64(*v),
+        Scalar::Str(v) => visitor.visit_str(v),
+        Scalar::VariableDecimal { scale, value } => match kind {
+            ColumnKind::VariableScaleDecimal => {
+                decimal_from_base64(value).map(|u| Value::Utf8(decimal_text(u, *scale))).map_err(de::Error::custom)
+            }
+            _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
+        },
+        Scalar::Nested(what) => Err(de::Error::custom(format_args!("{what} where {} was expected", expected(kind)))),
+    };
+    result.map_err(|e| e.to_string())
+}
 
 fn expected(kind: &ColumnKind) -> &'static str {
     match kind {
@@ -271,9 +295,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Both paths: the streaming seed, and tokenizing first (the decoder's path);
+    /// they must agree.
     fn decode(kind: &ColumnKind, json: &str) -> Result<Value, String> {
         let mut deserializer = serde_json::Deserializer::from_str(json);
-        ValueSeed(kind).deserialize(&mut deserializer).map_err(|e| e.to_string())
+        let streamed = ValueSeed(kind).deserialize(&mut deserializer).map_err(|e| e.to_string());
+        let scalar: Scalar = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        let tokenized = value_of(kind, &scalar);
+        assert_eq!(streamed.is_ok(), tokenized.is_ok(), "{json}: {streamed:?} vs {tokenized:?}");
+        if streamed.is_ok() {
+            assert_eq!(streamed, tokenized, "{json}");
+        }
+        tokenized
     }
 
     #[test]

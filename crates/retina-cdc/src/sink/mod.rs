@@ -225,22 +225,22 @@ impl<'e> Sink<'e> {
         let table = binding.id;
         let changes = match event.op {
             Op::Create | Op::Read => {
-                let after = event.after.ok_or_else(|| decode_error("")(crate::DecodeError::missing("after")))?;
+                let after = event.after.as_ref().ok_or_else(|| decode_error("")(crate::DecodeError::missing("after")))?;
                 vec![RowChange::Insert { table, row: plan.decode_row(after).map_err(decode_error("after"))? }]
             }
             Op::Update => {
-                let after = event.after.ok_or_else(|| decode_error("")(crate::DecodeError::missing("after")))?;
+                let after = event.after.as_ref().ok_or_else(|| decode_error("")(crate::DecodeError::missing("after")))?;
                 let row = plan.decode_row(after).map_err(decode_error("after"))?;
-                let key = match event.before {
+                let key = match &event.before {
                     Some(before) => plan.decode_key(before).map_err(decode_error("before"))?,
                     None => plan.key_of_row(&row).map_err(decode_error("after"))?,
                 };
                 vec![RowChange::Update { table, key, row }]
             }
             Op::Delete => {
-                let key = match (event.before, event.key) {
+                let key = match (&event.before, event.key) {
                     (Some(before), _) => plan.decode_key(before).map_err(decode_error("before"))?,
-                    (None, Some(key)) => plan.decode_key(key).map_err(decode_error("key"))?,
+                    (None, Some(key)) => plan.decode_key_json(key).map_err(decode_error("key"))?,
                     (None, None) => {
                         return Err(CdcError::NoPrimaryKey {
                             position,

@@ -11,7 +11,7 @@ use retina_core::{Engine, TableId, TableSchema};
 use serde_json::value::RawValue;
 
 use crate::debezium::schema::{columns_of_envelope, key_columns};
-use crate::debezium::{ChangeEvent, ColumnKind, ColumnPlan, TablePlan};
+use crate::debezium::{ChangeEvent, ColumnKind, ColumnPlan, Scalar, TablePlan};
 use crate::error::{CdcError, CdcResult};
 use crate::position::Position;
 
@@ -120,34 +120,30 @@ impl TableResolver {
     }
 
     fn create_inferred(&self, engine: &Engine, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Arc<TableBinding>> {
-        let image = event.after.or(event.before).ok_or_else(|| CdcError::Schema {
+        let image = event.after.as_ref().or(event.before.as_ref()).ok_or_else(|| CdcError::Schema {
             position,
             table: event.table.clone(),
             column: "*".into(),
             reason: "cannot infer a schema without an after- or before-image".into(),
         })?;
-        let object: serde_json::Map<String, serde_json::Value> = serde_json::from_str(image.get()).map_err(|e| CdcError::Decode {
-            position,
-            table: Some(event.table.clone()),
-            error: crate::DecodeError::MalformedJson(e.to_string()),
-        })?;
-        let mut columns = Vec::with_capacity(object.len());
-        for (name, value) in &object {
+        let mut columns = Vec::with_capacity(image.fields.len());
+        for (name, value) in &image.fields {
             let kind = match value {
-                serde_json::Value::Bool(_) => ColumnKind::Boolean,
-                serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => ColumnKind::Int64,
-                serde_json::Value::Number(_) => ColumnKind::Float64,
-                serde_json::Value::String(_) | serde_json::Value::Null => ColumnKind::Utf8,
-                other => {
+                Scalar::Bool(_) => ColumnKind::Boolean,
+                Scalar::I64(_) | Scalar::U64(_) => ColumnKind::Int64,
+                Scalar::F64(_) => ColumnKind::Float64,
+                Scalar::Str(_) | Scalar::Null => ColumnKind::Utf8,
+                Scalar::VariableDecimal { .. } => ColumnKind::VariableScaleDecimal,
+                Scalar::Nested(what) => {
                     return Err(CdcError::Schema {
                         position,
                         table: event.table.clone(),
-                        column: name.clone(),
-                        reason: format!("cannot infer a column type from {other}"),
+                        column: name.to_string(),
+                        reason: format!("cannot infer a column type from {what}"),
                     })
                 }
             };
-            columns.push(ColumnPlan { name: name.clone(), kind, nullable: true });
+            columns.push(ColumnPlan { name: name.to_string(), kind, nullable: true });
         }
         let key = self.key_columns(event, &columns, position)?;
         for column in columns.iter_mut().filter(|c| key.contains(&c.name)) {

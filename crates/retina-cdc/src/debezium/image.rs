@@ -1,0 +1,153 @@
+//! A row image (`before` / `after` / key payload) tokenized once, in the same pass as
+//! its message: field names with scalar values, converted to typed columns only once
+//! the table (and so each column's kind) is known. Debezium writes the images before
+//! the `source` block that names the table, so the alternative, capturing the image
+//! raw and parsing it again, scans every image twice.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+/// One JSON value of an image.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scalar<'a> {
+    Null,
+    Bool(bool),
+    I64(i64),
+    U64(u64),
+    F64(f64),
+    Str(Cow<'a, str>),
+    /// `io.debezium.data.VariableScaleDecimal`: `{"scale": s, "value": base64}`.
+    VariableDecimal { scale: i64, value: Cow<'a, str> },
+    /// Any other object or an array: no column kind accepts it.
+    Nested(&'static str),
+}
+
+/// The fields of an image in message order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Image<'a> {
+    pub fields: Vec<(Cow<'a, str>, Scalar<'a>)>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Image<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ImageVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for ImageVisitor<'a> {
+            type Value = Image<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a row image object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Image<'a>, A::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(12));
+                while let Some(name) = map.next_key::<BorrowedName<'a>>()? {
+                    let value = map.next_value::<Scalar<'a>>()?;
+                    fields.push((name.0, value));
+                }
+                Ok(Image { fields })
+            }
+        }
+        deserializer.deserialize_map(ImageVisitor(std::marker::PhantomData))
+    }
+}
+
+/// A field name, borrowed from the input when it has no escapes.
+struct BorrowedName<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for BorrowedName<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match deserializer.deserialize_str(ScalarVisitor(std::marker::PhantomData))? {
+            Scalar::Str(name) => Ok(BorrowedName(name)),
+            _ => Err(de::Error::custom("a field name must be a string")),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Scalar<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ScalarVisitor(std::marker::PhantomData))
+    }
+}
+
+struct ScalarVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for ScalarVisitor<'a> {
+    type Value = Scalar<'a>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a column value")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Null)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::I64(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::U64(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::F64(v))
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Str(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Str(Cow::Owned(v.to_string())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar<'a>, E> {
+        Ok(Scalar::Str(Cow::Owned(v)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar<'a>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Scalar::Nested("an array"))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar<'a>, A::Error> {
+        let (mut scale, mut value, mut other) = (None, None, false);
+        while let Some(key) = map.next_key::<BorrowedName<'a>>()? {
+            match key.0.as_ref() {
+                "scale" => scale = Some(map.next_value::<i64>()?),
+                "value" => match map.next_value::<Scalar<'a>>()? {
+                    Scalar::Str(text) => value = Some(text),
+                    _ => other = true,
+                },
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    other = true;
+                }
+            }
+        }
+        Ok(match (scale, value, other) {
+            (Some(scale), Some(value), false) => Scalar::VariableDecimal { scale, value },
+            _ => Scalar::Nested("an object"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokenizes_every_scalar_once() {
+        let image: Image = serde_json::from_str(r#"{"a":null,"b":true,"c":-1,"d":18446744073709551615,"e":1.5,"f":"x\"y","g":{"scale":2,"value":"AQ=="},"h":[1],"i":{"k":1}}"#)
+            .expect("image");
+        let values: Vec<&Scalar> = image.fields.iter().map(|(_, v)| v).collect();
+        assert_eq!(values[0], &Scalar::Null);
+        assert_eq!(values[1], &Scalar::Bool(true));
+        assert_eq!(values[2], &Scalar::I64(-1));
+        assert_eq!(values[3], &Scalar::U64(u64::MAX));
+        assert_eq!(values[4], &Scalar::F64(1.5));
+        assert_eq!(values[5], &Scalar::Str("x\"y".into()));
+        assert_eq!(values[6], &Scalar::VariableDecimal { scale: 2, value: "AQ==".into() });
+        assert_eq!(values[7], &Scalar::Nested("an array"));
+        assert_eq!(values[8], &Scalar::Nested("an object"));
+        assert!(serde_json::from_str::<Image>("[1]").is_err());
+    }
+}
