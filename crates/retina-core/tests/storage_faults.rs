@@ -1,0 +1,111 @@
+//! Storage faults: a lake store that fails on demand. A failed flush is retried
+//! (the rows stay readable in memory meanwhile), a failed checkpoint leaves the
+//! previous one in force, and recovery after it loses nothing.
+
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::DataType;
+use retina_core::catalog::{CatalogManifest, DataFileMeta};
+use retina_core::checkpoint::CheckpointManifest;
+use retina_core::rows::rows_of;
+use retina_core::storage::{LakeStore, MemoryLakeStore, StoredFile};
+use retina_core::visibility::DeleteBitmap;
+use retina_core::{CoreError, CoreResult, Engine, EngineConfig, FileId, RowChange, TableSchema, Ts, Value};
+
+/// Fails the next `fail_writes` data-file writes and `fail_checkpoints` checkpoint saves.
+#[derive(Default)]
+struct FlakyStore {
+    inner: MemoryLakeStore,
+    fail_writes: AtomicUsize,
+    fail_checkpoints: AtomicUsize,
+}
+
+fn take_failure(counter: &AtomicUsize) -> bool {
+    counter.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok()
+}
+
+impl LakeStore for FlakyStore {
+    fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
+        if take_failure(&self.fail_writes) {
+            return Err(CoreError::Storage("injected: disk full".into()));
+        }
+        self.inner.write_file(table, file_id, batches)
+    }
+    fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], skip: Option<&DeleteBitmap>) -> CoreResult<Vec<RecordBatch>> {
+        self.inner.read_file(table, file, columns, skip)
+    }
+    fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
+        self.inner.save_catalog(catalog)
+    }
+    fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>> {
+        self.inner.load_catalog()
+    }
+    fn write_checkpoint_segment(&self, table: &TableSchema, file_id: FileId, first_row: u64, ts: Ts, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
+        self.inner.write_checkpoint_segment(table, file_id, first_row, ts, batches)
+    }
+    fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
+        if take_failure(&self.fail_checkpoints) {
+            return Err(CoreError::Storage("injected: checkpoint write failed".into()));
+        }
+        self.inner.save_checkpoint(checkpoint)
+    }
+    fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {
+        self.inner.load_checkpoint()
+    }
+}
+
+fn schema() -> TableSchema {
+    TableSchema::from_columns("s.items", &[("id", DataType::Int64, false)], &["id"]).expect("schema")
+}
+
+fn config() -> EngineConfig {
+    EngineConfig { shards: 1, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None }
+}
+
+fn count(engine: &Engine) -> usize {
+    let table = engine.table_id("s.items").expect("table");
+    let snapshot = engine.snapshot().expect("snapshot");
+    rows_of(&engine.scan(table, &snapshot, None).expect("scan")).expect("rows").len()
+}
+
+#[test]
+fn failed_flushes_are_retried_and_reported() {
+    let store = Arc::new(FlakyStore::default());
+    store.fail_writes.store(2, SeqCst);
+    let engine = Engine::open(config(), store.clone()).expect("open");
+    let table = engine.create_table(schema()).expect("table");
+    for id in 0..20 {
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id)] }]).expect("insert");
+    }
+    engine.wait_for_flushes().expect("flushes succeed after retries");
+    let stats = engine.stats();
+    assert_eq!(stats.files_flushed, 2);
+    assert!(stats.last_flush_error.as_deref().is_some_and(|e| e.contains("disk full") && e.contains("s.items")), "{stats:?}");
+    assert_eq!(count(&engine), 20);
+}
+
+#[test]
+fn failed_checkpoint_keeps_the_previous_one_and_recovery_loses_nothing_before_it() {
+    let store = Arc::new(FlakyStore::default());
+    let engine = Engine::open(config(), store.clone()).expect("open");
+    let table = engine.create_table(schema()).expect("table");
+    for id in 0..10 {
+        engine.submit_from("src", id.to_string(), vec![RowChange::Insert { table, row: vec![Value::Int64(id)] }]).expect("insert");
+    }
+    engine.sync().expect("sync");
+    let good = engine.checkpoint().expect("checkpoint");
+    for id in 10..15 {
+        engine.submit_from("src", id.to_string(), vec![RowChange::Insert { table, row: vec![Value::Int64(id)] }]).expect("insert");
+    }
+    engine.sync().expect("sync");
+    store.fail_checkpoints.store(1, SeqCst);
+    let error = engine.checkpoint().expect_err("injected failure");
+    assert!(error.to_string().contains("checkpoint write failed"), "{error}");
+    drop(engine);
+    let recovered = Engine::open(config(), store).expect("recover");
+    assert_eq!(recovered.recovery_report().expect("recovered").checkpoint_ts, good.ts);
+    assert_eq!(recovered.recovered_positions()[0].position, "9");
+    assert_eq!(count(&recovered), 10, "rows after the good checkpoint come back by replaying the source");
+}
