@@ -45,9 +45,15 @@ pub struct DebeziumReplayReport {
     /// Messages (change events + BEGIN/END) decoded per second, images included.
     pub decode_events_per_s: f64,
     pub decode_mb_per_s: f64,
+    /// The same per second of the decoding thread's own CPU time (Linux): the figure
+    /// a busy shared machine does not distort.
+    pub decode_events_per_cpu_s: Option<f64>,
     /// Debezium JSON lines to visible mirror transactions, per second.
     pub row_changes_per_s: f64,
     pub replay_seconds: f64,
+    /// CPU time all threads of the process used meanwhile (Linux): with `shards` + 1
+    /// busy threads on a shared 2-core machine, wall time alone understates the rate.
+    pub replay_cpu_seconds: Option<f64>,
     pub shards: usize,
 }
 
@@ -75,6 +81,7 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
     let plans = plans.into_iter().map(|(n, p)| p.map(|p| (n, p))).collect::<Result<std::collections::HashMap<_, _>, _>>()
         .map_err(|e| CdcError::InvalidOption(e.to_string()))?;
     let (mut events, mut bytes) = (0u64, 0u64);
+    let cpu_start = thread_cpu_seconds();
     let start = Instant::now();
     for chunk in &changes {
         bytes += chunk.text.len() as u64;
@@ -93,7 +100,9 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
         }
     }
     let decode_seconds = start.elapsed().as_secs_f64();
+    let decode_cpu_seconds = thread_cpu_seconds().zip(cpu_start).map(|(end, start)| end - start);
 
+    let process_cpu_start = process_cpu_seconds();
     let start = Instant::now();
     for chunk in &changes {
         for line in chunk.text.lines() {
@@ -103,6 +112,7 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
     }
     sink.finish()?;
     let replay_seconds = start.elapsed().as_secs_f64();
+    let replay_cpu_seconds = process_cpu_seconds().zip(process_cpu_start).map(|(end, start)| end - start);
     let row_changes: u64 = changes.iter().map(|c| c.row_changes).sum();
     Ok(DebeziumReplayReport {
         base_rows: load.iter().map(|c| c.row_changes).sum(),
@@ -112,8 +122,10 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
         json_bytes: bytes,
         decode_events_per_s: events as f64 / decode_seconds,
         decode_mb_per_s: bytes as f64 / decode_seconds / 1e6,
+        decode_events_per_cpu_s: decode_cpu_seconds.filter(|s| *s > 0.0).map(|s| events as f64 / s),
         row_changes_per_s: row_changes as f64 / replay_seconds,
         replay_seconds,
+        replay_cpu_seconds,
         shards: engine.config().shards,
     })
 }
@@ -234,4 +246,20 @@ fn percentiles(mut samples: Vec<f64>) -> (f64, f64, f64) {
     samples.sort_by(f64::total_cmp);
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
     (at(0.5), at(0.99), at(1.0))
+}
+
+/// CPU time of the calling thread in seconds (Linux `schedstat`), `None` elsewhere.
+fn thread_cpu_seconds() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(nanos as f64 / 1e9)
+}
+
+/// User + system CPU time of the whole process in seconds (Linux `/proc/self/stat`).
+fn process_cpu_seconds() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
 }
