@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod checkpoint;
 pub mod error;
 pub mod index;
+pub mod query_snapshot;
 pub mod reference_model;
 pub mod replay;
 pub mod rows;

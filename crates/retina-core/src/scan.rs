@@ -16,8 +16,8 @@ use crate::error::CoreResult;
 use crate::schema::TableSchema;
 use crate::storage::LakeStore;
 use crate::table::{FlushedFile, TableRuntime};
-use crate::types::Ts;
-use crate::visibility::DeleteBitmap;
+use crate::types::{FileId, Ts};
+use crate::visibility::{DeleteBitmap, RgVisibility};
 use crate::write_buffer::VirtualFile;
 
 /// One independently readable part of a table.
@@ -63,6 +63,38 @@ pub fn read_split(
     qts: Ts,
     projection: Option<&[usize]>,
 ) -> CoreResult<Vec<RecordBatch>> {
+    read_split_with(schema, split, store, &qts, projection)
+}
+
+/// Where a scan gets its deleted-rows bitmaps from: the live tiles at a snapshot ts
+/// (a plain [`Ts`]), or a [`crate::query_snapshot::QuerySnapshot`] whose bitmaps may
+/// have been materialized so that it no longer holds LWM back.
+pub trait VisibilitySource {
+    /// The snapshot ts.
+    fn ts(&self) -> Ts;
+    /// Rows of `file` (its first `rows`) deleted at the snapshot.
+    fn deleted_rows(&self, file: FileId, visibility: &RgVisibility, rows: usize) -> DeleteBitmap;
+}
+
+impl VisibilitySource for Ts {
+    fn ts(&self) -> Ts {
+        *self
+    }
+
+    fn deleted_rows(&self, _file: FileId, visibility: &RgVisibility, rows: usize) -> DeleteBitmap {
+        visibility.bitmap_at(*self, rows)
+    }
+}
+
+/// [`read_split`] with the bitmaps from `visibility`.
+pub fn read_split_with(
+    schema: &TableSchema,
+    split: &ScanSplit,
+    store: &dyn LakeStore,
+    visibility: &dyn VisibilitySource,
+    projection: Option<&[usize]>,
+) -> CoreResult<Vec<RecordBatch>> {
+    let qts = visibility.ts();
     let all: Vec<usize>;
     let projection = match projection {
         Some(p) => p,
@@ -87,7 +119,7 @@ pub fn read_split(
             columns.dedup();
             // The deleted rows are skipped while decoding; what remains is the
             // `_create_ts` cut for files flushed after the snapshot.
-            let deleted = file.visibility.bitmap_at(qts, meta.row_count as usize);
+            let deleted = visibility.deleted_rows(meta.file_id, &file.visibility, meta.row_count as usize);
             let any_deleted = deleted.iter().any(|&word| word != 0);
             let batches = store.read_file(schema, meta, &columns, any_deleted.then_some(&deleted))?;
             let output: Vec<usize> = projection
@@ -103,7 +135,7 @@ pub fn read_split(
             if rows == 0 {
                 return Ok(Vec::new());
             }
-            let deleted = file.visibility().bitmap_at(qts, rows);
+            let deleted = visibility.deleted_rows(file.file_id(), file.visibility(), rows);
             // In-memory blocks hold rows of transactions above the snapshot too.
             mask_batches(&blocks, Some(&deleted), Some(create_ts), projection, qts)
         }

@@ -12,7 +12,7 @@ fn engine(config: EngineConfig) -> Engine {
 }
 
 fn small() -> EngineConfig {
-    EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 3, gc_interval: None, checkpoint_interval: None }
+    EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 3, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None }
 }
 
 fn accounts() -> TableSchema {
@@ -212,4 +212,42 @@ fn checkpoints_write_only_new_buffered_rows_and_recover() {
     let rows = scan_sorted(&recovered, table, None);
     assert_eq!(rows.len(), 129);
     assert!(!rows.iter().any(|r| r[0] == Value::Int64(5) || r[0] == Value::Int64(999)));
+}
+
+#[test]
+fn long_query_is_materialized_so_gc_goes_on_and_its_results_stay() {
+    let engine = engine(EngineConfig { file_rows: 4096, block_rows: 1024, ..small() });
+    let table = engine.create_table(accounts()).expect("table");
+    for id in 0..500 {
+        engine.submit(vec![RowChange::Insert { table, row: account(id, "a", 0) }]).expect("insert");
+    }
+    engine.sync().expect("sync");
+    let query = engine.query_snapshot().expect("query snapshot");
+    let sorted = |batches: Vec<arrow_array::RecordBatch>| {
+        let mut rows = rows_of(&batches).expect("rows");
+        rows.sort_by_key(|r| match r[0] {
+            Value::Int64(v) => v,
+            _ => i64::MIN,
+        });
+        rows
+    };
+    let before = sorted(engine.scan_query(table, &query, None).expect("scan"));
+    assert_eq!(before.len(), 500);
+    for id in 0..500 {
+        engine.submit(vec![RowChange::Update { table, key: vec![Value::Int64(id)], row: account(id, "b", 1) }]).expect("update");
+    }
+    engine.sync().expect("sync");
+    assert_eq!(engine.collect_garbage(), query.ts(), "the live query holds LWM");
+    assert_eq!(engine.materialize_long_queries(std::time::Duration::from_secs(3600)), 0, "not old enough");
+    assert_eq!(engine.materialize_long_queries(std::time::Duration::ZERO), 1);
+    assert!(query.is_materialized());
+    let lwm = engine.collect_garbage();
+    assert!(lwm > query.ts(), "LWM passes the materialized query");
+    for id in 0..500 {
+        engine.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(id)] }]).expect("delete");
+    }
+    engine.sync().expect("sync");
+    engine.collect_garbage();
+    assert_eq!(sorted(engine.scan_query(table, &query, None).expect("scan")), before, "results of the query never change");
+    assert!(scan_sorted(&engine, table, None).is_empty());
 }

@@ -61,7 +61,7 @@ fn schema() -> TableSchema {
 }
 
 fn config() -> EngineConfig {
-    EngineConfig { shards: 1, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None }
+    EngineConfig { shards: 1, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None }
 }
 
 fn count(engine: &Engine) -> usize {

@@ -114,6 +114,6 @@ proptest! {
         batch_changes in 1..12usize,
         steps in proptest::collection::vec(step(), 10..120),
     ) {
-        run(EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None }, steps);
+        run(EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None }, steps);
     }
 }

@@ -123,7 +123,7 @@ proptest! {
         batch_changes in 1..12usize,
         steps in proptest::collection::vec(crash_step(), 10..100),
     ) {
-        let config = EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None };
+        let config = EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None };
         run(config, steps);
     }
 }

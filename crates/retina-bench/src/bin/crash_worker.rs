@@ -42,6 +42,7 @@ fn run() -> Result<(), String> {
         batch_changes: 256,
         gc_interval: Some(Duration::from_millis(5)),
         checkpoint_interval: Some(Duration::from_millis(15)),
+        materialize_queries_after: None,
     };
     let store = ParquetLakeStore::open(dir).map_err(|e| e.to_string())?;
     let engine = Engine::open(config, Arc::new(store)).map_err(|e| e.to_string())?;

@@ -17,6 +17,9 @@ pub struct EngineConfig {
     pub gc_interval: Option<Duration>,
     /// Checkpoint period; `None` checkpoints only when asked (and at `close`).
     pub checkpoint_interval: Option<Duration>,
+    /// Query snapshots older than this get their visibility materialized by the GC
+    /// thread so they stop holding LWM back; `None` never does.
+    pub materialize_queries_after: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -28,6 +31,7 @@ impl Default for EngineConfig {
             batch_changes: 4096,
             gc_interval: Some(Duration::from_millis(100)),
             checkpoint_interval: Some(Duration::from_secs(5)),
+            materialize_queries_after: Some(Duration::from_secs(30)),
         }
     }
 }

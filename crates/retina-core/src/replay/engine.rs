@@ -28,6 +28,7 @@ use crate::schema::TableSchema;
 use crate::scan;
 use crate::storage::LakeStore;
 use crate::table::TableRuntime;
+use crate::query_snapshot::QuerySnapshot;
 use crate::txn::{EmbeddedTransactionService, Snapshot, TransactionService};
 use crate::types::{TableId, Ts};
 use crate::value::{encode_key, Value};
@@ -146,6 +147,7 @@ impl Engine {
             catalog_write: Mutex::new(()),
             checkpoint_write: Mutex::new(()),
             checkpoint_segments: Mutex::new(Default::default()),
+            queries: Mutex::new(Vec::new()),
             sources: SourceProgress::restored(&state.sources),
             stats: SharedStats::default(),
         });
@@ -173,6 +175,9 @@ impl Engine {
             threads.push(spawn("retina-gc", move || {
                 while !stop.load(SeqCst) {
                     sleep_unless_stopped(interval, &stop);
+                    if let Some(after) = gc_shared.config.materialize_queries_after {
+                        gc_shared.materialize_long_queries(after);
+                    }
                     collect_garbage(&gc_shared, &gc_inboxes);
                 }
             })?);
@@ -421,6 +426,32 @@ impl Engine {
     pub fn scan(&self, table: TableId, snapshot: &Snapshot, projection: Option<&[usize]>) -> CoreResult<Vec<RecordBatch>> {
         let table = self.table(table)?;
         scan::scan_table(&table, self.shared.store.as_ref(), snapshot.ts(), projection)
+    }
+
+    /// A snapshot for a query that may run long: registered like [`Self::snapshot`],
+    /// but [`Self::materialize_long_queries`] (run by the GC thread after
+    /// `EngineConfig::materialize_queries_after`) can copy its visibility out and
+    /// release its hold on LWM while it runs.
+    pub fn query_snapshot(&self) -> CoreResult<Arc<QuerySnapshot>> {
+        let query = Arc::new(QuerySnapshot::new(self.shared.txn.snapshot()?));
+        self.shared.queries.lock().push(Arc::downgrade(&query));
+        Ok(query)
+    }
+
+    /// [`Self::scan`] at a query snapshot.
+    pub fn scan_query(&self, table: TableId, query: &QuerySnapshot, projection: Option<&[usize]>) -> CoreResult<Vec<RecordBatch>> {
+        let table = self.table(table)?;
+        let mut out = Vec::new();
+        for split in scan::table_splits(&table) {
+            out.extend(scan::read_split_with(table.schema(), &split, self.shared.store.as_ref(), query, projection)?);
+        }
+        Ok(out)
+    }
+
+    /// Materializes the visibility of every live query snapshot older than
+    /// `older_than`, so LWM can pass them. Returns how many were materialized.
+    pub fn materialize_long_queries(&self, older_than: Duration) -> usize {
+        self.shared.materialize_long_queries(older_than)
     }
 
     /// Runs memory GC now; returns the LWM it used.

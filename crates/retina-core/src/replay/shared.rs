@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::{Relaxed, SeqCst}};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock};
@@ -16,6 +17,7 @@ use super::EngineConfig;
 use crate::catalog::{CatalogManifest, TableEntry, CATALOG_FORMAT_VERSION};
 use crate::checkpoint::RowSegment;
 use crate::error::{CoreError, CoreResult};
+use crate::query_snapshot::QuerySnapshot;
 use crate::schema::TableSchema;
 use crate::storage::LakeStore;
 use crate::table::TableRuntime;
@@ -50,6 +52,8 @@ pub(crate) struct EngineShared {
     /// Checkpoint segments written so far for each buffered (virtual) file.
     pub(crate) checkpoint_segments: Mutex<HashMap<FileId, Vec<RowSegment>>>,
     pub(crate) sources: SourceProgress,
+    /// Query snapshots that may be materialized when they run long.
+    pub(crate) queries: Mutex<Vec<Weak<QuerySnapshot>>>,
     pub(crate) stats: SharedStats,
 }
 
@@ -76,6 +80,24 @@ impl EngineShared {
             // The flusher outlives every shard, so a send cannot fail while shards run.
             let _ = flusher.send(FlushMessage::Job(job));
         }
+    }
+
+    /// See [`super::Engine::materialize_long_queries`].
+    pub(crate) fn materialize_long_queries(&self, older_than: Duration) -> usize {
+        let long: Vec<Arc<QuerySnapshot>> = {
+            let mut queries = self.queries.lock();
+            queries.retain(|query| query.strong_count() > 0);
+            queries.iter().filter_map(Weak::upgrade).filter(|q| q.age() >= older_than && !q.is_materialized()).collect()
+        };
+        if long.is_empty() {
+            return 0;
+        }
+        let tables = self.registry.read().tables.clone();
+        for query in &long {
+            let bytes = query.materialize(&tables);
+            self.stats.materialized_bytes.fetch_add(bytes as u64, Relaxed);
+        }
+        long.len()
     }
 
     pub(crate) fn has_failed(&self) -> bool {

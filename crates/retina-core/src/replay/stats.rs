@@ -13,6 +13,7 @@ pub(crate) struct SharedStats {
     pub(crate) gc_runs: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) last_checkpoint_ts: AtomicU64,
+    pub(crate) materialized_bytes: AtomicU64,
 }
 
 /// A point-in-time view of the engine's figures.
