@@ -30,18 +30,8 @@ pub(crate) fn encode(checkpoint: &CheckpointManifest) -> Result<Vec<u8>, Storage
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<CheckpointManifest, StorageError> {
-    let value: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| StorageError::Checkpoint { reason: format!("{LATEST_PATH} is not JSON: {e}") })?;
-    let version = value.get("format_version").and_then(serde_json::Value::as_u64);
-    if version != Some(CHECKPOINT_FORMAT_VERSION as u64) {
-        return Err(StorageError::Checkpoint {
-            reason: format!(
-                "{LATEST_PATH} has format version {} which this build cannot read (expects {CHECKPOINT_FORMAT_VERSION})",
-                version.map_or("missing".to_string(), |v| v.to_string())
-            ),
-        });
-    }
-    serde_json::from_value(value).map_err(|e| StorageError::Checkpoint { reason: e.to_string() })
+    crate::manifest::decode_versioned(bytes, CHECKPOINT_FORMAT_VERSION, LATEST_PATH)
+        .map_err(|reason| StorageError::Checkpoint { reason })
 }
 
 #[cfg(test)]

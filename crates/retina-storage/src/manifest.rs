@@ -18,19 +18,21 @@ pub(crate) fn encode(manifest: &CatalogManifest) -> Result<Vec<u8>, StorageError
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<CatalogManifest, StorageError> {
-    // Check the version before the shape, so an old or new format gets a clear error.
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| StorageError::Manifest { reason: format!("not JSON: {e}") })?;
+    decode_versioned(bytes, CATALOG_FORMAT_VERSION, "catalog").map_err(|reason| StorageError::Manifest { reason })
+}
+
+/// Decodes a JSON document after checking its `format_version`, so that an older or
+/// newer format gets a clear error instead of a confusing shape mismatch.
+pub(crate) fn decode_versioned<T: serde::de::DeserializeOwned>(bytes: &[u8], expected: u32, what: &str) -> Result<T, String> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("{what} is not JSON: {e}"))?;
     let version = value.get("format_version").and_then(serde_json::Value::as_u64);
-    if version != Some(CATALOG_FORMAT_VERSION as u64) {
-        return Err(StorageError::Manifest {
-            reason: format!(
-                "format version {} is not supported by this build (expects {CATALOG_FORMAT_VERSION})",
-                version.map_or("missing".to_string(), |v| v.to_string())
-            ),
-        });
+    if version != Some(expected as u64) {
+        return Err(format!(
+            "{what} has format version {} which this build cannot read (it reads version {expected})",
+            version.map_or("missing".to_string(), |v| v.to_string())
+        ));
     }
-    serde_json::from_value(value).map_err(|e| StorageError::Manifest { reason: e.to_string() })
+    serde_json::from_value(value).map_err(|e| format!("{what}: {e}"))
 }
 
 #[cfg(test)]

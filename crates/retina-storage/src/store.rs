@@ -95,6 +95,15 @@ impl ParquetLakeStore {
             .map_err(|source| StorageError::ObjectStore { path: path.to_string(), source })
     }
 
+    /// Writes `batches` as a Parquet file at `path` (atomically, like every put).
+    fn put_parquet(&self, path: String, table: &TableSchema, batches: &[RecordBatch]) -> Result<StoredFile, StorageError> {
+        let bytes = parquet_files::encode(&table.stored_schema(), batches)
+            .map_err(|source| StorageError::Parquet { path: path.clone(), source })?;
+        let size_bytes = bytes.len() as u64;
+        self.put(&path, bytes)?;
+        Ok(StoredFile { path, size_bytes })
+    }
+
     fn get(&self, relative: &str) -> Result<Option<Bytes>, StorageError> {
         let path = self.path(relative);
         let result = self.runtime.block_on(async {
@@ -110,12 +119,7 @@ impl ParquetLakeStore {
 
 impl LakeStore for ParquetLakeStore {
     fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
-        let path = Self::data_file_path(table, file_id);
-        let bytes = parquet_files::encode(&table.stored_schema(), batches)
-            .map_err(|source| StorageError::Parquet { path: path.clone(), source })?;
-        let size_bytes = bytes.len() as u64;
-        self.put(&path, bytes)?;
-        Ok(StoredFile { path, size_bytes })
+        Ok(self.put_parquet(Self::data_file_path(table, file_id), table, batches)?)
     }
 
     fn read_file(
@@ -161,12 +165,7 @@ impl LakeStore for ParquetLakeStore {
         ts: Ts,
         batches: &[RecordBatch],
     ) -> CoreResult<StoredFile> {
-        let path = checkpoint_files::segment_path(table, file_id, first_row, ts);
-        let bytes = parquet_files::encode(&table.stored_schema(), batches)
-            .map_err(|source| StorageError::Parquet { path: path.clone(), source })?;
-        let size_bytes = bytes.len() as u64;
-        self.put(&path, bytes)?;
-        Ok(StoredFile { path, size_bytes })
+        Ok(self.put_parquet(checkpoint_files::segment_path(table, file_id, first_row, ts), table, batches)?)
     }
 
     fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
