@@ -251,3 +251,16 @@ fn long_query_is_materialized_so_gc_goes_on_and_its_results_stay() {
     assert_eq!(sorted(engine.scan_query(table, &query, None).expect("scan")), before, "results of the query never change");
     assert!(scan_sorted(&engine, table, None).is_empty());
 }
+
+#[test]
+fn mistyped_or_null_keys_are_rejected_at_submit() {
+    let engine = engine(small());
+    let table = engine.create_table(accounts()).expect("table");
+    let wrong = engine.submit(vec![RowChange::Delete { table, key: vec![Value::Int32(1)] }]).expect_err("int32 key");
+    let message = wrong.to_string();
+    assert!(message.contains("bank.accounts (primary key)") && message.contains("column id"), "{message}");
+    let null = engine.submit(vec![RowChange::Update { table, key: vec![Value::Null], row: account(1, "x", 1) }]);
+    assert!(matches!(null, Err(CoreError::NullViolation { .. })));
+    engine.submit(vec![RowChange::Insert { table, row: account(1, "x", 1) }]).expect("the engine still works");
+    engine.sync().expect("sync");
+}

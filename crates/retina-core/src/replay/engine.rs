@@ -299,7 +299,9 @@ impl Engine {
         if let Some(error) = self.shared.failure() {
             return Err(error);
         }
-        let tables = self.tables();
+        // A read guard, not a clone of the table list: this runs once per transaction.
+        let registry = self.shared.registry.read();
+        let tables = &registry.tables;
         let shards = self.shard_inboxes.len();
         // Route first, so a bad change rejects the transaction before it gets a ts.
         let mut routed: Vec<(usize, ShardOp)> = Vec::with_capacity(changes.len() + 2);
@@ -326,6 +328,7 @@ impl Engine {
                 }
             }
         }
+        drop(registry);
         let mut pending = self.pending.lock();
         let ts = self.shared.txn.allocate()?;
         for (shard, op) in routed {
@@ -517,7 +520,8 @@ fn row_key(schema: &TableSchema, row: &[Value]) -> CoreResult<Vec<u8>> {
     Ok(encode_key(schema.primary_key().iter().map(|&i| &row[i])))
 }
 
-/// Encodes a primary key given as key-column values.
+/// Encodes a primary key given as key-column values, checking them against the key
+/// columns so that a mistyped key is reported as such, not as a missing row.
 fn key_bytes(schema: &TableSchema, key: &[Value]) -> CoreResult<Vec<u8>> {
     if key.len() != schema.primary_key().len() {
         return Err(CoreError::ArityMismatch {
@@ -525,6 +529,20 @@ fn key_bytes(schema: &TableSchema, key: &[Value]) -> CoreResult<Vec<u8>> {
             expected: schema.primary_key().len(),
             actual: key.len(),
         });
+    }
+    for (&column, value) in schema.primary_key().iter().zip(key) {
+        let field = schema.columns().field(column);
+        if matches!(value, Value::Null) {
+            return Err(CoreError::NullViolation { table: format!("{} (primary key)", schema.name()), column: field.name().clone() });
+        }
+        if !value.fits(field.data_type()) {
+            return Err(CoreError::TypeMismatch {
+                table: format!("{} (primary key)", schema.name()),
+                column: field.name().clone(),
+                expected: field.data_type().to_string(),
+                actual: value.type_name(),
+            });
+        }
     }
     Ok(encode_key(key))
 }
