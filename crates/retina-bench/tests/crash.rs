@@ -22,19 +22,24 @@ const BASE_ROWS: u64 = 3_000;
 const TRANSACTIONS: usize = 30_000;
 
 fn worker(dir: &std::path::Path) -> Command {
+    worker_for(dir, TRANSACTIONS)
+}
+
+fn worker_for(dir: &std::path::Path, transactions: usize) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_crash_worker"));
     command
         .arg(dir)
         .arg(SEED.to_string())
         .arg(BASE_ROWS.to_string())
-        .arg(TRANSACTIONS.to_string())
+        .arg(transactions.to_string())
+        .env_remove("FAILPOINTS")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     command
 }
 
 /// The stream applied once, in order: live rows per table, by key.
-fn expected(tables: &ChBenchTables) -> HashMap<TableId, HashMap<Vec<u8>, Vec<Value>>> {
+fn expected(tables: &ChBenchTables, transactions: usize) -> HashMap<TableId, HashMap<Vec<u8>, Vec<Value>>> {
     let schemas = schemas();
     let ids = tables.all();
     let key_of = |table: TableId, row: &[Value]| {
@@ -42,7 +47,7 @@ fn expected(tables: &ChBenchTables) -> HashMap<TableId, HashMap<Vec<u8>, Vec<Val
         encode_key(schema.primary_key().iter().map(|&i| &row[i]))
     };
     let mut state: HashMap<TableId, HashMap<Vec<u8>, Vec<Value>>> = ids.iter().map(|&t| (t, HashMap::new())).collect();
-    for changes in crash_stream(*tables, SEED, BASE_ROWS, TRANSACTIONS) {
+    for changes in crash_stream(*tables, SEED, BASE_ROWS, transactions) {
         for change in changes {
             match change {
                 RowChange::Insert { table, row } => {
@@ -93,13 +98,17 @@ fn killed_and_restarted_replay_ends_in_the_exact_final_state() {
     let output = worker(dir.path()).output().expect("final run");
     assert!(output.status.success(), "final run failed: {}", String::from_utf8_lossy(&output.stderr));
     assert!(String::from_utf8_lossy(&output.stdout).contains("DONE"));
+    assert_final_state(dir.path(), TRANSACTIONS, &format!("after {killed} kills"));
+}
 
-    let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+/// Opens the lakehouse in `dir` and compares every table with the stream applied once.
+fn assert_final_state(dir: &std::path::Path, transactions: usize, context: &str) {
+    let store = ParquetLakeStore::open(dir.to_str().expect("utf-8")).expect("store");
     let config = EngineConfig { gc_interval: None, checkpoint_interval: None, ..EngineConfig::default() };
     let engine = Engine::open(config, Arc::new(store)).expect("open after the runs");
     let ids: Vec<TableId> = schemas().iter().map(|s| engine.table_id(s.name()).expect("table")).collect();
     let tables = ChBenchTables::from_ids(&ids);
-    let expected = expected(&tables);
+    let expected = expected(&tables, transactions);
     let snapshot = engine.snapshot().expect("snapshot");
     for (index, schema) in schemas().iter().enumerate() {
         let table = ids[index];
@@ -107,9 +116,38 @@ fn killed_and_restarted_replay_ends_in_the_exact_final_state() {
         let mut got: HashMap<Vec<u8>, Vec<Value>> = HashMap::new();
         for row in rows {
             let key = encode_key(schema.primary_key().iter().map(|&i| &row[i]));
-            assert!(got.insert(key, row).is_none(), "{}: a key is visible twice", schema.name());
+            assert!(got.insert(key, row).is_none(), "{}: a key is visible twice {context}", schema.name());
         }
-        assert_eq!(got.len(), expected[&table].len(), "{}: row count after {killed} kills", schema.name());
-        assert!(got == expected[&table], "{}: rows differ after {killed} kills", schema.name());
+        assert_eq!(got.len(), expected[&table].len(), "{}: row count {context}", schema.name());
+        assert!(got == expected[&table], "{}: rows differ {context}", schema.name());
+    }
+}
+
+/// Each risky step, hit deterministically: the worker aborts at the third time it
+/// reaches the failpoint, restarts, finishes; the state must be exact.
+#[test]
+fn aborting_at_each_failpoint_then_restarting_ends_in_the_exact_final_state() {
+    const FAILPOINTS: [&str; 7] = [
+        "flush::after-write",
+        "flush::before-catalog",
+        "checkpoint::after-segments",
+        "checkpoint::before-manifest",
+        "checkpoint::after-manifest",
+        "gc::between-files",
+        "shard::before-rotate",
+    ];
+    let transactions = 4_000;
+    for failpoint in FAILPOINTS {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let output = worker_for(dir.path(), transactions)
+            .env("FAILPOINTS", format!("{failpoint}=2*off->panic"))
+            .output()
+            .expect("run with the failpoint");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{failpoint} never fired: {stderr}");
+        assert!(stderr.contains(failpoint), "{failpoint}: the worker died of something else: {stderr}");
+        let output = worker_for(dir.path(), transactions).output().expect("restart");
+        assert!(output.status.success(), "{failpoint}: restart failed: {}", String::from_utf8_lossy(&output.stderr));
+        assert_final_state(dir.path(), transactions, &format!("after aborting at {failpoint}"));
     }
 }

@@ -4,6 +4,8 @@
 //! `tests/crash.rs`, which kills it with SIGKILL at random moments.
 //!
 //! Usage: crash_worker DATA_DIR SEED BASE_ROWS TRANSACTIONS
+//! With `FAILPOINTS=name=action` (the `fail` crate, when built with retina-core's
+//! `failpoints` feature, as the tests do) it aborts at that exact step.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,6 +20,13 @@ use retina_storage::ParquetLakeStore;
 const SOURCE: &str = "crash-stream";
 
 fn main() -> ExitCode {
+    // A panic anywhere, including a failpoint configured through FAILPOINTS, is a
+    // crash at exactly that step: abort the process like a kill would.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("crash_worker: aborting at {info}");
+        std::process::abort();
+    }));
+    let _failpoints = fail::FailScenario::setup();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {

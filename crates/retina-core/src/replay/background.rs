@@ -26,6 +26,7 @@ pub(crate) fn collect_garbage(shared: &EngineShared, shard_inboxes: &[Sender<Sha
         for file in &files.flushed {
             file.visibility.collect_garbage(lwm);
         }
+        fail::fail_point!("gc::between-files");
         for file in &files.virtual_files {
             file.visibility().collect_garbage(lwm);
         }

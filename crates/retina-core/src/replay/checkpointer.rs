@@ -111,9 +111,12 @@ impl EngineShared {
             tables: checkpoint_tables,
             sources,
         };
+        fail::fail_point!("checkpoint::after-segments");
         // The catalog must list every flushed file the checkpoint relies on.
         self.save_catalog()?;
+        fail::fail_point!("checkpoint::before-manifest");
         self.store.save_checkpoint(&manifest)?;
+        fail::fail_point!("checkpoint::after-manifest");
         *self.checkpoint_segments.lock() = still_buffered;
         self.sources.trim(ts);
         self.stats.checkpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -65,6 +65,7 @@ fn flush(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
     debug_assert!(file.is_complete());
     let batches = file.blocks();
     let stored = shared.store.write_file(job.table.schema(), file.file_id(), &batches)?;
+    fail::fail_point!("flush::after-write");
     let create_ts_column = job.table.schema().create_ts_index();
     let (min_create_ts, max_create_ts) = create_ts_range(&batches, create_ts_column);
     let meta = DataFileMeta {
@@ -78,6 +79,7 @@ fn flush(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
     };
     job.table
         .replace_with_flushed(file.file_id(), FlushedFile { meta, visibility: Arc::clone(file.visibility()) });
+    fail::fail_point!("flush::before-catalog");
     shared.save_catalog()?;
     shared.stats.files_flushed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(())

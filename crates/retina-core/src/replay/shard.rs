@@ -128,6 +128,7 @@ impl Shard {
             });
             match table.buffer.as_mut() {
                 Some(buffer) => {
+                    fail::fail_point!("shard::before-rotate");
                     let full = buffer.rotate(file);
                     shared.flush(FlushJob { table: Arc::clone(&table.runtime), file: full });
                 }
