@@ -37,9 +37,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 seconds: knob("CDC_BENCH_SECONDS", 20) as f64,
                 shards,
                 query_interval: Duration::from_millis(10),
-                gc_interval: match knob("CDC_BENCH_GC_MS", 1000) {
-                    0 => None,
-                    ms => Some(Duration::from_millis(ms)),
+                gc_interval: match std::env::var("CDC_BENCH_GC_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+                    None => retina_core::EngineConfig::default().gc_interval,
+                    Some(0) => None,
+                    Some(ms) => Some(Duration::from_millis(ms)),
                 },
             };
             let report = freshness(&config, dir.path())?;

@@ -23,9 +23,9 @@ pub struct FreshnessArgs {
     /// Pause between freshness queries, in milliseconds.
     #[arg(long, default_value_t = 10)]
     query_interval_ms: u64,
-    /// The engine's memory-GC period in milliseconds (0: none).
-    #[arg(long, default_value_t = 1000)]
-    gc_interval_ms: u64,
+    /// The engine's memory-GC period in milliseconds (0: none; default: the engine's).
+    #[arg(long)]
+    gc_interval_ms: Option<u64>,
     #[arg(long)]
     json: bool,
 }
@@ -63,7 +63,11 @@ pub fn run_freshness(args: FreshnessArgs) -> anyhow::Result<()> {
         seconds: args.seconds,
         shards: args.shards.unwrap_or_else(default_shards),
         query_interval: Duration::from_millis(args.query_interval_ms),
-        gc_interval: (args.gc_interval_ms > 0).then(|| Duration::from_millis(args.gc_interval_ms)),
+        gc_interval: match args.gc_interval_ms {
+            None => retina_core::EngineConfig::default().gc_interval,
+            Some(0) => None,
+            Some(ms) => Some(Duration::from_millis(ms)),
+        },
     };
     let report = freshness(&config, dir.path())?;
     println!(
