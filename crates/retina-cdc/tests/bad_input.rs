@@ -108,7 +108,7 @@ fn keyless_update_of_an_unknown_table_names_the_table() {
     let line = r#"{"before":null,"after":{"id":1},"source":{"schema":"s","table":"nokey"},"op":"u"}"#.to_string();
     let test = engine();
     let options = SinkOptions { infer_schema: true, ..SinkOptions::default() };
-    let error = ingest(&test.engine, &[line.clone()], options).expect_err("no key").to_string();
+    let error = ingest(&test.engine, std::slice::from_ref(&line), options).expect_err("no key").to_string();
     assert!(error.contains("table s.nokey") && error.contains("--primary-key"), "{error}");
     // With --primary-key the same stream fails only because the row does not exist.
     let mut options = SinkOptions { infer_schema: true, ..SinkOptions::default() };

@@ -25,6 +25,9 @@ pub struct EncoderOptions {
     pub with_keys: bool,
 }
 
+/// One event to write: op, before-image key values, after-image row.
+type EncodedEvent<'a> = (char, Option<&'a [Value]>, Option<&'a [Value]>);
+
 struct EncodedTable {
     namespace: String,
     table: String,
@@ -92,20 +95,20 @@ impl DebeziumEncoder {
             if table_index >= self.tables.len() {
                 return Err(DecodeError::bad_value("table", format!("no table with id {table_index}")));
             }
-            let events: Vec<(char, Option<&[Value]>, Option<&[Value]>, Option<&[Value]>)> = match change {
-                RowChange::Insert { row, .. } => vec![('c', None, Some(row), None)],
-                RowChange::Delete { key, .. } => vec![('d', Some(key), None, Some(key))],
+            let events: Vec<EncodedEvent<'_>> = match change {
+                RowChange::Insert { row, .. } => vec![('c', None, Some(row))],
+                RowChange::Delete { key, .. } => vec![('d', Some(key), None)],
                 RowChange::Update { key, row, .. } => {
                     let new_key: Vec<Value> = self.tables[table_index].primary_key.iter().map(|&i| row[i].clone()).collect();
                     if new_key == *key {
-                        vec![('u', None, Some(row), None)]
+                        vec![('u', None, Some(row))]
                     } else {
                         // Debezium writes a primary-key change as a delete and a create.
-                        vec![('d', Some(key), None, Some(key)), ('c', None, Some(row), None)]
+                        vec![('d', Some(key), None), ('c', None, Some(row))]
                     }
                 }
             };
-            for (op, before_key, after, _) in events {
+            for (op, before_key, after) in events {
                 order += 1;
                 per_table[table_index] += 1;
                 let table = &self.tables[table_index];

@@ -248,7 +248,7 @@ pub fn decode_line(line: &str) -> Result<Message<'_>, DecodeError> {
     let (key, key_schema) = match fields.key.filter(|k| k.get() != "null") {
         None => (None, None),
         Some(key) => {
-            let key_fields: Fields = serde_json::from_str(key.get()).map_err(|e| malformed(e))?;
+            let key_fields: Fields = serde_json::from_str(key.get()).map_err(malformed)?;
             match key_fields.payload {
                 Some(payload) if key_fields.schema.is_some() => (Some(payload), key_fields.schema.filter(|s| s.get() != "null")),
                 _ => (Some(key), None),

@@ -167,7 +167,7 @@ impl<'e> Sink<'e> {
 
     fn reject(&mut self, rejected: Rejected) -> CdcResult<()> {
         let Some(writer) = self.dead_letter.as_mut().filter(|_| rejected.error.is_dead_letterable()) else {
-            return Err(rejected.error);
+            return Err(*rejected.error);
         };
         let reason = rejected.error.to_string();
         for (position, message) in &rejected.messages {
@@ -179,7 +179,7 @@ impl<'e> Sink<'e> {
 
     fn accept(&mut self, position: Position, line: &str) -> Result<(), Rejected> {
         let raw_for_dead_letter = self.dead_letter.is_some().then_some(line);
-        let rejected = |error: CdcError| Rejected { error, messages: vec![(position, line.to_string())] };
+        let rejected = |error: CdcError| Rejected { error: Box::new(error), messages: vec![(position, line.to_string())] };
         let message = decode_line(line).map_err(|error| rejected(CdcError::Decode { position, table: None, error }))?;
         match message {
             Message::Tombstone => {

@@ -64,7 +64,8 @@ pub struct CompletedTransaction {
 /// when dead-lettering is on) so they can be written out together.
 #[derive(Debug)]
 pub struct Rejected {
-    pub error: CdcError,
+    /// Boxed: rejections are rare and the hot path's `Result` stays small.
+    pub error: Box<CdcError>,
     pub messages: Vec<(Position, String)>,
 }
 
@@ -121,11 +122,11 @@ impl Reconstructor {
         if let Some(block) = transaction {
             let Some(open) = self.open.get_mut(&block.id) else {
                 return Err(Rejected {
-                    error: CdcError::Transaction {
+                    error: Box::new(CdcError::Transaction {
                         position,
                         transaction: block.id.clone(),
                         reason: format!("change event (total_order {}) outside its BEGIN/END", block.total_order),
-                    },
+                    }),
                     messages: self.raw_of(raw, position),
                 });
             };
@@ -181,7 +182,7 @@ impl Reconstructor {
     ) -> Result<CompletedTransaction, Rejected> {
         let Some(mut open) = self.open.remove(id) else {
             return Err(Rejected {
-                error: CdcError::Transaction { position, transaction: id.to_string(), reason: "END without BEGIN".into() },
+                error: Box::new(CdcError::Transaction { position, transaction: id.to_string(), reason: "END without BEGIN".into() }),
                 messages: self.raw_of(raw, position),
             });
         };
@@ -189,7 +190,7 @@ impl Reconstructor {
             open.raw.extend(raw.map(|r| (position, r.to_string())));
         }
         let reject = |reason: String, open: OpenTransaction| Rejected {
-            error: CdcError::Transaction { position, transaction: id.to_string(), reason },
+            error: Box::new(CdcError::Transaction { position, transaction: id.to_string(), reason }),
             messages: open.raw,
         };
         if open.events.len() as u64 != event_count {
@@ -226,11 +227,11 @@ impl Reconstructor {
         open.sort_by_key(|(_, t)| t.begin.value);
         if let Some((id, transaction)) = open.into_iter().next() {
             return Err(Rejected {
-                error: CdcError::Transaction {
+                error: Box::new(CdcError::Transaction {
                     position,
                     transaction: id,
                     reason: format!("the stream ended before its END (BEGIN at {})", transaction.begin),
-                },
+                }),
                 messages: transaction.raw,
             });
         }
