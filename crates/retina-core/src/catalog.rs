@@ -21,6 +21,10 @@ pub struct DataFileMeta {
     pub min_create_ts: Ts,
     pub max_create_ts: Ts,
     pub size_bytes: u64,
+    /// For a file written by storage GC: the files whose live rows it holds, with
+    /// their own lineage (a rewrite of a rewrite lists both).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replaces: Vec<FileId>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::DataFileMeta;
 use crate::replay::SourcePosition;
 use crate::schema::TableSchema;
 use crate::types::{FileId, RowId, TableId, Ts};
@@ -67,6 +68,10 @@ pub struct CheckpointFile {
     /// written by the checkpoint that first saw them (so a checkpoint writes only the
     /// rows that arrived since the previous one). Empty for flushed files.
     pub segments: Vec<RowSegment>,
+    /// For a flushed file: its catalog entry as of the checkpoint (the catalog may
+    /// have replaced it since, by storage GC).
+    #[serde(default)]
+    pub meta: Option<DataFileMeta>,
 }
 
 impl CheckpointFile {

@@ -15,18 +15,20 @@ use std::time::{Duration, Instant};
 use parking_lot::RwLock;
 
 use crate::scan::VisibilitySource;
-use crate::table::TableRuntime;
+use crate::table::{TableFiles, TableRuntime};
 use crate::txn::Snapshot;
-use crate::types::{FileId, Ts};
+use crate::types::{FileId, TableId, Ts};
 use crate::visibility::{DeleteBitmap, RgVisibility};
 
 enum QueryVisibility {
     /// Registered for LWM (the registration is held for its `Drop`): the tiles still
     /// answer at `ts`.
     Live { _registration: Snapshot },
-    /// Bitmaps at `ts` of every file that existed when they were taken. Files created
-    /// later hold no row created at or before `ts`.
-    Materialized(HashMap<FileId, Arc<DeleteBitmap>>),
+    /// Bitmaps at `ts` of every file that existed when they were taken, and those
+    /// files: the query keeps reading them even if storage GC swaps them out (a
+    /// rewrite drops rows the query may still need). Files created later hold no row
+    /// created at or before `ts`.
+    Materialized { bitmaps: HashMap<FileId, Arc<DeleteBitmap>>, files: HashMap<TableId, Arc<TableFiles>> },
 }
 
 /// A query's snapshot, shared by every scan of the query.
@@ -54,20 +56,22 @@ impl QuerySnapshot {
     }
 
     pub fn is_materialized(&self) -> bool {
-        matches!(*self.visibility.read(), QueryVisibility::Materialized(_))
+        matches!(*self.visibility.read(), QueryVisibility::Materialized { .. })
     }
 
     /// Copies the bitmaps at `ts` of every file of `tables` and releases the LWM
     /// registration. Returns the bytes the copies take (0 if already done).
     pub(crate) fn materialize(&self, tables: &[Arc<TableRuntime>]) -> usize {
         let mut state = self.visibility.write();
-        if matches!(*state, QueryVisibility::Materialized(_)) {
+        if matches!(*state, QueryVisibility::Materialized { .. }) {
             return 0;
         }
         let mut bitmaps = HashMap::new();
+        let mut captured = HashMap::new();
         let mut bytes = 0;
         for table in tables {
             let files = table.files();
+            captured.insert(table.id(), Arc::clone(&files));
             for file in &files.flushed {
                 let bitmap = file.visibility.bitmap_at(self.ts, file.meta.row_count as usize);
                 bytes += bitmap.len() * 8;
@@ -80,8 +84,16 @@ impl QuerySnapshot {
             }
         }
         // Dropping the live snapshot here, under the write lock, releases LWM.
-        *state = QueryVisibility::Materialized(bitmaps);
+        *state = QueryVisibility::Materialized { bitmaps, files: captured };
         bytes
+    }
+
+    /// The files of `table` this query must read, once materialized.
+    pub(crate) fn files_for(&self, table: TableId) -> Option<Arc<TableFiles>> {
+        match &*self.visibility.read() {
+            QueryVisibility::Live { .. } => None,
+            QueryVisibility::Materialized { files, .. } => files.get(&table).cloned(),
+        }
     }
 }
 
@@ -93,7 +105,7 @@ impl VisibilitySource for QuerySnapshot {
     fn deleted_rows(&self, file: FileId, visibility: &RgVisibility, rows: usize) -> DeleteBitmap {
         match &*self.visibility.read() {
             QueryVisibility::Live { .. } => visibility.bitmap_at(self.ts, rows),
-            QueryVisibility::Materialized(bitmaps) => {
+            QueryVisibility::Materialized { bitmaps, .. } => {
                 let mut bitmap = bitmaps.get(&file).map_or_else(Vec::new, |b| b.as_ref().clone());
                 bitmap.resize(rows.div_ceil(64), 0);
                 bitmap

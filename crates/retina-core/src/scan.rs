@@ -15,7 +15,7 @@ use arrow_select::filter::filter_record_batch;
 use crate::error::CoreResult;
 use crate::schema::TableSchema;
 use crate::storage::LakeStore;
-use crate::table::{FlushedFile, TableRuntime};
+use crate::table::{FlushedFile, TableFiles, TableRuntime};
 use crate::types::{FileId, Ts};
 use crate::visibility::{DeleteBitmap, RgVisibility};
 use crate::write_buffer::VirtualFile;
@@ -31,7 +31,11 @@ pub enum ScanSplit {
 
 /// The splits of a table, from one consistent view of its files.
 pub fn table_splits(table: &TableRuntime) -> Vec<ScanSplit> {
-    let files = table.files();
+    splits_of(&table.files())
+}
+
+/// The splits of a given view of a table's files.
+pub fn splits_of(files: &TableFiles) -> Vec<ScanSplit> {
     files
         .flushed
         .iter()

@@ -38,6 +38,9 @@ pub trait LakeStore: Send + Sync {
         skip: Option<&DeleteBitmap>,
     ) -> CoreResult<Vec<RecordBatch>>;
 
+    /// Deletes a data file that no catalog, checkpoint or query references any more.
+    fn delete_file(&self, path: &str) -> CoreResult<()>;
+
     /// Replaces the catalog manifest atomically.
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()>;
 
@@ -102,6 +105,11 @@ impl LakeStore for MemoryLakeStore {
             Some(deleted) => crate::scan::drop_deleted_rows(&projected, deleted),
             None => Ok(projected),
         }
+    }
+
+    fn delete_file(&self, path: &str) -> CoreResult<()> {
+        self.files.lock().remove(path);
+        Ok(())
     }
 
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {

@@ -104,6 +104,16 @@ impl TableRuntime {
         self.files.store(Arc::new(files));
     }
 
+    /// Swaps a flushed file for the file storage GC rewrote it into (or drops it
+    /// when `new` is `None`: none of its rows was live).
+    pub(crate) fn replace_flushed(&self, old: FileId, new: Option<FlushedFile>) {
+        let _guard = self.files_update.lock();
+        let mut files = TableFiles::clone(&self.files.load());
+        files.flushed.retain(|f| f.meta.file_id != old);
+        files.flushed.extend(new);
+        self.files.store(Arc::new(files));
+    }
+
     /// Total bytes of visibility structures of this table.
     pub fn visibility_memory_bytes(&self) -> usize {
         let files = self.files();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_schema::DataType;
 use retina_core::rows::rows_of;
-use retina_core::storage::MemoryLakeStore;
+use retina_core::storage::{LakeStore, MemoryLakeStore};
 use retina_core::{CoreError, EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableSchema, Ts, Value};
 
 fn engine(config: EngineConfig) -> Engine {
@@ -12,7 +12,7 @@ fn engine(config: EngineConfig) -> Engine {
 }
 
 fn small() -> EngineConfig {
-    EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 3, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None }
+    EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 3, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5 }
 }
 
 fn accounts() -> TableSchema {
@@ -263,4 +263,80 @@ fn mistyped_or_null_keys_are_rejected_at_submit() {
     assert!(matches!(null, Err(CoreError::NullViolation { .. })));
     engine.submit(vec![RowChange::Insert { table, row: account(1, "x", 1) }]).expect("the engine still works");
     engine.sync().expect("sync");
+}
+
+#[test]
+fn storage_gc_rewrites_stale_files_and_keeps_every_snapshot_right() {
+    let store = Arc::new(MemoryLakeStore::new());
+    let config = EngineConfig { file_rows: 16, block_rows: 4, ..small() };
+    let engine = Engine::open(config.clone(), store.clone()).expect("open");
+    let table = engine.create_table(accounts()).expect("table");
+    for id in 0..64 {
+        engine.submit(vec![RowChange::Insert { table, row: account(id, "a", id) }]).expect("insert");
+    }
+    engine.wait_for_flushes().expect("flush");
+    let flushed_before = engine.table(table).expect("table").files().flushed.len();
+    assert!(flushed_before >= 2);
+    engine.checkpoint().expect("checkpoint before the deletes");
+    let held = engine.snapshot().expect("snapshot");
+    for id in (0..64).filter(|id| id % 4 != 0) {
+        engine.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(id)] }]).expect("delete");
+    }
+    engine.sync().expect("sync");
+    engine.collect_garbage();
+    let report = engine.collect_storage_garbage(0.5).expect("storage GC");
+    assert_eq!(report.files_rewritten, 0, "the held snapshot keeps LWM below the deletes");
+    let expected_held = scan_sorted(&engine, table, Some(&held));
+    drop(held);
+    engine.collect_garbage();
+    let report = engine.collect_storage_garbage(0.5).expect("storage GC");
+    assert!(report.files_rewritten >= 2, "{report:?}");
+    assert!(report.rows_dropped >= report.rows_kept, "{report:?}");
+    let files = engine.table(table).expect("table").files();
+    assert!(files.flushed.iter().any(|f| !f.meta.replaces.is_empty()));
+    let now = scan_sorted(&engine, table, None);
+    assert_eq!(now.len(), 16);
+    assert_eq!(expected_held.len(), 64);
+    // Moved rows stay reachable: update and delete them through the index.
+    engine.submit(vec![RowChange::Update { table, key: vec![Value::Int64(4)], row: account(4, "moved", 1) }]).expect("update");
+    engine.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(8)] }]).expect("delete");
+    engine.sync().expect("sync");
+    let after = scan_sorted(&engine, table, None);
+    assert_eq!(after.len(), 15);
+    assert!(after.contains(&account(4, "moved", 1)));
+    // A crash before any checkpoint after the swap: recovery goes back to the old files.
+    drop(engine);
+    let recovered = Engine::open(config.clone(), store.clone()).expect("recover");
+    assert_eq!(scan_sorted(&recovered, table, None).len(), 64, "the last checkpoint is from before the deletes");
+    drop(recovered);
+}
+
+#[test]
+fn storage_gc_then_checkpoint_deletes_the_old_files_and_recovers_from_the_new() {
+    let store = Arc::new(MemoryLakeStore::new());
+    let config = EngineConfig { file_rows: 16, block_rows: 4, ..small() };
+    let engine = Engine::open(config.clone(), store.clone()).expect("open");
+    let table = engine.create_table(accounts()).expect("table");
+    for id in 0..32 {
+        engine.submit(vec![RowChange::Insert { table, row: account(id, "a", id) }]).expect("insert");
+    }
+    engine.wait_for_flushes().expect("flush");
+    let old_paths: Vec<String> = engine.table(table).expect("table").files().flushed.iter().map(|f| f.meta.path.clone()).collect();
+    for id in (0..32).filter(|id| id % 2 == 1) {
+        engine.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(id)] }]).expect("delete");
+    }
+    engine.sync().expect("sync");
+    engine.collect_garbage();
+    assert!(engine.collect_storage_garbage(0.4).expect("storage GC").files_rewritten >= 1);
+    engine.checkpoint().expect("checkpoint after the swap");
+    let meta = engine.table(table).expect("table").files().flushed[0].meta.clone();
+    for path in &old_paths {
+        let gone = store.read_file(&accounts(), &retina_core::catalog::DataFileMeta { path: path.clone(), ..meta.clone() }, &[0], None);
+        assert!(gone.is_err(), "old file {path} must be deleted after the checkpoint");
+    }
+    drop(engine);
+    let recovered = Engine::open(config, store).expect("recover");
+    let rows = scan_sorted(&recovered, table, None);
+    assert_eq!(rows.len(), 16);
+    assert!(rows.iter().all(|r| matches!(r[0], Value::Int64(id) if id % 2 == 0)));
 }

@@ -36,6 +36,9 @@ impl LakeStore for FlakyStore {
     fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], skip: Option<&DeleteBitmap>) -> CoreResult<Vec<RecordBatch>> {
         self.inner.read_file(table, file, columns, skip)
     }
+    fn delete_file(&self, path: &str) -> CoreResult<()> {
+        self.inner.delete_file(path)
+    }
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
         self.inner.save_catalog(catalog)
     }
@@ -61,7 +64,7 @@ fn schema() -> TableSchema {
 }
 
 fn config() -> EngineConfig {
-    EngineConfig { shards: 1, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None }
+    EngineConfig { shards: 1, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5 }
 }
 
 fn count(engine: &Engine) -> usize {

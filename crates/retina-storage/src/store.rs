@@ -145,6 +145,14 @@ impl LakeStore for ParquetLakeStore {
         }
     }
 
+    fn delete_file(&self, path: &str) -> CoreResult<()> {
+        let location = self.path(path);
+        match self.runtime.block_on(self.store.delete(&location)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(source) => Err(StorageError::ObjectStore { path: location.to_string(), source }.into()),
+        }
+    }
+
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
         self.put(manifest::MANIFEST_PATH, manifest::encode(catalog)?)?;
         Ok(())

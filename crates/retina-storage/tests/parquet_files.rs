@@ -23,7 +23,7 @@ fn schema() -> TableSchema {
 fn flushed_files_are_standard_parquet_with_create_ts_statistics() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store"));
-    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, batch_changes: 8, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None };
+    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, batch_changes: 8, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5 };
     let engine = Engine::start(config, Arc::new(EmbeddedTransactionService::new()), store.clone()).expect("engine");
     let table = engine.create_table(schema()).expect("table");
     for id in 0..100 {
@@ -73,6 +73,7 @@ fn missing_file_and_bad_location_are_clear_errors() {
         min_create_ts: retina_core::Ts(1),
         max_create_ts: retina_core::Ts(1),
         size_bytes: 1,
+        replaces: Vec::new(),
     };
     let error = store.read_file(&schema(), &meta, &[0], None).expect_err("missing");
     assert!(error.to_string().contains("0000000000000007.parquet"), "{error}");

@@ -75,6 +75,10 @@ fn run(config: EngineConfig, steps: Vec<Step>) {
             Step::Checkpoint => {
                 engine.checkpoint().expect("checkpoint");
             }
+            Step::StorageGc => {
+                engine.collect_garbage();
+                engine.collect_storage_garbage(0.3).expect("storage GC");
+            }
             Step::Crash => {
                 drop(engine);
                 engine = open(dir.path(), &config);
@@ -123,7 +127,7 @@ proptest! {
         batch_changes in 1..12usize,
         steps in proptest::collection::vec(crash_step(), 10..100),
     ) {
-        let config = EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None };
+        let config = EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5 };
         run(config, steps);
     }
 }

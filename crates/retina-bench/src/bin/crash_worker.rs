@@ -52,6 +52,8 @@ fn run() -> Result<(), String> {
         gc_interval: Some(Duration::from_millis(5)),
         checkpoint_interval: Some(Duration::from_millis(15)),
         materialize_queries_after: None,
+        storage_gc_interval: Some(Duration::from_millis(40)),
+        storage_gc_threshold: 0.3,
     };
     let store = ParquetLakeStore::open(dir).map_err(|e| e.to_string())?;
     let engine = Engine::open(config, Arc::new(store)).map_err(|e| e.to_string())?;

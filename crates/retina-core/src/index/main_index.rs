@@ -29,18 +29,24 @@ impl MainIndex {
         Self::default()
     }
 
-    /// Adds the range of a new file. Its first row id must be above every range so far.
+    /// Adds the range of a file, in row-id order.
     ///
     /// # Panics
-    /// If ranges would go out of order (row ids come from the engine, not input).
+    /// If the range overlaps another (row ids are reserved by the engine, never reused).
     pub fn push(&mut self, entry: MainIndexEntry) {
-        if let Some(last) = self.entries.last() {
-            assert!(
-                entry.first_row_id.0 >= last.first_row_id.0 + last.rows,
-                "main-index ranges must increase"
-            );
-        }
-        self.entries.push(entry);
+        let at = self.entries.partition_point(|e| e.first_row_id < entry.first_row_id);
+        let overlaps_previous = at > 0 && {
+            let previous = &self.entries[at - 1];
+            previous.first_row_id.0 + previous.rows > entry.first_row_id.0
+        };
+        let overlaps_next = self.entries.get(at).is_some_and(|next| entry.first_row_id.0 + entry.rows > next.first_row_id.0);
+        assert!(!overlaps_previous && !overlaps_next, "main-index ranges must not overlap");
+        self.entries.insert(at, entry);
+    }
+
+    /// Drops the range of a file that storage GC replaced.
+    pub fn remove_file(&mut self, file_id: FileId) {
+        self.entries.retain(|e| e.file_id != file_id);
     }
 
     /// The location of `row` and its file's visibility.

@@ -92,6 +92,23 @@ impl SinglePointIndex {
         self.write(key, ts, Some(row));
     }
 
+    /// Points `key`'s newest version from row `from` to row `to`, keeping its ts (the
+    /// row moved to another file, its content did not change). Returns whether the
+    /// newest version was `from`.
+    pub fn repoint(&mut self, key: &[u8], from: RowId, to: RowId) -> bool {
+        let Some(versions) = self.keys.get_mut(key) else { return false };
+        let newest = match versions {
+            KeyVersions::One(_, row) => row,
+            KeyVersions::Many(list) => &mut list.last_mut().expect("Many holds at least two versions").1,
+        };
+        if *newest == Some(from) {
+            *newest = Some(to);
+            true
+        } else {
+            false
+        }
+    }
+
     /// Records a tombstone for `key` at `ts`.
     pub fn delete(&mut self, key: &[u8], ts: Ts) {
         self.write(key, ts, None);
@@ -142,6 +159,17 @@ mod tests {
         assert_eq!(index.lookup_at(b"k", Ts(30)), Some(RowId(2)));
         assert_eq!(index.latest(b"k"), Some(RowId(2)));
         assert_eq!(index.latest(b"other"), None);
+    }
+
+    #[test]
+    fn repoint_moves_only_the_newest_matching_version() {
+        let mut index = SinglePointIndex::new();
+        index.insert(b"k", RowId(1), Ts(1));
+        assert!(!index.repoint(b"k", RowId(7), RowId(9)));
+        assert!(index.repoint(b"k", RowId(1), RowId(9)));
+        assert_eq!(index.latest(b"k"), Some(RowId(9)));
+        index.delete(b"k", Ts(2));
+        assert!(!index.repoint(b"k", RowId(9), RowId(10)), "a deleted key stays deleted");
     }
 
     #[test]

@@ -45,6 +45,8 @@ impl EngineShared {
     /// Writes a checkpoint at HWM - 1 and makes it the latest.
     pub(crate) fn checkpoint(&self) -> CoreResult<CheckpointReport> {
         let _one_at_a_time = self.checkpoint_write.lock();
+        // Files retired after this point wait for the next checkpoint.
+        let sequence = self.checkpoint_started.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         let started = Instant::now();
         let snapshot = self.txn.snapshot()?;
         let ts = snapshot.ts();
@@ -69,6 +71,7 @@ impl EngineShared {
                     rows,
                     deleted: file.visibility.bitmap_at(ts, rows as usize),
                     segments: Vec::new(),
+                    meta: Some(file.meta.clone()),
                 });
             }
             for file in &files.virtual_files {
@@ -93,6 +96,7 @@ impl EngineShared {
                     rows,
                     deleted: file.visibility().bitmap_at(ts, rows as usize),
                     segments,
+                    meta: None,
                 });
             }
             file_count += checkpoint_files.len();
@@ -118,6 +122,8 @@ impl EngineShared {
         self.store.save_checkpoint(&manifest)?;
         fail::fail_point!("checkpoint::after-manifest");
         *self.checkpoint_segments.lock() = still_buffered;
+        self.checkpoint_seq.store(sequence, std::sync::atomic::Ordering::Relaxed);
+        self.delete_retired_files()?;
         self.sources.trim(ts);
         self.stats.checkpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.stats.last_checkpoint_ts.store(ts.0, std::sync::atomic::Ordering::Relaxed);

@@ -20,6 +20,10 @@ pub struct EngineConfig {
     /// Query snapshots older than this get their visibility materialized by the GC
     /// thread so they stop holding LWM back; `None` never does.
     pub materialize_queries_after: Option<Duration>,
+    /// Storage-GC period; `None` runs it only when asked.
+    pub storage_gc_interval: Option<Duration>,
+    /// Share of a file's rows stale at LWM above which storage GC rewrites it.
+    pub storage_gc_threshold: f64,
 }
 
 impl Default for EngineConfig {
@@ -32,6 +36,8 @@ impl Default for EngineConfig {
             gc_interval: Some(Duration::from_millis(100)),
             checkpoint_interval: Some(Duration::from_secs(5)),
             materialize_queries_after: Some(Duration::from_secs(30)),
+            storage_gc_interval: Some(Duration::from_secs(60)),
+            storage_gc_threshold: 0.5,
         }
     }
 }

@@ -21,6 +21,7 @@ use super::shard::{Shard, ShardMessage};
 use super::shared::{EngineShared, TableRegistry};
 use super::source_progress::{SourcePosition, SourceProgress};
 use super::stats::{EngineStats, SharedStats};
+use super::storage_gc::StorageGcReport;
 use super::EngineConfig;
 use crate::catalog::CATALOG_FORMAT_VERSION;
 use crate::error::{CoreError, CoreResult};
@@ -148,6 +149,9 @@ impl Engine {
             checkpoint_write: Mutex::new(()),
             checkpoint_segments: Mutex::new(Default::default()),
             queries: Mutex::new(Vec::new()),
+            retired: Mutex::new(Vec::new()),
+            checkpoint_started: AtomicU64::new(0),
+            checkpoint_seq: AtomicU64::new(0),
             sources: SourceProgress::restored(&state.sources),
             stats: SharedStats::default(),
         });
@@ -179,6 +183,22 @@ impl Engine {
                         gc_shared.materialize_long_queries(after);
                     }
                     collect_garbage(&gc_shared, &gc_inboxes);
+                }
+            })?);
+        }
+        if let Some(interval) = shared.config.storage_gc_interval {
+            let (gc_shared, gc_inboxes, stop) =
+                (Arc::clone(&shared), shard_inboxes.clone(), Arc::clone(&stop_background));
+            threads.push(spawn("retina-storage-gc", move || {
+                while !stop.load(SeqCst) {
+                    sleep_unless_stopped(interval, &stop);
+                    if stop.load(SeqCst) || gc_shared.has_failed() {
+                        break;
+                    }
+                    let threshold = gc_shared.config.storage_gc_threshold;
+                    if let Err(error) = gc_shared.collect_storage_garbage(threshold, &gc_inboxes) {
+                        *gc_shared.last_checkpoint_error.lock() = Some(format!("storage GC: {error}"));
+                    }
                 }
             })?);
         }
@@ -444,8 +464,12 @@ impl Engine {
     /// [`Self::scan`] at a query snapshot.
     pub fn scan_query(&self, table: TableId, query: &QuerySnapshot, projection: Option<&[usize]>) -> CoreResult<Vec<RecordBatch>> {
         let table = self.table(table)?;
+        let splits = match query.files_for(table.id()) {
+            Some(files) => scan::splits_of(&files),
+            None => scan::table_splits(&table),
+        };
         let mut out = Vec::new();
-        for split in scan::table_splits(&table) {
+        for split in splits {
             out.extend(scan::read_split_with(table.schema(), &split, self.shared.store.as_ref(), query, projection)?);
         }
         Ok(out)
@@ -455,6 +479,15 @@ impl Engine {
     /// `older_than`, so LWM can pass them. Returns how many were materialized.
     pub fn materialize_long_queries(&self, older_than: Duration) -> usize {
         self.shared.materialize_long_queries(older_than)
+    }
+
+    /// Storage GC now: rewrites every flushed file with more than `threshold` (0..1)
+    /// of its rows stale at LWM. Replay and queries go on meanwhile.
+    pub fn collect_storage_garbage(&self, threshold: f64) -> CoreResult<StorageGcReport> {
+        if let Some(error) = self.shared.failure() {
+            return Err(error);
+        }
+        self.shared.collect_storage_garbage(threshold, &self.shard_inboxes)
     }
 
     /// Runs memory GC now; returns the LWM it used.

@@ -76,6 +76,7 @@ fn flush(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
         min_create_ts,
         max_create_ts,
         size_bytes: stored.size_bytes,
+        replaces: Vec::new(),
     };
     job.table
         .replace_with_flushed(file.file_id(), FlushedFile { meta, visibility: Arc::clone(file.visibility()) });

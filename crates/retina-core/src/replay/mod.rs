@@ -15,12 +15,14 @@ mod shard;
 mod shared;
 mod source_progress;
 mod stats;
+mod storage_gc;
 
 pub use checkpointer::CheckpointReport;
 pub use config::EngineConfig;
 pub use engine::Engine;
 pub use recovery::RecoveryReport;
 pub use stats::EngineStats;
+pub use storage_gc::StorageGcReport;
 pub use operation::RowChange;
 pub use routing::shard_of;
 pub use source_progress::SourcePosition;

@@ -117,7 +117,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
         let mut main_entries = Vec::new();
         let mut files = TableFiles::default();
 
-        for meta in &entry.files {
+        for meta in &flushed_files_at(&entry.files, &saved) {
             let rows = meta.row_count as usize;
             let mut deleted = vec![0u64; rows.div_ceil(64)];
             if let Some(saved) = saved.get(&meta.file_id) {
@@ -128,16 +128,17 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             let key_rows = read_key_columns(store, schema, meta)?;
             mask_created_after(&key_rows, schema, ts, &mut deleted);
             let visibility = Arc::new(RgVisibility::from_bitmap(rows, &deleted, ts));
-            let (scanned, restored) = index_visible_rows(schema, &key_rows, &deleted, meta.first_row_id, shards, &mut indexes)?;
+            let (scanned, restored, owner) =
+                index_visible_rows(schema, &key_rows, &deleted, meta.first_row_id, shards, &mut indexes)?;
             rows_scanned += scanned;
             keys += restored;
-            main_entries.push(main_entry(meta.first_row_id, rows as u64, meta.file_id, &visibility));
+            main_entries.push((owner, main_entry(meta.first_row_id, rows as u64, meta.file_id, &visibility)));
             next_row_id = next_row_id.max(meta.first_row_id.0 + meta.row_count);
             next_file_id = next_file_id.max(meta.file_id.0 + 1);
             files.flushed.push(FlushedFile { meta: meta.clone(), visibility });
             file_count += 1;
         }
-        let flushed_ids: Vec<FileId> = entry.files.iter().map(|f| f.file_id).collect();
+        let flushed_ids: Vec<FileId> = files.flushed.iter().map(|f| f.meta.file_id).collect();
         for saved in saved.values().filter(|f| f.is_buffered() && !flushed_ids.contains(&f.file_id)) {
             let all_columns: Vec<usize> = (0..=schema.create_ts_index()).collect();
             let mut batches = Vec::new();
@@ -150,6 +151,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
                     min_create_ts: Ts(0),
                     max_create_ts: ts,
                     size_bytes: 0,
+                    replaces: Vec::new(),
                 };
                 let segment_batches = store.read_file(schema, &segment_meta, &all_columns, None)?;
                 let rows: u64 = segment_batches.iter().map(|b| b.num_rows() as u64).sum();
@@ -171,22 +173,24 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
                 batches,
             ));
             let key_rows = project_key_columns(schema, &file.blocks())?;
-            let (scanned, restored) =
+            let (scanned, restored, owner) =
                 index_visible_rows(schema, &key_rows, &saved.deleted, saved.first_row_id, shards, &mut indexes)?;
             rows_scanned += scanned;
             keys += restored;
-            main_entries.push(main_entry(saved.first_row_id, saved.capacity, saved.file_id, file.visibility()));
+            main_entries.push((owner, main_entry(saved.first_row_id, saved.capacity, saved.file_id, file.visibility())));
             next_row_id = next_row_id.max(saved.first_row_id.0 + saved.capacity);
             next_file_id = next_file_id.max(saved.file_id.0 + 1);
             files.virtual_files.push(Arc::clone(&file));
             file_count += 1;
             to_flush.push(file);
         }
-        main_entries.sort_by_key(|e: &MainIndexEntry| e.first_row_id);
+        main_entries.sort_by_key(|(_, e): &(usize, MainIndexEntry)| e.first_row_id);
         let table = Arc::new(TableRuntime::restored(entry.id, TableSchema::clone(schema), next_row_id, files));
         for (shard, index) in indexes.into_iter().enumerate() {
+            // A file's rows all belong to one shard (its keys hash there), so only that
+            // shard gets its range: it is the only one that deletes in it or swaps it.
             let mut main = MainIndex::new();
-            for entry in &main_entries {
+            for (_, entry) in main_entries.iter().filter(|(owner, _)| *owner == shard) {
                 main.push(entry.clone());
             }
             shard_tables[shard].push(RestoredShardTable { table: Arc::clone(&table), index, main });
@@ -215,6 +219,29 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             millis: started.elapsed().as_secs_f64() * 1000.0,
         },
     }))
+}
+
+/// The flushed files to recover: the catalog's, except storage-GC rewrites of files
+/// the checkpoint holds (made after it: the checkpoint's files are what its bitmaps
+/// describe), plus the checkpoint's flushed files that such a rewrite removed from
+/// the catalog (they are deleted only after a newer checkpoint is in place).
+fn flushed_files_at(catalog: &[DataFileMeta], checkpointed: &HashMap<FileId, &CheckpointFile>) -> Vec<DataFileMeta> {
+    let mut files: Vec<DataFileMeta> = catalog
+        .iter()
+        .filter(|meta| {
+            checkpointed.contains_key(&meta.file_id) || !meta.replaces.iter().any(|id| checkpointed.contains_key(id))
+        })
+        .cloned()
+        .collect();
+    for saved in checkpointed.values() {
+        if let Some(meta) = &saved.meta {
+            if !files.iter().any(|f| f.file_id == meta.file_id) {
+                files.push(meta.clone());
+            }
+        }
+    }
+    files.sort_by_key(|f| f.first_row_id);
+    files
 }
 
 fn main_entry(first_row_id: RowId, rows: u64, file_id: FileId, visibility: &Arc<RgVisibility>) -> MainIndexEntry {
@@ -267,7 +294,8 @@ fn mask_created_after(key_rows: &[RecordBatch], schema: &TableSchema, ts: Ts, de
 }
 
 /// Adds every row not set in `deleted` to the index of the shard owning its key.
-/// Returns (rows read, keys added).
+/// Returns (rows read, keys added, the shard owning the file's keys: shard 0 when it
+/// has no live key).
 fn index_visible_rows(
     schema: &TableSchema,
     key_rows: &[RecordBatch],
@@ -275,7 +303,8 @@ fn index_visible_rows(
     first_row_id: RowId,
     shards: usize,
     indexes: &mut [SinglePointIndex],
-) -> CoreResult<(u64, u64)> {
+) -> CoreResult<(u64, u64, usize)> {
+    let mut owner = None;
     let key_columns = schema.primary_key().len();
     let (mut scanned, mut added) = (0u64, 0u64);
     let mut offset = 0usize;
@@ -290,10 +319,12 @@ fn index_visible_rows(
             let values = (0..key_columns).map(|c| value_at(batch.column(c).as_ref(), row)).collect::<CoreResult<Vec<_>>>()?;
             let key = encode_key(&values);
             let shard = shard_of(&key, shards);
-            if indexes[shard].latest(&key).is_some() {
+            owner.get_or_insert(shard);
+            if let Some(existing) = indexes[shard].latest(&key) {
                 return Err(CoreError::Storage(format!(
-                    "recovery: table {} has two visible rows with the same primary key (row id {})",
+                    "recovery: table {} has two visible rows with the same primary key (row ids {} and {})",
                     schema.name(),
+                    existing.0,
                     first_row_id.0 + at as u64
                 )));
             }
@@ -302,5 +333,5 @@ fn index_visible_rows(
         }
         offset += batch.num_rows();
     }
-    Ok((scanned, added))
+    Ok((scanned, added, owner.unwrap_or(0)))
 }

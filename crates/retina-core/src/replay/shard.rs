@@ -9,6 +9,7 @@ use super::flusher::FlushJob;
 use super::operation::{ShardOp, ShardTxn};
 use super::commit_group::CommitGroup;
 use super::recovery::RestoredShardTable;
+use super::storage_gc::{apply_swap, FileSwap};
 use crate::error::{CoreError, CoreResult};
 use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
 use crate::table::TableRuntime;
@@ -19,6 +20,7 @@ use crate::write_buffer::{validate_row, VirtualFile, WriteBuffer};
 pub(crate) enum ShardMessage {
     Apply { group: Arc<CommitGroup>, txns: Vec<ShardTxn> },
     CollectIndexGarbage { lwm: Ts },
+    SwapFile(Box<FileSwap>),
 }
 
 /// What one shard owns for one table.
@@ -65,6 +67,10 @@ impl Shard {
                         Err(error) => self.shared.fail(error.to_string()),
                     }
                 }
+                ShardMessage::SwapFile(swap) => match self.table_mut(swap.table) {
+                    Ok(table) => apply_swap(&swap, &mut table.index, &mut table.main, &table.runtime),
+                    Err(error) => self.shared.fail(error.to_string()),
+                },
                 ShardMessage::CollectIndexGarbage { lwm } => {
                     for table in self.tables.iter_mut().flatten() {
                         table.index.collect_garbage(lwm);

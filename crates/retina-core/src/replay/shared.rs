@@ -13,6 +13,7 @@ use super::flusher::{FlushJob, FlushMessage};
 use super::shard::virtual_file_for;
 use super::source_progress::SourceProgress;
 use super::stats::SharedStats;
+use super::storage_gc::RetiredFile;
 use super::EngineConfig;
 use crate::catalog::{CatalogManifest, TableEntry, CATALOG_FORMAT_VERSION};
 use crate::checkpoint::RowSegment;
@@ -52,6 +53,11 @@ pub(crate) struct EngineShared {
     /// Checkpoint segments written so far for each buffered (virtual) file.
     pub(crate) checkpoint_segments: Mutex<HashMap<FileId, Vec<RowSegment>>>,
     pub(crate) sources: SourceProgress,
+    /// Files swapped out by storage GC, waiting for deletion.
+    pub(crate) retired: Mutex<Vec<RetiredFile>>,
+    /// Sequence number of the last checkpoint started, and of the last completed.
+    pub(crate) checkpoint_started: AtomicU64,
+    pub(crate) checkpoint_seq: AtomicU64,
     /// Query snapshots that may be materialized when they run long.
     pub(crate) queries: Mutex<Vec<Weak<QuerySnapshot>>>,
     pub(crate) stats: SharedStats,

@@ -92,6 +92,10 @@ impl TransactionService for EmbeddedTransactionService {
     fn snapshot(&self) -> CoreResult<Snapshot> {
         self.snapshots.register(|| self.window.high_watermark())
     }
+
+    fn snapshot_at_low_watermark(&self) -> CoreResult<Snapshot> {
+        self.snapshots.register_at_low_watermark(|| self.window.high_watermark())
+    }
 }
 
 #[cfg(test)]

@@ -37,4 +37,8 @@ pub trait TransactionService: Send + Sync {
 
     /// Takes a query snapshot at HWM - 1, registered until the returned guard drops.
     fn snapshot(&self) -> CoreResult<Snapshot>;
+
+    /// Takes a snapshot at the current LWM and holds LWM there until it drops (storage
+    /// GC rewrites files as of a ts no running query is below).
+    fn snapshot_at_low_watermark(&self) -> CoreResult<Snapshot>;
 }

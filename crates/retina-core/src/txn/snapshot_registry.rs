@@ -37,6 +37,17 @@ impl SnapshotRegistry {
         Ok(Snapshot { ts, registry: Arc::clone(self), slot })
     }
 
+    /// Registers a snapshot at the current low watermark, holding LWM there: for
+    /// storage GC, which must not pass any running query.
+    pub fn register_at_low_watermark(self: &Arc<Self>, read_hwm: impl FnOnce() -> Ts) -> CoreResult<Snapshot> {
+        let slot = self.claim_slot()?;
+        // Our own PENDING slot keeps the computation from advancing LWM: we get the
+        // published value, at or below every live snapshot.
+        let ts = self.low_watermark(read_hwm);
+        self.slots[slot].store(ts.0, SeqCst);
+        Ok(Snapshot { ts, registry: Arc::clone(self), slot })
+    }
+
     fn claim_slot(&self) -> CoreResult<usize> {
         let len = self.slots.len();
         let start = self.next_hint.fetch_add(1, SeqCst) % len;
@@ -128,6 +139,20 @@ mod tests {
             })
             .expect("slot");
         assert_eq!(snapshot.ts(), Ts(5));
+    }
+
+    #[test]
+    fn snapshot_at_low_watermark_holds_it() {
+        let registry = Arc::new(SnapshotRegistry::new(4));
+        let query = registry.register(|| Ts(10)).expect("slot");
+        let gc = registry.register_at_low_watermark(|| Ts(20)).expect("slot");
+        assert_eq!(gc.ts(), Ts(0), "nothing computed LWM yet: the published value");
+        drop(gc);
+        assert_eq!(registry.low_watermark(|| Ts(20)), Ts(9));
+        let gc = registry.register_at_low_watermark(|| Ts(20)).expect("slot");
+        assert_eq!(gc.ts(), Ts(9));
+        drop(query);
+        assert_eq!(registry.low_watermark(|| Ts(20)), Ts(9), "held by the GC snapshot");
     }
 
     #[test]

@@ -75,6 +75,17 @@ impl RgVisibility {
         words[in_tile / 64] >> (in_tile % 64) & 1 == 1
     }
 
+    /// Every delete with `ts > after` as (row offset, ts), sorted by ts: what storage
+    /// GC replays onto a rewritten file (dual delete). Requires `after >= LWM`.
+    pub fn deletes_after(&self, after: Ts) -> Vec<(u32, Ts)> {
+        let mut out = Vec::new();
+        for (index, tile) in self.tiles.iter().enumerate() {
+            tile.deletes_after(after, (index * TILE_ROWS) as u32, &mut out);
+        }
+        out.sort_by_key(|&(offset, ts)| (ts, offset));
+        out
+    }
+
     /// Memory GC over every tile; returns the number of retired delete-ts blocks.
     pub fn collect_garbage(&self, lwm: Ts) -> usize {
         self.tiles.iter().map(|tile| tile.collect_garbage(lwm)).sum()
@@ -106,6 +117,16 @@ mod tests {
         assert!(rg.is_deleted_at(TILE_ROWS as u32 + 7, Ts(2)));
         assert!(!rg.is_deleted_at(2 * TILE_ROWS as u32 + 9, Ts(2)));
         assert!(rg.is_deleted_at(2 * TILE_ROWS as u32 + 9, Ts(3)));
+    }
+
+    #[test]
+    fn deletes_after_lists_newer_deletes_in_ts_order() {
+        let rg = RgVisibility::new(2 * TILE_ROWS);
+        rg.delete(TILE_ROWS as u32 + 1, Ts(3));
+        rg.delete(2, Ts(4));
+        rg.delete(5, Ts(1));
+        assert_eq!(rg.deletes_after(Ts(2)), vec![(TILE_ROWS as u32 + 1, Ts(3)), (2, Ts(4))]);
+        assert!(rg.deletes_after(Ts(4)).is_empty());
     }
 
     #[test]

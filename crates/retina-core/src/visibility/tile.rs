@@ -191,6 +191,32 @@ impl TileVisibility {
         }
     }
 
+    /// Appends `(offset + base, ts)` for every delete with `ts > after`, in ts order.
+    /// Requires `after >= base_ts` (the caller holds LWM at or below `after`).
+    pub fn deletes_after(&self, after: Ts, base: u32, out: &mut Vec<(u32, Ts)>) {
+        let guard = epoch::pin();
+        let snapshot = self.snapshot.load(Acquire, &guard);
+        // SAFETY: loaded under `guard`; see `bitmap_at_pinned`.
+        let Some(snapshot) = (unsafe { snapshot.as_ref() }) else { return };
+        debug_assert!(after.0 >= snapshot.base_ts, "deletes after {after} were folded at {}", snapshot.base_ts);
+        let mut block = snapshot.head;
+        while !block.is_null() {
+            // SAFETY: reachable from the pinned snapshot.
+            let current = unsafe { &*block };
+            for slot in &current.entries {
+                let entry = slot.load(Acquire);
+                if entry == 0 {
+                    return;
+                }
+                let (offset, ts) = unpack_entry(entry);
+                if ts > after.0 {
+                    out.push((base + offset as u32, Ts(ts)));
+                }
+            }
+            block = current.next.load(Acquire);
+        }
+    }
+
     /// The snapshot's base ts (0 when the tile never saw a delete).
     pub fn base_ts(&self) -> Ts {
         let guard = epoch::pin();

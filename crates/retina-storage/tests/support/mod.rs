@@ -22,6 +22,7 @@ pub enum Step {
     CollectGarbage,
     Checkpoint,
     Crash,
+    StorageGc,
 }
 
 pub fn intent() -> impl Strategy<Value = Intent> {
@@ -40,6 +41,7 @@ pub fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::CheckNow),
         1 => Just(Step::HoldSnapshot),
         1 => Just(Step::CollectGarbage),
+        1 => Just(Step::StorageGc),
     ]
 }
 
@@ -51,6 +53,7 @@ pub fn crash_step() -> impl Strategy<Value = Step> {
         1 => Just(Step::CollectGarbage),
         2 => Just(Step::Checkpoint),
         2 => Just(Step::Crash),
+        2 => Just(Step::StorageGc),
     ]
 }
 

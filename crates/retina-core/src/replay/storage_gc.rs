@@ -1,0 +1,221 @@
+//! Storage GC (DESIGN.md §3.7, paper §4.3): files whose stale share passes a
+//! threshold are rewritten with only their live rows, and swapped in.
+//!
+//! - The rewrite is as of g = LWM, held for its whole duration, so no running or
+//!   future query is below g: the new file (rows not deleted at g) answers every one
+//!   of them, given the deletes after g.
+//! - The swap runs in the shard that owns the file's keys, where no delete can race
+//!   it: deletes that reached the old file after g are replayed onto the new one
+//!   (dual delete), keys are repointed, then the table's file list is swapped.
+//! - The old file is deleted only once a checkpoint that started after the swap is
+//!   in place and no query that could read it remains.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use arrow_array::RecordBatch;
+use crossbeam_channel::{bounded, Sender};
+
+use super::flusher::create_ts_range;
+use super::routing::shard_of;
+use super::shard::ShardMessage;
+use super::shared::EngineShared;
+use crate::catalog::DataFileMeta;
+use crate::error::{CoreError, CoreResult};
+use crate::rows::value_at;
+use crate::table::{FlushedFile, TableRuntime};
+use crate::types::{RowId, TableId, Ts};
+use crate::value::encode_key;
+use crate::visibility::RgVisibility;
+
+/// A rewritten file on its way to the shard that owns its keys.
+pub(crate) struct FileSwap {
+    pub(crate) table: TableId,
+    pub(crate) old: FlushedFile,
+    pub(crate) new: Option<FlushedFile>,
+    /// (key, offset in the old file, offset in the new file) of every live row.
+    pub(crate) moves: Vec<(Vec<u8>, u32, u32)>,
+    pub(crate) rewritten_at: Ts,
+    pub(crate) done: Sender<()>,
+}
+
+/// An old file waiting to be deleted.
+pub(crate) struct RetiredFile {
+    pub(crate) meta: DataFileMeta,
+    /// Every reader of the old file holds its visibility (through a table-files view
+    /// it loaded before the swap); when none is left, nobody can read it.
+    pub(crate) readers: Weak<RgVisibility>,
+    /// The first checkpoint that started after the swap.
+    pub(crate) checkpoint_seq: u64,
+}
+
+/// What one storage-GC run did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StorageGcReport {
+    pub rewritten_at: Ts,
+    pub files_rewritten: usize,
+    pub rows_kept: u64,
+    pub rows_dropped: u64,
+    pub millis: f64,
+}
+
+impl EngineShared {
+    /// Rewrites every flushed file whose stale share at LWM exceeds `threshold`.
+    pub(crate) fn collect_storage_garbage(&self, threshold: f64, shards: &[Sender<ShardMessage>]) -> CoreResult<StorageGcReport> {
+        let started = Instant::now();
+        let hold = self.txn.snapshot_at_low_watermark()?;
+        let g = hold.ts();
+        let mut report = StorageGcReport { rewritten_at: g, ..StorageGcReport::default() };
+        let tables = self.registry.read().tables.clone();
+        for table in &tables {
+            for file in table.files().flushed.iter() {
+                let rows = file.meta.row_count as usize;
+                let deleted = file.visibility.bitmap_at(g, rows);
+                let stale: u64 = deleted.iter().map(|w| w.count_ones() as u64).sum();
+                if rows == 0 || stale as f64 / rows as f64 <= threshold {
+                    continue;
+                }
+                let kept = self.rewrite(table, file, &deleted, g, shards)?;
+                report.files_rewritten += 1;
+                report.rows_kept += kept;
+                report.rows_dropped += rows as u64 - kept;
+            }
+        }
+        if report.files_rewritten > 0 {
+            fail::fail_point!("storage_gc::before-catalog", |_| Ok(report.clone()));
+            self.save_catalog()?;
+        }
+        drop(hold);
+        report.millis = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(report)
+    }
+
+    fn rewrite(&self, table: &Arc<TableRuntime>, old: &FlushedFile, deleted: &[u64], g: Ts, shards: &[Sender<ShardMessage>]) -> CoreResult<u64> {
+        let schema = table.schema();
+        let rows = old.meta.row_count as usize;
+        let all_columns: Vec<usize> = (0..=schema.create_ts_index()).collect();
+        let live: Vec<RecordBatch> = self.store.read_file(schema, &old.meta, &all_columns, Some(&deleted.to_vec()))?;
+        let old_offsets: Vec<u32> =
+            (0..rows).filter(|&row| deleted.get(row / 64).is_none_or(|w| w >> (row % 64) & 1 == 0)).map(|r| r as u32).collect();
+        let mut moves = Vec::with_capacity(old_offsets.len());
+        let mut new_offset = 0u32;
+        for batch in &live {
+            for row in 0..batch.num_rows() {
+                let key_values = schema
+                    .primary_key()
+                    .iter()
+                    .map(|&column| value_at(batch.column(column).as_ref(), row))
+                    .collect::<CoreResult<Vec<_>>>()?;
+                let old_offset = *old_offsets.get(new_offset as usize).ok_or_else(|| {
+                    CoreError::Storage(format!("storage GC: file {} returned more live rows than its bitmap has", old.meta.path))
+                })?;
+                moves.push((encode_key(&key_values), old_offset, new_offset));
+                new_offset += 1;
+            }
+        }
+        let kept = moves.len();
+        let shard = match moves.first() {
+            Some((key, _, _)) => shard_of(key, shards.len()),
+            None => 0,
+        };
+        if moves.iter().any(|(key, _, _)| shard_of(key, shards.len()) != shard) {
+            return Err(CoreError::Storage(format!("storage GC: the keys of file {} belong to several shards", old.meta.path)));
+        }
+        let new = if kept == 0 {
+            None
+        } else {
+            let file_id = self.allocate_file_id();
+            let first_row_id = table.reserve_row_ids(kept as u64);
+            let stored = self.store.write_file(schema, file_id, &live)?;
+            let (min_create_ts, max_create_ts) = create_ts_range(&live, schema.create_ts_index());
+            let meta = DataFileMeta {
+                file_id,
+                path: stored.path,
+                row_count: kept as u64,
+                first_row_id,
+                min_create_ts,
+                max_create_ts,
+                size_bytes: stored.size_bytes,
+                // The whole lineage, so recovery can tell that a rewrite of a rewrite
+                // still holds rows of a file its checkpoint has.
+                replaces: old.meta.replaces.iter().copied().chain([old.meta.file_id]).collect(),
+            };
+            Some(FlushedFile { meta, visibility: Arc::new(RgVisibility::new(kept)) })
+        };
+        fail::fail_point!("storage_gc::before-swap", |_| Ok(0));
+        let (done, swapped) = bounded(1);
+        let swap = FileSwap { table: table.id(), old: old.clone(), new, moves, rewritten_at: g, done };
+        shards[shard].send(ShardMessage::SwapFile(Box::new(swap))).map_err(|_| CoreError::EngineStopped { reason: "a shard exited".into() })?;
+        swapped.recv().map_err(|_| CoreError::EngineStopped { reason: "a shard exited during a file swap".into() })?;
+        self.retired.lock().push(RetiredFile {
+            meta: old.meta.clone(),
+            readers: Arc::downgrade(&old.visibility),
+            checkpoint_seq: self.checkpoint_started.load(std::sync::atomic::Ordering::SeqCst) + 1,
+        });
+        Ok(kept as u64)
+    }
+
+    /// Deletes retired files nothing can read any more. Called after a checkpoint.
+    pub(crate) fn delete_retired_files(&self) -> CoreResult<()> {
+        let completed = self.checkpoint_seq.load(Relaxed);
+        let deletable: Vec<RetiredFile> = {
+            let mut retired = self.retired.lock();
+            let (ready, waiting): (Vec<_>, Vec<_>) = retired
+                .drain(..)
+                .partition(|file| file.checkpoint_seq <= completed && file.readers.strong_count() == 0);
+            *retired = waiting;
+            ready
+        };
+        for file in deletable {
+            self.store.delete_file(&file.meta.path)?;
+        }
+        Ok(())
+    }
+}
+
+impl RgVisibility {
+    /// Replays `deletes` (old offset, ts), in ts order, onto the rows that moved.
+    pub(crate) fn replay_moved_deletes(&self, deletes: &[(u32, Ts)], old_to_new: &[u32]) {
+        for &(old_offset, ts) in deletes {
+            if let Some(&new_offset) = old_to_new.get(old_offset as usize) {
+                if new_offset != u32::MAX {
+                    self.delete(new_offset, ts);
+                }
+            }
+        }
+    }
+}
+
+/// Applies a swap in the owning shard (called from the shard's thread).
+pub(crate) fn apply_swap(
+    swap: &FileSwap,
+    index: &mut crate::index::SinglePointIndex,
+    main: &mut crate::index::MainIndex,
+    table: &TableRuntime,
+) {
+    let old_meta = &swap.old.meta;
+    if let Some(new) = &swap.new {
+        let mut old_to_new = vec![u32::MAX; old_meta.row_count as usize];
+        for (_, old_offset, new_offset) in &swap.moves {
+            old_to_new[*old_offset as usize] = *new_offset;
+        }
+        new.visibility.replay_moved_deletes(&swap.old.visibility.deletes_after(swap.rewritten_at), &old_to_new);
+        for (key, old_offset, new_offset) in &swap.moves {
+            index.repoint(
+                key,
+                RowId(old_meta.first_row_id.0 + *old_offset as u64),
+                RowId(new.meta.first_row_id.0 + *new_offset as u64),
+            );
+        }
+        main.push(crate::index::MainIndexEntry {
+            first_row_id: new.meta.first_row_id,
+            rows: new.meta.row_count,
+            file_id: new.meta.file_id,
+            visibility: Arc::clone(&new.visibility),
+        });
+    }
+    main.remove_file(old_meta.file_id);
+    table.replace_flushed(old_meta.file_id, swap.new.clone());
+    let _ = swap.done.send(());
+}
