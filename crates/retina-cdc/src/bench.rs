@@ -16,7 +16,9 @@ use crate::debezium::{decode_line, EncoderOptions, Message, Op};
 use crate::error::{CdcError, CdcResult};
 use crate::ingest::{run, StopWhen};
 use crate::position::Position;
-use crate::sink::{Sink, SinkOptions};
+use crate::sink::SinkOptions;
+use crate::source::{MessageSource, SourceEvent};
+use crate::source::generator::EncodedChunk;
 use crate::source::generator::{now_micros, pre_encode, GeneratorSource};
 use crate::source::uri::GeneratorSpec;
 
@@ -66,15 +68,8 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
     for schema in schemas() {
         engine.create_table(schema)?;
     }
-    let mut sink = Sink::new(&engine, "generator:chbench", SinkOptions::default())?;
-    let mut position = 0u64;
-    for chunk in &load {
-        for line in chunk.text.lines() {
-            position += 1;
-            sink.handle(Position::generated(position), line)?;
-        }
-    }
-    sink.finish()?;
+    let mut load_source = ChunkSource::new(&load, 0);
+    let loaded = run(&engine, "generator:chbench", &mut load_source, SinkOptions::default(), StopWhen::default())?;
 
     // Decode alone: envelope and both images, as the sink does.
     let plans: Vec<_> = schemas().iter().map(|s| (s.name().to_string(), crate::sink::tables::plan_of_schema(s))).collect();
@@ -104,20 +99,15 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
 
     let process_cpu_start = process_cpu_seconds();
     let start = Instant::now();
-    for chunk in &changes {
-        for line in chunk.text.lines() {
-            position += 1;
-            sink.handle(Position::generated(position), line)?;
-        }
-    }
-    sink.finish()?;
+    let mut change_source = ChunkSource::new(&changes, load_source.position);
+    let replayed = run(&engine, "generator:chbench", &mut change_source, SinkOptions::default(), StopWhen::default())?;
     let replay_seconds = start.elapsed().as_secs_f64();
     let replay_cpu_seconds = process_cpu_seconds().zip(process_cpu_start).map(|(end, start)| end - start);
     let row_changes: u64 = changes.iter().map(|c| c.row_changes).sum();
     Ok(DebeziumReplayReport {
-        base_rows: load.iter().map(|c| c.row_changes).sum(),
+        base_rows: loaded.stats.row_changes_applied,
         row_changes,
-        transactions: sink.stats().transactions_applied - load.len() as u64,
+        transactions: replayed.stats.transactions_applied,
         events,
         json_bytes: bytes,
         decode_events_per_s: events as f64 / decode_seconds,
@@ -262,4 +252,38 @@ fn process_cpu_seconds() -> Option<f64> {
     let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     Some(ticks as f64 / 100.0)
+}
+
+/// Pre-encoded chunks as a finite source (positions continue after `start`).
+struct ChunkSource<'c> {
+    chunks: &'c [EncodedChunk],
+    chunk: usize,
+    offset: usize,
+    position: u64,
+}
+
+impl<'c> ChunkSource<'c> {
+    fn new(chunks: &'c [EncodedChunk], start: u64) -> Self {
+        Self { chunks, chunk: 0, offset: 0, position: start }
+    }
+}
+
+impl MessageSource for ChunkSource<'_> {
+    fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
+        while let Some(chunk) = self.chunks.get(self.chunk) {
+            let rest = &chunk.text[self.offset..];
+            if rest.is_empty() {
+                self.chunk += 1;
+                self.offset = 0;
+                continue;
+            }
+            let end = rest.find('\n').unwrap_or(rest.len());
+            buffer.clear();
+            buffer.push_str(&rest[..end]);
+            self.offset += (end + 1).min(rest.len());
+            self.position += 1;
+            return Ok(SourceEvent::Message(Position::generated(self.position)));
+        }
+        Ok(SourceEvent::End)
+    }
 }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use retina_core::Engine;
 
 use crate::error::{CdcError, CdcResult};
+use crate::pipeline::{DecodeStage, LineBatch, PreparedBatch, BATCH_LINES};
 use crate::sink::{Sink, SinkOptions, SinkStats};
 use crate::source::generator::GeneratorSource;
 use crate::source::lines::LineSource;
@@ -82,22 +83,43 @@ pub fn run(
     })
 }
 
+/// The replay loop: the source is read on this thread, lines are decoded in batches
+/// on the decode stage, and prepared messages are handed to the sink in order. When
+/// the source runs dry everything in flight is drained and the partial group-commit
+/// batch is sent.
 fn replay(sink: &mut Sink<'_>, source: &mut dyn MessageSource, stop: StopWhen) -> CdcResult<()> {
+    let mut stage = DecodeStage::start(sink.known_bindings())?;
+    let mut batch: LineBatch = Vec::with_capacity(BATCH_LINES);
     let mut buffer = String::with_capacity(4096);
     let mut idle_since: Option<Instant> = None;
-    let mut since_ack = 0u32;
+    let mut handled = 0u64;
     loop {
-        match source.next(&mut buffer)? {
+        let event = match source.next(&mut buffer) {
+            Ok(event) => event,
+            Err(error) => {
+                // What arrived before the source failed is applied first (a gap is
+                // reported after the transactions before it).
+                drain(sink, source, &mut stage, &mut batch, &mut handled)?;
+                return Err(error);
+            }
+        };
+        match event {
             SourceEvent::Message(position) => {
                 idle_since = None;
-                sink.handle(position, &buffer)?;
-                since_ack += 1;
-                if since_ack >= 4096 {
-                    since_ack = 0;
-                    acknowledge(sink, source)?;
+                let capacity = buffer.capacity();
+                batch.push((position, std::mem::replace(&mut buffer, String::with_capacity(capacity))));
+                if batch.len() >= BATCH_LINES {
+                    stage.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH_LINES)))?;
+                    // Keep one batch decoding while the previous one is applied.
+                    if stage.in_flight() > 1 {
+                        if let Some(prepared) = stage.receive()? {
+                            apply(sink, source, prepared, &mut handled)?;
+                        }
+                    }
                 }
             }
             SourceEvent::Idle => {
+                drain(sink, source, &mut stage, &mut batch, &mut handled)?;
                 sink.idle()?;
                 acknowledge(sink, source)?;
                 let since = *idle_since.get_or_insert_with(Instant::now);
@@ -105,11 +127,42 @@ fn replay(sink: &mut Sink<'_>, source: &mut dyn MessageSource, stop: StopWhen) -
                     break;
                 }
             }
-            SourceEvent::End => break,
+            SourceEvent::End => {
+                drain(sink, source, &mut stage, &mut batch, &mut handled)?;
+                break;
+            }
         }
     }
     sink.finish()?;
     acknowledge(sink, source)
+}
+
+fn drain(
+    sink: &mut Sink<'_>,
+    source: &mut dyn MessageSource,
+    stage: &mut DecodeStage,
+    batch: &mut LineBatch,
+    handled: &mut u64,
+) -> CdcResult<()> {
+    stage.send(std::mem::take(batch))?;
+    while let Some(prepared) = stage.receive()? {
+        apply(sink, source, prepared, handled)?;
+    }
+    Ok(())
+}
+
+fn apply(sink: &mut Sink<'_>, source: &mut dyn MessageSource, batch: PreparedBatch, handled: &mut u64) -> CdcResult<()> {
+    for (position, line, prepared) in batch {
+        match prepared {
+            Some(prepared) => sink.handle_prepared(position, prepared, &line)?,
+            None => sink.handle(position, &line)?,
+        }
+        *handled += 1;
+        if *handled % 4096 == 0 {
+            acknowledge(sink, source)?;
+        }
+    }
+    Ok(())
 }
 
 fn acknowledge(sink: &Sink<'_>, source: &mut dyn MessageSource) -> CdcResult<()> {

@@ -10,6 +10,7 @@ pub mod bench;
 pub mod debezium;
 pub mod error;
 pub mod ingest;
+pub mod pipeline;
 pub mod position;
 pub mod sink;
 pub mod source;

@@ -9,6 +9,7 @@
 
 mod dead_letter;
 mod failure;
+pub mod prepare;
 pub mod reconstruct;
 pub mod tables;
 
@@ -16,15 +17,16 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use retina_core::{Engine, RowChange};
+use retina_core::Engine;
 
-use crate::debezium::{decode_line, ChangeEvent, Message, Op};
+use crate::debezium::{decode_line, Message};
 use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition, SourceOrder};
 pub use dead_letter::DeadLetterWriter;
 pub use failure::{decode_key, InFlight};
 pub use reconstruct::{CompletedTransaction, Grouping, PendingChange, Reconstructor, Rejected};
-use tables::{TableBinding, TableResolver};
+pub use prepare::Prepared;
+use tables::TableResolver;
 
 /// How the sink treats its stream.
 #[derive(Clone, Debug)]
@@ -177,33 +179,70 @@ impl<'e> Sink<'e> {
         Ok(())
     }
 
+    /// Handles one message the decode stage already prepared (see
+    /// [`prepare::prepare_known`]); `line` is its raw text, for dead letters.
+    pub fn handle_prepared(&mut self, position: Position, prepared: Prepared, line: &str) -> CdcResult<()> {
+        self.stats.messages += 1;
+        self.last_position = Some(position);
+        if self.resume.is_some_and(|r| position.value <= r.transport) {
+            return Ok(());
+        }
+        let result = self.accept_prepared(position, prepared, line);
+        let submitted = self.submit_completed();
+        match result {
+            Ok(()) => submitted,
+            Err(rejected) => {
+                submitted?;
+                self.reject(rejected)
+            }
+        }
+    }
+
+    /// The tables resolved so far, for a decode stage on another thread.
+    pub fn known_bindings(&self) -> Arc<parking_lot::RwLock<tables::KnownBindings>> {
+        self.tables.known()
+    }
+
     fn accept(&mut self, position: Position, line: &str) -> Result<(), Rejected> {
-        let raw_for_dead_letter = self.dead_letter.is_some().then_some(line);
         let rejected = |error: CdcError| Rejected { error: Box::new(error), messages: vec![(position, line.to_string())] };
         let message = decode_line(line).map_err(|error| rejected(CdcError::Decode { position, table: None, error }))?;
-        match message {
-            Message::Tombstone => {
+        let prepared = match message {
+            Message::Tombstone => Prepared::Tombstone,
+            Message::Begin { id } => Prepared::Begin { id },
+            Message::End { id, event_count, data_collections } => Prepared::End { id, event_count, data_collections },
+            Message::Change(event) => {
+                let binding = self.tables.resolve(self.engine, &event, position).map_err(rejected)?;
+                let changes = prepare::row_changes(&binding, &event, position).map_err(rejected)?;
+                prepare::change(*event, &binding, changes)
+            }
+        };
+        self.accept_prepared(position, prepared, line)
+    }
+
+    fn accept_prepared(&mut self, position: Position, prepared: Prepared, line: &str) -> Result<(), Rejected> {
+        let raw_for_dead_letter = self.dead_letter.is_some().then_some(line);
+        match prepared {
+            Prepared::Tombstone => {
                 self.stats.tombstones += 1;
                 Ok(())
             }
-            Message::Begin { id } => {
+            Prepared::Begin { id } => {
                 self.reconstructor.begin(id, position, raw_for_dead_letter);
                 Ok(())
             }
-            Message::End { id, event_count, data_collections } => {
+            Prepared::End { id, event_count, data_collections } => {
                 let completed = self.reconstructor.end(&id, event_count, &data_collections, position, raw_for_dead_letter)?;
                 self.completed.push(completed);
                 Ok(())
             }
-            Message::Change(event) => {
+            Prepared::Change { table, changes, transaction, source_transaction, order } => {
                 self.stats.change_events += 1;
-                let (changes, table) = self.row_changes(&event, position).map_err(rejected)?;
                 for change in changes {
-                    let pending = PendingChange { change, table: Arc::clone(&table), position, order: event.order };
+                    let pending = PendingChange { change, table: Arc::clone(&table), position, order };
                     self.reconstructor.change(
                         pending,
-                        event.transaction.as_ref(),
-                        event.source_transaction.as_deref(),
+                        transaction.as_ref(),
+                        source_transaction.as_deref(),
                         raw_for_dead_letter,
                         &mut self.completed,
                     )?;
@@ -211,56 +250,6 @@ impl<'e> Sink<'e> {
                 Ok(())
             }
         }
-    }
-
-    /// The row changes of one event (a truncate is refused: see [`Op::Truncate`]).
-    fn row_changes(&mut self, event: &ChangeEvent<'_>, position: Position) -> CdcResult<(Vec<RowChange>, Arc<str>)> {
-        let binding: Arc<TableBinding> = self.tables.resolve(self.engine, event, position)?;
-        let plan = &binding.plan;
-        let decode_error = |field: &str| {
-            let table = Some(event.table.clone());
-            let field = field.to_string();
-            move |error: crate::DecodeError| CdcError::Decode { position, table, error: error.within(&field) }
-        };
-        let table = binding.id;
-        let changes = match event.op {
-            Op::Create | Op::Read => {
-                let after = event.after.as_ref().ok_or_else(|| decode_error("")(crate::DecodeError::missing("after")))?;
-                vec![RowChange::Insert { table, row: plan.decode_row(after).map_err(decode_error("after"))? }]
-            }
-            Op::Update => {
-                let after = event.after.as_ref().ok_or_else(|| decode_error("")(crate::DecodeError::missing("after")))?;
-                let row = plan.decode_row(after).map_err(decode_error("after"))?;
-                let key = match &event.before {
-                    Some(before) => plan.decode_key(before).map_err(decode_error("before"))?,
-                    None => plan.key_of_row(&row).map_err(decode_error("after"))?,
-                };
-                vec![RowChange::Update { table, key, row }]
-            }
-            Op::Delete => {
-                let key = match (&event.before, event.key) {
-                    (Some(before), _) => plan.decode_key(before).map_err(decode_error("before"))?,
-                    (None, Some(key)) => plan.decode_key_json(key).map_err(decode_error("key"))?,
-                    (None, None) => {
-                        return Err(CdcError::NoPrimaryKey {
-                            position,
-                            table: event.table.clone(),
-                            reason: "delete without a before-image or a message key".into(),
-                        })
-                    }
-                };
-                vec![RowChange::Delete { table, key }]
-            }
-            Op::Truncate => {
-                return Err(CdcError::Apply {
-                    position,
-                    transaction: event.transaction.as_ref().map_or_else(|| "-".into(), |t| t.id.clone()),
-                    table: Some(event.table.clone()),
-                    reason: "truncate is not supported: the engine has no truncate operation yet".into(),
-                })
-            }
-        };
-        Ok((changes, Arc::clone(&binding.name)))
     }
 
     fn submit_completed(&mut self) -> CdcResult<()> {

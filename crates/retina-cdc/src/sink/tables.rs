@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_schema::{Field, Schema};
+use parking_lot::RwLock;
 use retina_core::{Engine, TableId, TableSchema};
 use serde_json::value::RawValue;
 
@@ -24,33 +25,51 @@ pub struct TableBinding {
     pub plan: TablePlan,
 }
 
-/// Resolves events to tables. Caches bindings by table name (schemaless events) and
-/// by the raw schema text (events with schemas: each distinct schema is checked
-/// against the table once).
-pub struct TableResolver {
-    primary_keys: HashMap<String, Vec<String>>,
-    infer_schema: bool,
+/// The bindings resolved so far: by table name (schemaless events) and by the raw
+/// schema text (events with schemas: each distinct schema is checked against the
+/// table once). Shared with the decode stage, which may only read it.
+#[derive(Default)]
+pub struct KnownBindings {
     by_name: HashMap<String, Arc<TableBinding>>,
     by_schema: HashMap<Box<str>, Arc<TableBinding>>,
 }
 
+impl KnownBindings {
+    /// The binding `event` resolves to, if it was resolved before.
+    pub fn lookup(&self, event: &ChangeEvent<'_>) -> Option<Arc<TableBinding>> {
+        match event.schema {
+            Some(schema) => self.by_schema.get(schema.get()).cloned(),
+            None => self.by_name.get(&event.table).cloned(),
+        }
+    }
+}
+
+/// Resolves events to tables (see [`KnownBindings`] for the caches).
+pub struct TableResolver {
+    primary_keys: HashMap<String, Vec<String>>,
+    infer_schema: bool,
+    known: Arc<RwLock<KnownBindings>>,
+}
+
 impl TableResolver {
     pub fn new(primary_keys: HashMap<String, Vec<String>>, infer_schema: bool) -> Self {
-        Self { primary_keys, infer_schema, by_name: HashMap::new(), by_schema: HashMap::new() }
+        Self { primary_keys, infer_schema, known: Arc::default() }
+    }
+
+    /// The caches, for readers on other threads.
+    pub fn known(&self) -> Arc<RwLock<KnownBindings>> {
+        Arc::clone(&self.known)
     }
 
     /// The binding for `event`'s table, creating the table if needed.
     pub fn resolve(&mut self, engine: &Engine, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Arc<TableBinding>> {
-        if let Some(schema) = event.schema {
-            if let Some(binding) = self.by_schema.get(schema.get()) {
-                return Ok(Arc::clone(binding));
-            }
-            let binding = self.resolve_with_schema(engine, event, schema, position)?;
-            self.by_schema.insert(schema.get().into(), Arc::clone(&binding));
+        if let Some(binding) = self.known.read().lookup(event) {
             return Ok(binding);
         }
-        if let Some(binding) = self.by_name.get(&event.table) {
-            return Ok(Arc::clone(binding));
+        if let Some(schema) = event.schema {
+            let binding = self.resolve_with_schema(engine, event, schema, position)?;
+            self.known.write().by_schema.insert(schema.get().into(), Arc::clone(&binding));
+            return Ok(binding);
         }
         let binding = match engine.table_id(&event.table) {
             Some(id) => Arc::new(catalog_binding(engine, id, position)?),
@@ -66,7 +85,7 @@ impl TableResolver {
                 })
             }
         };
-        self.by_name.insert(event.table.clone(), Arc::clone(&binding));
+        self.known.write().by_name.insert(event.table.clone(), Arc::clone(&binding));
         Ok(binding)
     }
 
@@ -87,7 +106,7 @@ impl TableResolver {
             }
         };
         let binding = Arc::new(binding);
-        self.by_name.insert(event.table.clone(), Arc::clone(&binding));
+        self.known.write().by_name.insert(event.table.clone(), Arc::clone(&binding));
         Ok(binding)
     }
 
