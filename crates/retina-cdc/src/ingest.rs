@@ -158,7 +158,8 @@ fn apply(sink: &mut Sink<'_>, source: &mut dyn MessageSource, batch: PreparedBat
             None => sink.handle(position, &line)?,
         }
         *handled += 1;
-        if *handled % 4096 == 0 {
+        // Acknowledge every 4096 messages (and whenever the source runs dry).
+        if *handled & 4095 == 0 {
             acknowledge(sink, source)?;
         }
     }
