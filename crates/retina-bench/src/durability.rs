@@ -9,10 +9,11 @@
 //!    time to rebuild its state is reported per million rows.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use retina_core::{CoreError, CoreResult, Engine, EngineConfig};
+use retina_core::{CoreError, CoreResult, Engine, EngineConfig, RowChange};
 use retina_storage::ParquetLakeStore;
 use serde::Serialize;
 
@@ -28,11 +29,20 @@ pub struct DurabilityBenchConfig {
     pub seconds: f64,
     pub checkpoint_every: Duration,
     pub seed: u64,
+    /// Row changes replayed flat out for the storage-GC comparison (each side).
+    pub gc_effect_changes: u64,
 }
 
 impl Default for DurabilityBenchConfig {
     fn default() -> Self {
-        Self { base_rows: 1_000_000, rate: 200_000, seconds: 10.0, checkpoint_every: Duration::from_millis(500), seed: 42 }
+        Self {
+            base_rows: 1_000_000,
+            rate: 200_000,
+            seconds: 10.0,
+            checkpoint_every: Duration::from_millis(500),
+            seed: 42,
+            gc_effect_changes: 2_000_000,
+        }
     }
 }
 
@@ -53,6 +63,14 @@ pub struct DurabilityReport {
     pub recovered_rows: u64,
     pub recovery_ms: f64,
     pub recovery_ms_per_million_rows: f64,
+    /// Replay of the same amount of pre-generated changes, flat out, without and
+    /// with storage GC rewriting files at the same time.
+    pub replay_changes_per_s_without_storage_gc: f64,
+    pub replay_changes_per_s_with_storage_gc: f64,
+    /// 1 - with / without (target <= 0.10).
+    pub replay_drop_during_storage_gc: f64,
+    pub storage_gc_rows_rewritten: u64,
+    pub storage_gc_rows_per_s: f64,
 }
 
 struct SteadyRun {
@@ -118,6 +136,55 @@ fn steady(engine: &Engine, generator: &mut ChBenchGenerator, config: &Durability
     })
 }
 
+/// Replays `batches` flat out; returns row changes per second.
+fn replay_flat_out(engine: &Engine, batches: Vec<Vec<RowChange>>) -> CoreResult<f64> {
+    let changes: usize = batches.iter().map(Vec::len).sum();
+    let start = Instant::now();
+    for txn in batches {
+        engine.submit(txn)?;
+    }
+    engine.sync()?;
+    Ok(changes as f64 / start.elapsed().as_secs_f64())
+}
+
+/// Storage GC's cost to replay: the same volume replayed without and with a
+/// concurrent storage-GC loop (threshold 0: every file with a stale row is rewritten).
+fn storage_gc_effect(engine: &Engine, generator: &mut ChBenchGenerator, changes: u64) -> CoreResult<(f64, f64, u64, f64)> {
+    let stream = |generator: &mut ChBenchGenerator| {
+        let mut out = Vec::new();
+        let mut total = 0;
+        while total < changes {
+            let (_, txn) = generator.next_transaction(0);
+            total += txn.len() as u64;
+            out.push(txn);
+        }
+        out
+    };
+    let first = stream(generator);
+    let second = stream(generator);
+    engine.collect_garbage();
+    let without = replay_flat_out(engine, first)?;
+    engine.collect_garbage();
+    let stop = AtomicBool::new(false);
+    let (with, (rewritten, gc_seconds)) = std::thread::scope(|scope| -> CoreResult<_> {
+        let gc = scope.spawn(|| -> CoreResult<(u64, f64)> {
+            let (mut rows, mut seconds) = (0u64, 0.0);
+            while !stop.load(SeqCst) {
+                engine.collect_garbage();
+                let report = engine.collect_storage_garbage(0.0)?;
+                rows += report.rows_kept;
+                seconds += report.millis / 1000.0;
+            }
+            Ok((rows, seconds))
+        });
+        let with = replay_flat_out(engine, second);
+        stop.store(true, SeqCst);
+        let gc = gc.join().map_err(|_| CoreError::EngineStopped { reason: "storage GC thread panicked".into() })??;
+        Ok((with?, gc))
+    })?;
+    Ok((without, with, rewritten, rewritten as f64 / gc_seconds.max(1e-9)))
+}
+
 pub fn run(config: &DurabilityBenchConfig, work_dir: &Path, progress: Progress) -> CoreResult<DurabilityReport> {
     // Without checkpoints first (a separate lakehouse), then with them.
     let without = {
@@ -126,18 +193,21 @@ pub fn run(config: &DurabilityBenchConfig, work_dir: &Path, progress: Progress) 
         steady(&engine, &mut generator, config, "steady, no checkpoints", progress)?
     };
     let dir = work_dir.join("with");
-    let (with, checkpoint) = {
+    let (with, checkpoint, mut generator) = {
         let engine = engine_in(&dir, Some(config.checkpoint_every))?;
         let mut generator = load(&engine, config, progress)?;
         let with = steady(&engine, &mut generator, config, "steady, with checkpoints", progress)?;
         engine.sync()?;
         let checkpoint = engine.checkpoint()?;
-        (with, checkpoint)
-        // Dropped here without `close`: recovery below starts from that checkpoint.
+        (with, checkpoint, generator)
+        // Dropped here without `close`: recovery below starts from that checkpoint,
+        // which holds everything, so the generator's state still matches the data.
     };
     let started = Instant::now();
     let engine = engine_in(&dir, None)?;
     let recovery_ms = started.elapsed().as_secs_f64() * 1000.0;
+    progress("storage GC effect", 0, 1);
+    let (without_gc, with_gc, rewritten, gc_rows_per_s) = storage_gc_effect(&engine, &mut generator, config.gc_effect_changes)?;
     let report = engine.recovery_report().cloned().ok_or_else(|| CoreError::Storage("the engine did not recover".into()))?;
     let recovered_rows = report.rows_scanned;
     Ok(DurabilityReport {
@@ -154,5 +224,10 @@ pub fn run(config: &DurabilityBenchConfig, work_dir: &Path, progress: Progress) 
         recovered_rows,
         recovery_ms,
         recovery_ms_per_million_rows: recovery_ms / (recovered_rows.max(1) as f64 / 1e6),
+        replay_changes_per_s_without_storage_gc: without_gc,
+        replay_changes_per_s_with_storage_gc: with_gc,
+        replay_drop_during_storage_gc: 1.0 - with_gc / without_gc,
+        storage_gc_rows_rewritten: rewritten,
+        storage_gc_rows_per_s: gc_rows_per_s,
     })
 }

@@ -39,3 +39,22 @@ fn live_workload_keeps_cross_table_invariant_and_reports_figures() {
     assert!(report.freshness.count > 0);
     assert!(dir.path().join("catalog/manifest.json").exists());
 }
+
+#[test]
+fn durability_benchmark_reports_sane_figures_on_a_small_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = retina_bench::durability::DurabilityBenchConfig {
+        base_rows: 5_000,
+        rate: 20_000,
+        seconds: 1.2,
+        checkpoint_every: std::time::Duration::from_millis(200),
+        seed: 9,
+        gc_effect_changes: 20_000,
+    };
+    let report = retina_bench::durability::run(&config, dir.path(), &mut retina_bench::progress::silent).expect("run");
+    assert!(report.checkpoints_taken >= 2, "{report:?}");
+    assert!(report.recovered_rows > 5_000, "{report:?}");
+    assert!(report.storage_gc_rows_rewritten > 0, "{report:?}");
+    assert!(report.replay_changes_per_s_with_storage_gc > 0.0 && report.replay_changes_per_s_without_storage_gc > 0.0);
+    assert!(report.commit_latency_with_checkpoints.count > 0);
+}
