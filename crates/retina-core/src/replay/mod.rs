@@ -14,6 +14,7 @@ mod routing;
 mod shard;
 mod shared;
 mod source_progress;
+mod startup;
 mod stats;
 mod storage_gc;
 
