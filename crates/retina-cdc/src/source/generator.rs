@@ -103,7 +103,6 @@ impl GeneratorSource {
                 }
                 let start = Instant::now();
                 let mut produced = 0u64;
-                let mut sequence = 0i64;
                 loop {
                     if producer_stop.load(Relaxed)
                         || spec.duration.is_some_and(|d| start.elapsed() >= d)
@@ -122,7 +121,6 @@ impl GeneratorSource {
                     }
                     let mut chunk = EncodedChunk { text: String::with_capacity(64 * 1024), row_changes: 0 };
                     while produced < due && chunk.text.len() < 60 * 1024 {
-                        sequence += 1;
                         let (_, txn) = generator.next_transaction(now_micros());
                         if encoder.encode_transaction(&txn, &mut chunk.text).is_err() {
                             return;
@@ -130,7 +128,6 @@ impl GeneratorSource {
                         chunk.row_changes += txn.len() as u64;
                         produced += txn.len() as u64;
                     }
-                    let _ = sequence;
                     if sender.send(chunk).is_err() {
                         return;
                     }
