@@ -141,12 +141,6 @@ fn new_column_and_incompatible_change_name_table_and_column() {
 }
 
 #[test]
-fn truncate_is_refused_naming_the_table() {
-    let line = event("c", 1, Some("a"), None).replace(r#""op":"c""#, r#""op":"t""#).replace(r#""after":{"id":1,"name":"a"}"#, r#""after":null"#);
-    expect_error(&[line], &["line 1", "table s.t", "truncate"]);
-}
-
-#[test]
 fn dead_letter_diverts_bad_messages_and_whole_bad_transactions_and_continues() {
     let test = engine();
     let dead = test.dir.path().join("dead.jsonl");

@@ -12,6 +12,7 @@ mod failure;
 pub mod prepare;
 pub mod reconstruct;
 pub mod tables;
+mod truncate;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition, SourceOrder};
 pub use dead_letter::DeadLetterWriter;
 pub use failure::{decode_key, InFlight};
-pub use reconstruct::{CompletedTransaction, Grouping, PendingChange, Reconstructor, Rejected};
+pub use reconstruct::{CompletedTransaction, Grouping, PendingChange, Reconstructor, Rejected, SinkChange};
 pub use prepare::Prepared;
 use tables::TableResolver;
 
@@ -269,7 +270,22 @@ impl<'e> Sink<'e> {
             }
             let position = SinkPosition { transport: transaction.last.value, order: transaction.order };
             let count = transaction.changes.len() as u64;
-            let changes = transaction.changes.into_iter().map(|c| c.change).collect();
+            let changes = if transaction.changes.iter().any(|c| matches!(c.change, SinkChange::Truncate(_))) {
+                let (first, id) = (transaction.first, transaction.id.clone());
+                truncate::expand(self.engine, transaction.changes.into_iter().map(|c| c.change).collect()).map_err(|e| match e {
+                    CdcError::Engine(core) => self.explain(core),
+                    other => CdcError::Apply { position: first, transaction: id, table: None, reason: other.to_string() },
+                })?
+            } else {
+                transaction
+                    .changes
+                    .into_iter()
+                    .filter_map(|c| match c.change {
+                        SinkChange::Row(row) => Some(row),
+                        SinkChange::Truncate(_) => None,
+                    })
+                    .collect()
+            };
             let ts = match self.engine.submit_from(&self.source, position.encode(), changes) {
                 Ok(ts) => ts,
                 Err(error) => {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use retina_core::RowChange;
 
+use super::reconstruct::SinkChange;
 use super::tables::{KnownBindings, TableBinding};
 use crate::debezium::{decode_line, ChangeEvent, Message, Op, TransactionBlock};
 use crate::error::{CdcError, CdcResult, DecodeError};
@@ -20,7 +21,7 @@ pub enum Prepared {
     End { id: String, event_count: u64, data_collections: Vec<(String, u64)> },
     Change {
         table: Arc<str>,
-        changes: Vec<RowChange>,
+        changes: Vec<SinkChange>,
         transaction: Option<TransactionBlock>,
         source_transaction: Option<String>,
         order: Option<SourceOrder>,
@@ -44,7 +45,7 @@ pub fn prepare_known(line: &str, position: Position, known: &RwLock<KnownBinding
 }
 
 /// The prepared form of a change event whose row changes are known.
-pub fn change(event: ChangeEvent<'_>, binding: &TableBinding, changes: Vec<RowChange>) -> Prepared {
+pub fn change(event: ChangeEvent<'_>, binding: &TableBinding, changes: Vec<SinkChange>) -> Prepared {
     Prepared::Change {
         table: Arc::clone(&binding.name),
         changes,
@@ -54,9 +55,8 @@ pub fn change(event: ChangeEvent<'_>, binding: &TableBinding, changes: Vec<RowCh
     }
 }
 
-/// The row changes of one event of `binding`'s table (a truncate is refused: the engine
-/// has no truncate operation).
-pub fn row_changes(binding: &TableBinding, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Vec<RowChange>> {
+/// The changes one event of `binding`'s table asks for.
+pub fn row_changes(binding: &TableBinding, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Vec<SinkChange>> {
     let plan = &binding.plan;
     let decode_error = |field: &str| {
         let table = Some(event.table.clone());
@@ -64,10 +64,10 @@ pub fn row_changes(binding: &TableBinding, event: &ChangeEvent<'_>, position: Po
         move |error: DecodeError| CdcError::Decode { position, table, error: error.within(&field) }
     };
     let table = binding.id;
-    Ok(match event.op {
+    let change = match event.op {
         Op::Create | Op::Read => {
             let after = event.after.as_ref().ok_or_else(|| decode_error("")(DecodeError::missing("after")))?;
-            vec![RowChange::Insert { table, row: plan.decode_row(after).map_err(decode_error("after"))? }]
+            RowChange::Insert { table, row: plan.decode_row(after).map_err(decode_error("after"))? }
         }
         Op::Update => {
             let after = event.after.as_ref().ok_or_else(|| decode_error("")(DecodeError::missing("after")))?;
@@ -76,7 +76,7 @@ pub fn row_changes(binding: &TableBinding, event: &ChangeEvent<'_>, position: Po
                 Some(before) => plan.decode_key(before).map_err(decode_error("before"))?,
                 None => plan.key_of_row(&row).map_err(decode_error("after"))?,
             };
-            vec![RowChange::Update { table, key, row }]
+            RowChange::Update { table, key, row }
         }
         Op::Delete => {
             let key = match (&event.before, event.key) {
@@ -90,15 +90,9 @@ pub fn row_changes(binding: &TableBinding, event: &ChangeEvent<'_>, position: Po
                     })
                 }
             };
-            vec![RowChange::Delete { table, key }]
+            RowChange::Delete { table, key }
         }
-        Op::Truncate => {
-            return Err(CdcError::Apply {
-                position,
-                transaction: event.transaction.as_ref().map_or_else(|| "-".into(), |t| t.id.clone()),
-                table: Some(event.table.clone()),
-                reason: "truncate is not supported: the engine has no truncate operation yet".into(),
-            })
-        }
-    })
+        Op::Truncate => return Ok(vec![SinkChange::Truncate(table)]),
+    };
+    Ok(vec![SinkChange::Row(change)])
 }

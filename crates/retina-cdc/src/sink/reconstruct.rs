@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use retina_core::RowChange;
+use retina_core::{RowChange, TableId};
 
 use crate::debezium::TransactionBlock;
 use crate::error::CdcError;
@@ -40,10 +40,19 @@ impl std::str::FromStr for Grouping {
     }
 }
 
-/// One decoded row change waiting for its transaction to complete.
+/// What one event asks of its mirror transaction.
+#[derive(Debug, Clone)]
+pub enum SinkChange {
+    Row(RowChange),
+    /// Delete every row of the table (Debezium `op: t`); expanded into deletes of the
+    /// then-live keys when its transaction is submitted.
+    Truncate(TableId),
+}
+
+/// One decoded change waiting for its transaction to complete.
 #[derive(Debug, Clone)]
 pub struct PendingChange {
-    pub change: RowChange,
+    pub change: SinkChange,
     pub table: Arc<str>,
     pub position: Position,
     pub order: Option<SourceOrder>,
