@@ -4,7 +4,11 @@
 //! - [`debezium`]: the decoder (and an encoder for generated streams);
 //! - [`sink`]: table resolution, transaction reconstruction, exactly-once positions,
 //!   dead letters, submission to the engine;
-//! - [`source`]: `file:PATH`, `-`, `nats://HOST:PORT/STREAM`, `generator:chbench`.
+//! - [`source`]: `file:PATH`, `-`, `nats://HOST:PORT/STREAM`, `generator:chbench`
+//!   ([`parse_source_uri`] is what `retina serve --source` parses too);
+//! - [`pipeline`]: the decode stage, a thread that decodes while the sink applies;
+//! - [`ingest`]: the replay loop (source -> decode stage -> sink -> acknowledgements);
+//! - [`bench`]: `retina bench replay --format debezium` and `retina bench freshness`.
 
 pub mod bench;
 pub mod debezium;
