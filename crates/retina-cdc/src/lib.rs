@@ -8,7 +8,7 @@
 //!   ([`parse_source_uri`] is what `retina serve --source` parses too);
 //! - [`pipeline`]: the decode stage, a thread that decodes while the sink applies;
 //! - [`ingest`]: the replay loop (source -> decode stage -> sink -> acknowledgements);
-//! - [`bench`]: `retina bench replay --format debezium` and `retina bench freshness`.
+//! - [`bench`](mod@bench): `retina bench replay --format debezium` and `retina bench freshness`.
 
 pub mod bench;
 pub mod debezium;
