@@ -65,11 +65,15 @@ pub fn run(
     let mut sink = Sink::new(engine, uri, options)?;
     let start = Instant::now();
     match replay(&mut sink, source, stop) {
-        Ok(()) => {}
+        Ok(()) => {
+            // Make everything applied durable, then let the source discard it.
+            engine.checkpoint()?;
+            acknowledge(&sink, source)?;
+        }
         Err(error) => {
             // Stop at the bad transaction, but let everything before it become visible
             // (and acknowledged), so a restart resumes right there.
-            if engine.failure().is_none() && sink.idle().is_ok() && engine.sync().is_ok() {
+            if engine.failure().is_none() && sink.idle().is_ok() && engine.sync().is_ok() && engine.checkpoint().is_ok() {
                 let _ = acknowledge(&sink, source);
             }
             return Err(error);
@@ -166,8 +170,10 @@ fn apply(sink: &mut Sink<'_>, source: &mut dyn MessageSource, batch: PreparedBat
     Ok(())
 }
 
+/// Tells the source it may discard what the latest checkpoint holds (not merely what
+/// is visible: a crash recovers to the checkpoint and replays from its position).
 fn acknowledge(sink: &Sink<'_>, source: &mut dyn MessageSource) -> CdcResult<()> {
-    match sink.visible_position() {
+    match sink.durable_position() {
         Some(position) => source.acknowledge(position),
         None => Ok(()),
     }

@@ -116,11 +116,21 @@ impl<'e> Sink<'e> {
         self.resume
     }
 
-    /// The position of this source's newest *visible* transaction, i.e. what may be
-    /// acknowledged to the source (as far as checkpoints make it durable).
+    /// The position of this source's newest *visible* transaction (not yet durable:
+    /// acknowledge [`Self::durable_position`] instead).
     pub fn visible_position(&self) -> Option<SinkPosition> {
         self.engine
             .source_positions()
+            .into_iter()
+            .find(|p| p.source == self.source)
+            .and_then(|p| SinkPosition::decode(&p.position))
+    }
+
+    /// The position of this source's newest transaction held by the latest saved
+    /// checkpoint: what may be acknowledged to the source (a crash goes back there).
+    pub fn durable_position(&self) -> Option<SinkPosition> {
+        self.engine
+            .durable_positions()
             .into_iter()
             .find(|p| p.source == self.source)
             .and_then(|p| SinkPosition::decode(&p.position))

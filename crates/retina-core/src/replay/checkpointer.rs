@@ -113,7 +113,7 @@ impl EngineShared {
             shards: self.config.shards,
             next_file_id: self.next_file_id.load(std::sync::atomic::Ordering::Relaxed),
             tables: checkpoint_tables,
-            sources,
+            sources: sources.clone(),
         };
         fail::fail_point!("checkpoint::after-segments");
         // The catalog must list every flushed file the checkpoint relies on.
@@ -125,6 +125,7 @@ impl EngineShared {
         self.checkpoint_seq.store(sequence, std::sync::atomic::Ordering::Relaxed);
         self.delete_retired_files()?;
         self.sources.trim(ts);
+        *self.durable_sources.lock() = sources;
         self.stats.checkpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.stats.last_checkpoint_ts.store(ts.0, std::sync::atomic::Ordering::Relaxed);
         drop(snapshot);

@@ -137,6 +137,13 @@ impl Engine {
         self.submit_inner(changes, Some((source, position)))
     }
 
+    /// For every source, the position held by the latest saved checkpoint: only up
+    /// to here may a source be told it can discard data. Visible is not enough: a
+    /// crash before the next checkpoint goes back to this position.
+    pub fn durable_positions(&self) -> Vec<SourcePosition> {
+        self.shared.durable_sources.lock().clone()
+    }
+
     /// For every source, the position of its newest visible transaction.
     pub fn source_positions(&self) -> Vec<SourcePosition> {
         self.shared.sources.at(self.shared.txn.high_watermark().prev())

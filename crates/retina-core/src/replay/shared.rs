@@ -11,7 +11,7 @@ use parking_lot::{Mutex, RwLock};
 
 use super::flusher::{FlushJob, FlushMessage};
 use super::shard::virtual_file_for;
-use super::source_progress::SourceProgress;
+use super::source_progress::{SourcePosition, SourceProgress};
 use super::stats::SharedStats;
 use super::storage_gc::RetiredFile;
 use super::EngineConfig;
@@ -53,6 +53,9 @@ pub(crate) struct EngineShared {
     /// Checkpoint segments written so far for each buffered (virtual) file.
     pub(crate) checkpoint_segments: Mutex<HashMap<FileId, Vec<RowSegment>>>,
     pub(crate) sources: SourceProgress,
+    /// Per source, the position the latest saved checkpoint holds: what a source may
+    /// be told to discard (NATS acknowledgement, PostgreSQL flush LSN).
+    pub(crate) durable_sources: Mutex<Vec<SourcePosition>>,
     /// Files swapped out by storage GC, waiting for deletion.
     pub(crate) retired: Mutex<Vec<RetiredFile>>,
     /// Sequence number of the last checkpoint started, and of the last completed.

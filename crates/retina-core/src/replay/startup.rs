@@ -119,6 +119,7 @@ impl Engine {
             checkpoint_started: AtomicU64::new(0),
             checkpoint_seq: AtomicU64::new(0),
             sources: SourceProgress::restored(&state.sources),
+            durable_sources: Mutex::new(state.sources.clone()),
             stats: SharedStats::default(),
         });
         let mut threads = Vec::new();
