@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 # retina-cdc's NATS tests run a JetStream server.
 missing=()
 command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
+# retina-server's and the CLI's SQL tests run the real psql.
+command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]} for the tests" >&2
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"

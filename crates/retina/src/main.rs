@@ -30,6 +30,10 @@ enum Command {
     /// Replay a finite CDC source (Debezium JSON lines, a JetStream stream until idle,
     /// a bounded generator) into a data dir, then exit.
     Ingest(commands::ingest::IngestArgs),
+    /// Replay sources into a data dir and serve SQL (PostgreSQL protocol) and metrics.
+    Serve(commands::serve::ServeArgs),
+    /// Run SQL against a running server or a stopped data dir.
+    Sql(commands::sql::SqlArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,5 +43,7 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => commands::bench::run(args),
         Command::Jobs(args) => commands::jobs::run(args),
         Command::Ingest(args) => commands::ingest::run(args),
+        Command::Serve(args) => commands::serve::run(args),
+        Command::Sql(args) => commands::sql::run(args),
     }
 }

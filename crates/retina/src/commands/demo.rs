@@ -30,18 +30,19 @@ pub struct DemoArgs {
     base_rows: u64,
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Keep the SQL endpoint open afterwards (needs the SQL front end).
+    /// Open the SQL endpoint (PostgreSQL protocol) once the base data is loaded and
+    /// keep it open after the summary, until Ctrl-C.
     #[arg(long)]
     serve: bool,
+    /// Address of the SQL endpoint with `--serve`.
+    #[arg(long, default_value = retina_server::DEFAULT_SQL_LISTEN)]
+    listen: String,
     /// Print the summary as one JSON object on the last line too.
     #[arg(long)]
     json: bool,
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
-    if args.serve {
-        bail!("--serve needs the SQL front end (PostgreSQL wire protocol), which this build does not have yet");
-    }
     if !(args.seconds > 0.0) {
         bail!("--seconds must be positive, got {}", args.seconds);
     }
@@ -54,8 +55,20 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
     let config = LiveConfig { base_rows: args.base_rows, seconds: args.seconds, rate: args.rate, seed: args.seed };
     let mut progress = TerminalProgress::new();
-    let report = live::run(&config, &args.data_dir, &mut |phase, done, total| progress.update(phase, done, total))?;
+    let mut sql = None;
+    let listen = args.serve.then_some(args.listen.as_str());
+    let (report, engine) = live::run_with(
+        &config,
+        &args.data_dir,
+        &mut |phase, done, total| progress.update(phase, done, total),
+        &mut |engine| sql = Some(super::demo_sql::DemoSql::start(engine, listen)),
+    )?;
     progress.finish();
+    let mut sql = sql.transpose()?;
+    let sql_latencies = match sql.as_mut() {
+        Some(sql) => sql.stop_queries()?,
+        None => Vec::new(),
+    };
 
     let latency = |l: &Latency| format!("p50 {:>8.2} ms  p99 {:>8.2} ms  ({} runs)", l.p50_ms, l.p99_ms, l.count);
     println!("Summary");
@@ -66,6 +79,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     println!("  CH-Q1 (order lines)       {}", latency(&report.q1_latency));
     println!("  new orders vs undelivered {}", latency(&report.consistency_latency));
     println!("  stock level               {}", latency(&report.stock_level_latency));
+    for (name, sql_latency) in &sql_latencies {
+        println!("  SQL {name:<21} {}", latency(sql_latency));
+    }
     println!("  consistency violations    {}", report.consistency_violations);
     println!("  visibility memory         {:.3} bits per tuple over {} versions", report.visibility_bits_per_tuple, report.stored_versions);
     println!("  Parquet files flushed     {}", report.files_flushed);
@@ -76,6 +92,14 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     if report.consistency_violations > 0 {
         bail!("{} snapshots saw new_order and undelivered orders disagree", report.consistency_violations);
+    }
+    if let (true, Some(sql)) = (args.serve, sql.as_mut()) {
+        sql.serve_until_interrupted()?;
+    }
+    drop(sql);
+    // Clean shutdown: a final checkpoint, so the data dir opens again as it is now.
+    if let Ok(engine) = std::sync::Arc::try_unwrap(engine) {
+        engine.close()?;
     }
     Ok(())
 }

@@ -2,8 +2,13 @@
 
 pub mod bench;
 pub mod bench_cdc;
+pub mod bench_query;
 pub mod bench_scheduler;
 pub mod demo;
 pub mod ingest;
+pub mod demo_sql;
 pub mod jobs;
 pub mod progress;
+pub mod serve;
+pub mod serve_sources;
+pub mod sql;

@@ -1,0 +1,230 @@
+//! `RetinaScanExec`: the physical scan of one Retina table at a query's snapshot.
+//!
+//! One output partition per scan split (a flushed file with its single row group, or
+//! a write buffer's virtual file), so DataFusion reads splits in parallel. Each split
+//! is read by `retina_core::scan::read_split` — row-group skip by `_create_ts` min/max,
+//! the visibility bitmap applied while decoding, the `_create_ts` prefix cut — so no
+//! operator above ever sees an invisible version or the hidden `_create_ts` column.
+//!
+//! The storage layer blocks (it drives its own runtime), so a split is read on
+//! tokio's blocking pool, never on an async worker. A per-scan semaphore bounds how
+//! many splits of one scan are being read at once: a table with hundreds of files
+//! must not fan out into hundreds of blocking reads holding their batches in memory.
+
+use std::fmt;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::stats::Precision;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::Statistics;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, ReplaceChildrenOptions};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
+};
+use futures::StreamExt;
+use retina_core::scan::{read_split, ScanSplit};
+use retina_core::storage::LakeStore;
+use retina_core::table::TableRuntime;
+use retina_core::Snapshot;
+use tokio::sync::Semaphore;
+
+/// The scan of one table at one snapshot.
+///
+/// Invariants: `splits` come from one consistent view of the table's files taken at
+/// planning; partition `i < splits.len()` reads `splits[i]`; when there are no splits
+/// there is one empty partition (DataFusion plans need at least one). `schema` is the
+/// table's user schema projected by `projection` (never `_create_ts`).
+pub struct RetinaScanExec {
+    table: Arc<TableRuntime>,
+    store: Arc<dyn LakeStore>,
+    snapshot: Arc<Snapshot>,
+    splits: Arc<[ScanSplit]>,
+    projection: Option<Arc<[usize]>>,
+    schema: SchemaRef,
+    reads: Arc<Semaphore>,
+    properties: Arc<PlanProperties>,
+}
+
+impl RetinaScanExec {
+    pub fn new(
+        table: Arc<TableRuntime>,
+        store: Arc<dyn LakeStore>,
+        snapshot: Arc<Snapshot>,
+        splits: Vec<ScanSplit>,
+        projection: Option<Vec<usize>>,
+        schema: SchemaRef,
+        max_parallel_reads: usize,
+    ) -> Self {
+        let partitions = splits.len().max(1);
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(Arc::clone(&schema)),
+            Partitioning::UnknownPartitioning(partitions),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Self {
+            table,
+            store,
+            snapshot,
+            splits: splits.into(),
+            projection: projection.map(Into::into),
+            schema,
+            reads: Arc::new(Semaphore::new(max_parallel_reads.max(1))),
+            properties: Arc::new(properties),
+        }
+    }
+
+    /// The snapshot ts this scan reads at.
+    pub fn snapshot_ts(&self) -> retina_core::Ts {
+        self.snapshot.ts()
+    }
+
+    pub fn split_count(&self) -> usize {
+        self.splits.len()
+    }
+
+    /// Row versions stored in a split: an upper bound of its visible rows.
+    fn split_rows(split: &ScanSplit) -> usize {
+        match split {
+            ScanSplit::File(file) => file.meta.row_count as usize,
+            ScanSplit::Virtual(file) => file.published_rows(),
+        }
+    }
+}
+
+impl fmt::Debug for RetinaScanExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetinaScanExec")
+            .field("table", &self.table.name())
+            .field("snapshot_ts", &self.snapshot.ts())
+            .field("splits", &self.splits.len())
+            .field("projection", &self.projection)
+            .finish()
+    }
+}
+
+impl DisplayAs for RetinaScanExec {
+    fn fmt_as(&self, _format: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        let columns: Vec<&str> = self.schema.fields().iter().map(|field| field.name().as_str()).collect();
+        write!(
+            f,
+            "RetinaScanExec: table={}, snapshot_ts={}, splits={}, projection=[{}]",
+            self.table.name(),
+            self.snapshot.ts(),
+            self.splits.len(),
+            columns.join(", ")
+        )
+    }
+}
+
+impl ExecutionPlan for RetinaScanExec {
+    fn name(&self) -> &str {
+        "RetinaScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        Vec::new()
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn replace_children(
+        self: Arc<Self>,
+        children: Vec<Arc<dyn ExecutionPlan>>,
+        _options: ReplaceChildrenOptions,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        leaf_without_children(self, children)
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        leaf_without_children(self, children)
+    }
+
+    #[allow(deprecated)] // DataFusion 55 still calls this through statistics_from_inputs
+    fn partition_statistics(&self, partition: Option<usize>) -> Result<Arc<Statistics>> {
+        let rows = match partition {
+            Some(index) => self.splits.get(index).map_or(0, Self::split_rows),
+            None => self.splits.iter().map(Self::split_rows).sum(),
+        };
+        // Stale versions are left out by the scan, so the count is an upper bound.
+        Ok(Arc::new(Statistics::new_unknown(&self.schema).with_num_rows(Precision::Inexact(rows))))
+    }
+
+    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        if partition >= self.properties.partitioning.partition_count() {
+            return Err(DataFusionError::Internal(format!(
+                "RetinaScanExec of {} has no partition {partition}",
+                self.table.name()
+            )));
+        }
+        let split = self.splits.get(partition).cloned();
+        let table = Arc::clone(&self.table);
+        let store = Arc::clone(&self.store);
+        let snapshot = Arc::clone(&self.snapshot);
+        let projection = self.projection.clone();
+        let reads = Arc::clone(&self.reads);
+        let batches = futures::stream::once(async move {
+            let Some(split) = split else { return Ok(Vec::new()) };
+            let _permit = reads
+                .acquire_owned()
+                .await
+                .map_err(|_| DataFusionError::Execution("scan read limiter closed".into()))?;
+            tokio::task::spawn_blocking(move || read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref()))
+                .await
+                .map_err(|error| DataFusionError::ExecutionJoin(Box::new(error)))?
+        })
+        .flat_map(|result: Result<Vec<RecordBatch>>| match result {
+            Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).left_stream(),
+            Err(error) => futures::stream::once(async move { Err(error) }).right_stream(),
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&self.schema), batches)))
+    }
+}
+
+fn leaf_without_children(
+    plan: Arc<RetinaScanExec>,
+    children: Vec<Arc<dyn ExecutionPlan>>,
+) -> Result<Arc<dyn ExecutionPlan>> {
+    if children.is_empty() {
+        Ok(plan)
+    } else {
+        Err(DataFusionError::Internal("RetinaScanExec is a leaf and takes no children".into()))
+    }
+}
+
+/// Reads the visible rows of one split. `snapshot` is borrowed for the whole read, so
+/// the registration outlives the read even if the query is dropped meanwhile.
+fn read_visible(
+    table: &TableRuntime,
+    split: &ScanSplit,
+    store: &dyn LakeStore,
+    snapshot: &Snapshot,
+    projection: Option<&[usize]>,
+) -> Result<Vec<RecordBatch>> {
+    let external = |error: retina_core::CoreError| DataFusionError::External(Box::new(error));
+    match projection {
+        // Counting rows (`count(*)`) needs no column, but a reader needs one to know
+        // how many rows survive: read the first key column and drop it.
+        Some([]) => {
+            let key = table.schema().primary_key().first().copied().unwrap_or(0);
+            let batches = read_split(table.schema(), split, store, snapshot.ts(), Some(&[key])).map_err(external)?;
+            batches.iter().map(|batch| batch.project(&[]).map_err(DataFusionError::from)).collect()
+        }
+        projection => read_split(table.schema(), split, store, snapshot.ts(), projection).map_err(external),
+    }
+}

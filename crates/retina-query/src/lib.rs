@@ -1,0 +1,35 @@
+//! SQL over Retina snapshots (DESIGN.md §3.6, paper §5).
+//!
+//! - [`provider::RetinaTable`]: a DataFusion `TableProvider` for one Retina table;
+//! - [`exec::RetinaScanExec`]: its `ExecutionPlan`, one partition per scan split (a
+//!   flushed file's row group or a write buffer's virtual file), each read with
+//!   vectorized filter-on-read (Algorithm 1) on a blocking thread;
+//! - [`snapshot::QuerySnapshot`]: the one snapshot a query reads at, shared by every
+//!   table it scans and released when the query's last stream is dropped;
+//! - [`catalog`]: schemas and tables resolved from the engine at planning time, plus
+//!   the `retina` system schema ([`system`]);
+//! - [`session::RetinaSession`]: parse, plan and run SQL; read-only; per-query
+//!   memory limit; query metrics ([`metrics`]).
+
+pub mod catalog;
+pub mod chbench_queries;
+pub mod error;
+pub mod exec;
+pub mod export;
+pub mod figures;
+pub mod metrics;
+pub mod provider;
+pub mod session;
+pub mod snapshot;
+pub mod sources;
+pub mod system;
+
+pub use error::{QueryError, QueryResult};
+pub use figures::Figures;
+pub use metrics::QueryMetrics;
+pub use session::{QueryStream, RetinaSession, SessionOptions};
+pub use snapshot::QuerySnapshot;
+pub use sources::{SourceRegistry, SourceStatus};
+
+/// Re-exported so callers (server, CLI) use the same DataFusion and Arrow versions.
+pub use datafusion;

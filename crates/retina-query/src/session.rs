@@ -1,0 +1,252 @@
+//! `RetinaSession`: SQL over an engine. Parses (PostgreSQL dialect), plans against the
+//! `retina` catalog, and runs each query at one snapshot taken when it starts
+//! executing (not at parse time: a prepared statement executed twice reads two
+//! snapshots). SQL is read-only: tables change only by replay.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::error::{DataFusionError, Result as DfResult};
+use datafusion::execution::memory_pool::GreedyMemoryPool;
+use datafusion::execution::runtime_env::RuntimeEnv;
+use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::{execute_stream, RecordBatchStream, SendableRecordBatchStream};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use futures::{Stream, StreamExt};
+use retina_core::{Engine, Snapshot, Ts};
+
+use crate::catalog::{RetinaCatalog, CATALOG, DEFAULT_SCHEMA};
+use crate::error::{QueryError, QueryResult};
+use crate::figures::{Figures, FiguresCollector};
+use crate::metrics::QueryMetrics;
+use crate::snapshot::QuerySnapshot;
+use crate::sources::SourceRegistry;
+
+/// Tuning of a session.
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    /// DataFusion's target partitions (parallelism of operators and of split reads).
+    pub target_partitions: usize,
+    /// Memory one query may hold in DataFusion operators (hash tables, sorts);
+    /// `None` for no limit. Keeps a single query from starving replay.
+    pub query_memory_limit: Option<usize>,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        Self {
+            target_partitions: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            query_memory_limit: Some(1 << 30),
+        }
+    }
+}
+
+/// A SQL session over one engine. Shareable across connections (`Arc`); each query
+/// gets its own DataFusion state (snapshot, memory pool) cloned from the base.
+pub struct RetinaSession {
+    engine: Arc<Engine>,
+    context: SessionContext,
+    options: SessionOptions,
+    metrics: Arc<QueryMetrics>,
+    figures: Arc<FiguresCollector>,
+}
+
+impl RetinaSession {
+    pub fn new(engine: Arc<Engine>, sources: SourceRegistry, options: SessionOptions) -> Self {
+        let metrics = Arc::new(QueryMetrics::new());
+        let figures = Arc::new(FiguresCollector::new(Arc::clone(&engine), Arc::clone(&metrics), sources));
+        let config = SessionConfig::new()
+            .with_target_partitions(options.target_partitions.max(1))
+            .with_information_schema(true)
+            .with_create_default_catalog_and_schema(false)
+            .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA)
+            .set_str("datafusion.sql_parser.dialect", "PostgreSQL");
+        let context = SessionContext::new_with_config(config);
+        context.register_catalog(CATALOG, Arc::new(RetinaCatalog::new(Arc::clone(&engine), Arc::clone(&figures))));
+        Self { engine, context, options, metrics, figures }
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn metrics(&self) -> &Arc<QueryMetrics> {
+        &self.metrics
+    }
+
+    /// The instance's figures now (what `retina.metrics` and `/metrics` show).
+    pub fn figures(&self) -> Figures {
+        self.figures.collect()
+    }
+
+    /// Splits `sql` into statements (PostgreSQL dialect).
+    pub fn parse(&self, sql: &str) -> QueryResult<Vec<Statement>> {
+        let statements: VecDeque<Statement> = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})
+            .map_err(|e| QueryError::DataFusion(DataFusionError::from(e)))?;
+        Ok(statements.into())
+    }
+
+    /// Plans one statement. Statements that would change data or the catalog are
+    /// refused with [`QueryError::ReadOnly`].
+    pub async fn plan(&self, statement: Statement) -> QueryResult<LogicalPlan> {
+        let state = self.context.state();
+        let plan = state.statement_to_plan(statement).await?;
+        match &plan {
+            LogicalPlan::Ddl(_) | LogicalPlan::Dml(_) | LogicalPlan::Copy(_) => {
+                let display = plan.display().to_string();
+                let statement = display.split(':').next().unwrap_or("statement").trim().to_string();
+                Err(QueryError::ReadOnly { statement })
+            }
+            LogicalPlan::Statement(statement) => Err(QueryError::DataFusion(DataFusionError::NotImplemented(format!(
+                "{} is not supported",
+                statement.name()
+            )))),
+            _ => Ok(plan),
+        }
+    }
+
+    /// Plans `sql`, which must be exactly one statement.
+    pub async fn plan_sql(&self, sql: &str) -> QueryResult<LogicalPlan> {
+        let mut statements = self.parse(sql)?;
+        if statements.len() != 1 {
+            return Err(QueryError::StatementCount { count: statements.len() });
+        }
+        let statement = statements.remove(0);
+        self.plan(statement).await
+    }
+
+    /// Runs a planned query at a fresh snapshot. The snapshot stays registered until
+    /// the returned stream (and everything DataFusion spawned for it) is dropped.
+    pub async fn execute(&self, plan: LogicalPlan) -> QueryResult<QueryStream> {
+        let record = QueryRecord::start(Arc::clone(&self.metrics));
+        let snapshot = QuerySnapshot::new(self.engine.snapshot()?);
+        self.run(plan, snapshot, record).await
+    }
+
+    /// Runs a planned query at a snapshot the caller already holds, e.g. to read
+    /// several queries at one point in time, or to compare with an export of it.
+    pub async fn execute_at(&self, plan: LogicalPlan, snapshot: &QuerySnapshot) -> QueryResult<QueryStream> {
+        let record = QueryRecord::start(Arc::clone(&self.metrics));
+        self.run(plan, snapshot.clone(), record).await
+    }
+
+    async fn run(&self, plan: LogicalPlan, snapshot: QuerySnapshot, mut record: QueryRecord) -> QueryResult<QueryStream> {
+        let state = self.execution_state(&snapshot);
+        let physical = state.create_physical_plan(&plan).await?;
+        let inner = execute_stream(physical, state.task_ctx())?;
+        record.snapshot_ts = Some(snapshot.ts());
+        Ok(QueryStream { inner, snapshot: Some(snapshot.guard()), record })
+    }
+
+    /// Parses, plans and runs one statement.
+    pub async fn sql(&self, sql: &str) -> QueryResult<QueryStream> {
+        let plan = self.plan_sql(sql).await?;
+        self.execute(plan).await
+    }
+
+    /// Runs one statement to the end and returns its schema and batches.
+    pub async fn collect(&self, sql: &str) -> QueryResult<(SchemaRef, Vec<RecordBatch>)> {
+        let mut stream = self.sql(sql).await?;
+        let schema = stream.schema();
+        let mut batches = Vec::new();
+        while let Some(batch) = stream.next().await {
+            batches.push(batch?);
+        }
+        Ok((schema, batches))
+    }
+
+    /// The base state plus this query's snapshot and memory pool.
+    fn execution_state(&self, snapshot: &QuerySnapshot) -> SessionState {
+        let mut state = self.context.state();
+        state.config_mut().set_extension(Arc::new(snapshot.clone()));
+        match self.options.query_memory_limit {
+            Some(limit) => {
+                let base = self.context.runtime_env();
+                let runtime = RuntimeEnv {
+                    memory_pool: Arc::new(GreedyMemoryPool::new(limit)),
+                    disk_manager: Arc::clone(&base.disk_manager),
+                    cache_manager: Arc::clone(&base.cache_manager),
+                    object_store_registry: Arc::clone(&base.object_store_registry),
+                };
+                SessionStateBuilder::new_from_existing(state).with_runtime_env(Arc::new(runtime)).build()
+            }
+            None => state,
+        }
+    }
+}
+
+/// Counts a query in [`QueryMetrics`] exactly once, when it ends: successfully when
+/// its stream was read to the end, as failed on an error, a planning failure, or when
+/// it was dropped early (cancelled, client gone).
+struct QueryRecord {
+    metrics: Arc<QueryMetrics>,
+    start: Instant,
+    rows: u64,
+    succeeded: bool,
+    snapshot_ts: Option<Ts>,
+}
+
+impl QueryRecord {
+    fn start(metrics: Arc<QueryMetrics>) -> Self {
+        metrics.query_started();
+        Self { metrics, start: Instant::now(), rows: 0, succeeded: false, snapshot_ts: None }
+    }
+}
+
+impl Drop for QueryRecord {
+    fn drop(&mut self) {
+        self.metrics.query_finished(self.start.elapsed(), self.rows, !self.succeeded);
+    }
+}
+
+/// The result stream of one query. Holds the query's snapshot: dropping the stream
+/// (at the end, on error, or when the client goes away) releases it.
+pub struct QueryStream {
+    inner: SendableRecordBatchStream,
+    snapshot: Option<Arc<Snapshot>>,
+    record: QueryRecord,
+}
+
+impl QueryStream {
+    /// The result schema.
+    pub fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    /// The snapshot ts the query reads at.
+    pub fn snapshot_ts(&self) -> Option<Ts> {
+        self.record.snapshot_ts
+    }
+}
+
+impl Stream for QueryStream {
+    type Item = DfResult<RecordBatch>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let polled = self.inner.poll_next_unpin(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(batch))) => self.record.rows += batch.num_rows() as u64,
+            Poll::Ready(Some(Err(_))) => self.snapshot = None,
+            Poll::Ready(None) => {
+                self.record.succeeded = true;
+                self.snapshot = None;
+            }
+            Poll::Pending => {}
+        }
+        polled
+    }
+}
+
+impl RecordBatchStream for QueryStream {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+}

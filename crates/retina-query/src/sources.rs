@@ -1,0 +1,68 @@
+//! What the replaying sources report about themselves, for `retina.sources` and
+//! `/metrics`. The source runners (the CDC sink, the built-in generator) update it;
+//! queries only read it.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::RwLock;
+
+/// The state of one source.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceStatus {
+    /// The name the engine records positions under.
+    pub name: String,
+    /// The URI it was configured with.
+    pub uri: String,
+    /// `running`, `caught up`, `finished` or `failed`.
+    pub state: String,
+    /// Transactions submitted so far.
+    pub transactions: u64,
+    /// Row changes submitted so far.
+    pub row_changes: u64,
+    /// How far behind the source's head the sink is, in transactions (when known).
+    pub lag_transactions: Option<u64>,
+    pub last_error: Option<String>,
+    pub updated_at: SystemTime,
+}
+
+impl SourceStatus {
+    pub fn new(name: impl Into<String>, uri: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            uri: uri.into(),
+            state: "starting".into(),
+            transactions: 0,
+            row_changes: 0,
+            lag_transactions: None,
+            last_error: None,
+            updated_at: SystemTime::now(),
+        }
+    }
+}
+
+/// Shared list of source states. Cheap to clone (an `Arc`).
+#[derive(Clone, Debug, Default)]
+pub struct SourceRegistry {
+    sources: Arc<RwLock<Vec<SourceStatus>>>,
+}
+
+impl SourceRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Replaces the status of the source named `status.name` (adds it if new).
+    pub fn update(&self, mut status: SourceStatus) {
+        status.updated_at = SystemTime::now();
+        let mut sources = self.sources.write();
+        match sources.iter_mut().find(|s| s.name == status.name) {
+            Some(existing) => *existing = status,
+            None => sources.push(status),
+        }
+    }
+
+    pub fn list(&self) -> Vec<SourceStatus> {
+        self.sources.read().clone()
+    }
+}

@@ -1,0 +1,206 @@
+//! The `retina` system schema (DESIGN.md §5): `watermarks`, `tables`, `sources` and
+//! `metrics`. Each view is computed when a query scans it, so it shows the figures of
+//! that moment.
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray, TimestampMicrosecondArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::memory::MemorySourceConfig;
+use datafusion::catalog::Session;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
+use retina_core::Engine;
+
+use crate::figures::FiguresCollector;
+
+/// Name of the system schema.
+pub const SYSTEM_SCHEMA: &str = "retina";
+
+/// The views of the system schema.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SystemViewKind {
+    Watermarks,
+    Tables,
+    Sources,
+    Metrics,
+}
+
+impl SystemViewKind {
+    pub const ALL: [SystemViewKind; 4] = [Self::Watermarks, Self::Tables, Self::Sources, Self::Metrics];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Watermarks => "watermarks",
+            Self::Tables => "tables",
+            Self::Sources => "sources",
+            Self::Metrics => "metrics",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    fn schema(self) -> SchemaRef {
+        let utc = || DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        let fields = match self {
+            Self::Watermarks => vec![
+                Field::new("hwm", DataType::Int64, false),
+                Field::new("lwm", DataType::Int64, false),
+                Field::new("now", utc(), false),
+            ],
+            Self::Tables => vec![
+                Field::new("schema_name", DataType::Utf8, false),
+                Field::new("table_name", DataType::Utf8, false),
+                Field::new("columns", DataType::Int64, false),
+                Field::new("primary_key", DataType::Utf8, false),
+                Field::new("files", DataType::Int64, false),
+                Field::new("in_memory_files", DataType::Int64, false),
+                Field::new("stored_versions", DataType::Int64, false),
+                Field::new("visibility_bytes", DataType::Int64, false),
+            ],
+            Self::Sources => vec![
+                Field::new("source", DataType::Utf8, false),
+                Field::new("uri", DataType::Utf8, false),
+                Field::new("state", DataType::Utf8, false),
+                Field::new("position", DataType::Utf8, true),
+                Field::new("position_ts", DataType::Int64, true),
+                Field::new("transactions", DataType::Int64, false),
+                Field::new("row_changes", DataType::Int64, false),
+                Field::new("lag_transactions", DataType::Int64, true),
+                Field::new("last_error", DataType::Utf8, true),
+                Field::new("updated_at", utc(), false),
+            ],
+            Self::Metrics => vec![
+                Field::new("name", DataType::Utf8, false),
+                Field::new("kind", DataType::Utf8, false),
+                Field::new("value", DataType::Float64, false),
+                Field::new("help", DataType::Utf8, false),
+            ],
+        };
+        Arc::new(Schema::new(fields))
+    }
+}
+
+/// Splits an engine table name into (SQL schema, SQL table): `chbench.stock` is table
+/// `stock` in schema `chbench`; a name without a dot lives in `public`.
+pub fn split_table_name(name: &str) -> (&str, &str) {
+    name.split_once('.').unwrap_or(("public", name))
+}
+
+/// One system view.
+pub struct SystemView {
+    kind: SystemViewKind,
+    schema: SchemaRef,
+    engine: Arc<Engine>,
+    figures: Arc<FiguresCollector>,
+}
+
+impl fmt::Debug for SystemView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SystemView({})", self.kind.name())
+    }
+}
+
+impl SystemView {
+    pub fn new(kind: SystemViewKind, engine: Arc<Engine>, figures: Arc<FiguresCollector>) -> Self {
+        Self { kind, schema: kind.schema(), engine, figures }
+    }
+
+    /// The view's rows now.
+    pub fn batch(&self) -> Result<RecordBatch> {
+        let columns: Vec<ArrayRef> = match self.kind {
+            SystemViewKind::Watermarks => {
+                let figures = self.figures.collect();
+                vec![
+                    Arc::new(Int64Array::from(vec![figures.engine.high_watermark.0 as i64])),
+                    Arc::new(Int64Array::from(vec![figures.engine.low_watermark.0 as i64])),
+                    Arc::new(TimestampMicrosecondArray::from(vec![figures.now_micros]).with_timezone("UTC")),
+                ]
+            }
+            SystemViewKind::Tables => self.tables_columns(),
+            SystemViewKind::Sources => self.sources_columns(),
+            SystemViewKind::Metrics => {
+                let metrics = self.figures.collect().metrics();
+                vec![
+                    Arc::new(StringArray::from_iter_values(metrics.iter().map(|m| m.name))),
+                    Arc::new(StringArray::from_iter_values(metrics.iter().map(|m| m.kind))),
+                    Arc::new(Float64Array::from_iter_values(metrics.iter().map(|m| m.value))),
+                    Arc::new(StringArray::from_iter_values(metrics.iter().map(|m| m.help))),
+                ]
+            }
+        };
+        Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
+    }
+
+    fn tables_columns(&self) -> Vec<ArrayRef> {
+        let tables = self.engine.tables();
+        let names: Vec<(&str, &str)> = tables.iter().map(|t| split_table_name(t.name())).collect();
+        let files: Vec<_> = tables.iter().map(|t| t.files()).collect();
+        let keys: Vec<String> = tables
+            .iter()
+            .map(|t| {
+                let columns = t.schema().columns();
+                t.schema().primary_key().iter().map(|&i| columns.field(i).name().as_str()).collect::<Vec<_>>().join(", ")
+            })
+            .collect();
+        vec![
+            Arc::new(StringArray::from_iter_values(names.iter().map(|n| n.0))),
+            Arc::new(StringArray::from_iter_values(names.iter().map(|n| n.1))),
+            Arc::new(Int64Array::from_iter_values(tables.iter().map(|t| t.schema().column_count() as i64))),
+            Arc::new(StringArray::from_iter_values(keys)),
+            Arc::new(Int64Array::from_iter_values(files.iter().map(|f| f.flushed.len() as i64))),
+            Arc::new(Int64Array::from_iter_values(files.iter().map(|f| f.virtual_files.len() as i64))),
+            Arc::new(Int64Array::from_iter_values(tables.iter().map(|t| t.stored_versions() as i64))),
+            Arc::new(Int64Array::from_iter_values(tables.iter().map(|t| t.visibility_memory_bytes() as i64))),
+        ]
+    }
+
+    fn sources_columns(&self) -> Vec<ArrayRef> {
+        let statuses = self.figures.collect().sources;
+        let positions = self.engine.source_positions();
+        let position = |name: &str| positions.iter().find(|p| p.source == name);
+        let micros = |t: std::time::SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64);
+        vec![
+            Arc::new(StringArray::from_iter_values(statuses.iter().map(|s| s.name.as_str()))),
+            Arc::new(StringArray::from_iter_values(statuses.iter().map(|s| s.uri.as_str()))),
+            Arc::new(StringArray::from_iter_values(statuses.iter().map(|s| s.state.as_str()))),
+            Arc::new(StringArray::from_iter(statuses.iter().map(|s| position(&s.name).map(|p| p.position.clone())))),
+            Arc::new(Int64Array::from_iter(statuses.iter().map(|s| position(&s.name).map(|p| p.ts.0 as i64)))),
+            Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.transactions as i64))),
+            Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.row_changes as i64))),
+            Arc::new(Int64Array::from_iter(statuses.iter().map(|s| s.lag_transactions.map(|l| l as i64)))),
+            Arc::new(StringArray::from_iter(statuses.iter().map(|s| s.last_error.clone()))),
+            Arc::new(TimestampMicrosecondArray::from_iter_values(statuses.iter().map(|s| micros(s.updated_at))).with_timezone("UTC")),
+        ]
+    }
+}
+
+#[async_trait]
+impl TableProvider for SystemView {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let batch = self.batch()?;
+        Ok(MemorySourceConfig::try_new_exec(&[vec![batch]], Arc::clone(&self.schema), projection.cloned())?)
+    }
+}
+

@@ -1,0 +1,223 @@
+//! The simple and extended query handlers over one shared [`RetinaSession`].
+//!
+//! Every query runs at its own snapshot, taken when it executes (Execute, not Parse).
+//! Its result stream owns the snapshot, so when a client disconnects mid-result, or
+//! cancels, pgwire drops the stream and the snapshot is released (LWM moves on).
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::Sink;
+use pgwire::api::auth::noop::NoopStartupHandler;
+use pgwire::api::auth::StartupHandler;
+use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{FieldInfo, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
+use pgwire::error::{PgWireError, PgWireResult};
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::types::format::FormatOptions;
+use retina_query::datafusion::sql::parser::Statement;
+use retina_query::RetinaSession;
+
+use super::encode::{fields, query_response};
+use super::errors::{error_info, pg_error, user_error};
+use super::params::{bind_parameters, placeholder_types};
+use super::statement::{PgStatement, SessionCommand};
+
+/// Everything pgwire needs for one server: handlers are shared by all connections.
+pub struct RetinaHandlers {
+    queries: Arc<RetinaQueries>,
+    startup: Arc<AnyUserStartup>,
+    cancel: Arc<DefaultCancelHandler>,
+}
+
+impl RetinaHandlers {
+    pub fn new(session: Arc<RetinaSession>) -> Self {
+        let connections = Arc::new(ConnectionManager::new());
+        Self {
+            queries: Arc::new(RetinaQueries { parser: Arc::new(RetinaParser { session }) }),
+            startup: Arc::new(AnyUserStartup { connections: Arc::clone(&connections) }),
+            cancel: Arc::new(DefaultCancelHandler::new(connections)),
+        }
+    }
+}
+
+impl PgWireServerHandlers for RetinaHandlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::clone(&self.queries)
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::clone(&self.queries)
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        Arc::clone(&self.startup)
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        Arc::clone(&self.cancel)
+    }
+}
+
+/// Accepts any user and database name (the server listens on loopback by default);
+/// registers each connection so a CancelRequest can find it.
+pub struct AnyUserStartup {
+    connections: Arc<ConnectionManager>,
+}
+
+#[async_trait]
+impl NoopStartupHandler for AnyUserStartup {
+    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
+        Some(Arc::clone(&self.connections))
+    }
+}
+
+/// Turns SQL text into [`PgStatement`]s.
+pub struct RetinaParser {
+    session: Arc<RetinaSession>,
+}
+
+impl RetinaParser {
+    async fn prepare(&self, statement: Statement) -> PgWireResult<PgStatement> {
+        if let Some(command) = SessionCommand::of(&statement) {
+            return Ok(PgStatement::Session(command));
+        }
+        let sql = statement.to_string();
+        let plan = self.session.plan(statement).await.map_err(pg_error)?;
+        Ok(PgStatement::Query { sql, plan })
+    }
+}
+
+#[async_trait]
+impl QueryParser for RetinaParser {
+    type Statement = PgStatement;
+
+    async fn parse_sql<C>(&self, _client: &C, sql: &str, _types: &[Option<Type>]) -> PgWireResult<Option<PgStatement>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let mut statements = self.session.parse(sql).map_err(pg_error)?;
+        match statements.len() {
+            0 => Ok(None),
+            1 => self.prepare(statements.remove(0)).await.map(Some),
+            _ => Err(user_error("42601", "cannot insert multiple commands into a prepared statement")),
+        }
+    }
+
+    fn get_parameter_types(&self, statement: &PgStatement) -> PgWireResult<Vec<Type>> {
+        match statement {
+            PgStatement::Query { plan, .. } => placeholder_types(plan)?
+                .iter()
+                .map(|data_type| match data_type {
+                    Some(data_type) => arrow_pg::datatypes::into_pg_type(data_type),
+                    None => Ok(Type::UNKNOWN),
+                })
+                .collect(),
+            PgStatement::Session(_) => Ok(Vec::new()),
+        }
+    }
+
+    fn get_result_schema(&self, statement: &PgStatement, format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
+        match statement {
+            PgStatement::Query { plan, .. } => fields(plan.schema().as_arrow(), format.unwrap_or(&Format::UnifiedText), None),
+            PgStatement::Session(_) => Ok(Vec::new()),
+        }
+    }
+}
+
+/// The query handlers.
+pub struct RetinaQueries {
+    parser: Arc<RetinaParser>,
+}
+
+fn session_response(command: SessionCommand) -> Response {
+    let tag = Tag::new(command.tag());
+    match command {
+        SessionCommand::Begin => Response::TransactionStart(tag),
+        SessionCommand::Commit | SessionCommand::Rollback => Response::TransactionEnd(tag),
+        _ => Response::Execution(tag),
+    }
+}
+
+fn format_options<C: ClientInfo>(client: &C) -> Option<Arc<FormatOptions>> {
+    Some(Arc::new(FormatOptions::from_client_metadata(client.metadata())))
+}
+
+#[async_trait]
+impl SimpleQueryHandler for RetinaQueries {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let session = &self.parser.session;
+        let statements = session.parse(query).map_err(pg_error)?;
+        let mut responses = Vec::with_capacity(statements.len());
+        // Like PostgreSQL: statements run in order; the first error ends the batch and
+        // the results before it are still sent.
+        for statement in statements {
+            let outcome = async {
+                match self.parser.prepare(statement).await? {
+                    PgStatement::Session(command) => Ok(session_response(command)),
+                    PgStatement::Query { plan, .. } => {
+                        let results = session.execute(plan).await.map_err(pg_error)?;
+                        Ok(Response::Query(query_response(results, &Format::UnifiedText, format_options(client)).await?))
+                    }
+                }
+            }
+            .await;
+            match outcome {
+                Ok(response) => responses.push(response),
+                Err(PgWireError::UserError(info)) => {
+                    responses.push(Response::Error(info));
+                    break;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(responses)
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for RetinaQueries {
+    type Statement = PgStatement;
+    type QueryParser = RetinaParser;
+
+    fn query_parser(&self) -> Arc<RetinaParser> {
+        Arc::clone(&self.parser)
+    }
+
+    async fn do_query<C>(&self, client: &mut C, portal: &Portal<PgStatement>, _max_rows: usize) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match &portal.statement.statement {
+            PgStatement::Session(command) => Ok(session_response(*command)),
+            PgStatement::Query { plan, .. } => {
+                let types = placeholder_types(plan)?;
+                let plan = if types.is_empty() {
+                    plan.clone()
+                } else {
+                    let values = bind_parameters(portal, &types)?;
+                    plan.clone().replace_params_with_values(&values).map_err(|e| {
+                        PgWireError::UserError(Box::new(error_info(&retina_query::QueryError::DataFusion(e))))
+                    })?
+                };
+                let results = self.parser.session.execute(plan).await.map_err(pg_error)?;
+                Ok(Response::Query(query_response(results, &portal.result_column_format, format_options(client)).await?))
+            }
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The PostgreSQL wire protocol front end.
+//!
+//! - [`statement`]: what a client's SQL becomes: a planned query or a session
+//!   command Retina acknowledges without effect (`SET`, `BEGIN`, ...);
+//! - [`handler`]: the simple and extended query handlers;
+//! - [`encode`]: Arrow batches to `DataRow`s with PostgreSQL type OIDs;
+//! - [`params`]: bound parameters to DataFusion scalars;
+//! - [`errors`]: query errors to `ErrorResponse` with their SQLSTATE;
+//! - [`server`]: the accept loop.
+
+pub mod encode;
+pub mod errors;
+pub mod handler;
+pub mod params;
+pub mod server;
+pub mod statement;

@@ -1,0 +1,54 @@
+//! What one SQL statement from a client becomes.
+
+use retina_query::datafusion::logical_expr::LogicalPlan;
+use retina_query::datafusion::sql::parser::Statement;
+
+/// A statement ready to execute.
+#[derive(Clone, Debug)]
+pub enum PgStatement {
+    /// A read-only query, planned (parameters still as placeholders).
+    Query { sql: String, plan: LogicalPlan },
+    /// A session or transaction command Retina accepts without effect: every query
+    /// already runs in its own consistent snapshot, and there is nothing to commit.
+    Session(SessionCommand),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionCommand {
+    Set,
+    Reset,
+    Begin,
+    Commit,
+    Rollback,
+    Discard,
+}
+
+impl SessionCommand {
+    /// The command tag PostgreSQL answers with.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Self::Set => "SET",
+            Self::Reset => "RESET",
+            Self::Begin => "BEGIN",
+            Self::Commit => "COMMIT",
+            Self::Rollback => "ROLLBACK",
+            Self::Discard => "DISCARD ALL",
+        }
+    }
+
+    /// Recognizes session commands by their leading keyword, which is stable across
+    /// parser versions (the AST shapes of `SET` and transactions are not).
+    pub fn of(statement: &Statement) -> Option<Self> {
+        let text = statement.to_string();
+        let keyword = text.split_whitespace().next().unwrap_or("").to_ascii_uppercase();
+        match keyword.as_str() {
+            "SET" => Some(Self::Set),
+            "RESET" => Some(Self::Reset),
+            "BEGIN" | "START" => Some(Self::Begin),
+            "COMMIT" | "END" => Some(Self::Commit),
+            "ROLLBACK" | "ABORT" => Some(Self::Rollback),
+            "DISCARD" => Some(Self::Discard),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! [`Figures`] in the Prometheus text exposition format (version 0.0.4).
+
+use std::fmt::Write;
+
+use retina_query::Figures;
+
+/// Renders every figure: the scalar metrics, the query latency histogram, and one
+/// labelled series per source.
+pub fn render(figures: &Figures) -> String {
+    let mut out = String::with_capacity(4096);
+    for metric in figures.metrics() {
+        let _ = writeln!(out, "# HELP {} {}", metric.name, metric.help);
+        let _ = writeln!(out, "# TYPE {} {}", metric.name, metric.kind);
+        let _ = writeln!(out, "{} {}", metric.name, number(metric.value));
+    }
+    let q = &figures.queries;
+    out.push_str("# HELP retina_query_latency_seconds Wall-clock latency of finished SQL queries\n");
+    out.push_str("# TYPE retina_query_latency_seconds histogram\n");
+    for (bound, count) in &q.cumulative_buckets {
+        let _ = writeln!(out, "retina_query_latency_seconds_bucket{{le=\"{bound}\"}} {count}");
+    }
+    let _ = writeln!(out, "retina_query_latency_seconds_bucket{{le=\"+Inf\"}} {}", q.finished);
+    let _ = writeln!(out, "retina_query_latency_seconds_sum {}", number(q.latency_seconds_total));
+    let _ = writeln!(out, "retina_query_latency_seconds_count {}", q.finished);
+    if !figures.sources.is_empty() {
+        out.push_str("# HELP retina_source_transactions_total Transactions submitted per source\n");
+        out.push_str("# TYPE retina_source_transactions_total counter\n");
+        for s in &figures.sources {
+            let _ = writeln!(out, "retina_source_transactions_total{{source=\"{}\"}} {}", label(&s.name), s.transactions);
+        }
+        out.push_str("# HELP retina_source_row_changes_total Row changes submitted per source\n");
+        out.push_str("# TYPE retina_source_row_changes_total counter\n");
+        for s in &figures.sources {
+            let _ = writeln!(out, "retina_source_row_changes_total{{source=\"{}\"}} {}", label(&s.name), s.row_changes);
+        }
+        out.push_str("# HELP retina_source_lag_transactions Transactions the sink is behind its source\n");
+        out.push_str("# TYPE retina_source_lag_transactions gauge\n");
+        for s in figures.sources.iter().filter(|s| s.lag_transactions.is_some()) {
+            let lag = s.lag_transactions.unwrap_or(0);
+            let _ = writeln!(out, "retina_source_lag_transactions{{source=\"{}\"}} {lag}", label(&s.name));
+        }
+        out.push_str("# HELP retina_source_failed 1 if the source stopped with an error\n");
+        out.push_str("# TYPE retina_source_failed gauge\n");
+        for s in &figures.sources {
+            let failed = u8::from(s.state == "failed");
+            let _ = writeln!(out, "retina_source_failed{{source=\"{}\"}} {failed}", label(&s.name));
+        }
+    }
+    out
+}
+
+/// Prometheus accepts Go float syntax; integers print without a fraction.
+fn number(value: f64) -> String {
+    if value.is_finite() && value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{}", value as i64)
+    } else if value.is_nan() {
+        "NaN".into()
+    } else {
+        format!("{value}")
+    }
+}
+
+/// Escapes a label value (backslash, quote, newline).
+fn label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_labels_are_valid_exposition_text() {
+        assert_eq!(number(3.0), "3");
+        assert_eq!(number(0.25), "0.25");
+        assert_eq!(number(f64::NAN), "NaN");
+        assert_eq!(label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

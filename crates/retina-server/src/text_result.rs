@@ -1,0 +1,207 @@
+//! Query results as text, printed by `retina sql` as an aligned table, CSV or JSON.
+//! The same type carries results from a server (PostgreSQL text format) and from an
+//! embedded session (Arrow batches rendered with Arrow's display rules).
+
+use pgwire::api::Type;
+use retina_query::datafusion::arrow::array::Array;
+use retina_query::datafusion::arrow::datatypes::Schema;
+use retina_query::datafusion::arrow::error::ArrowError;
+use retina_query::datafusion::arrow::record_batch::RecordBatch;
+use retina_query::datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TextColumn {
+    pub name: String,
+    /// PostgreSQL type OID.
+    pub type_oid: u32,
+}
+
+/// Invariant: every row has one value per column.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TextResult {
+    pub columns: Vec<TextColumn>,
+    pub rows: Vec<Vec<Option<String>>>,
+}
+
+/// How `retina sql` prints results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+impl TextResult {
+    pub fn new(columns: Vec<TextColumn>) -> Self {
+        Self { columns, rows: Vec::new() }
+    }
+
+    /// Renders Arrow batches (of `schema`) as text.
+    pub fn from_batches(schema: &Schema, batches: &[RecordBatch]) -> Result<Self, ArrowError> {
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|field| TextColumn {
+                name: field.name().clone(),
+                type_oid: arrow_pg::datatypes::into_pg_type(field.data_type()).map_or(Type::TEXT.oid(), |t| t.oid()),
+            })
+            .collect();
+        let mut result = Self::new(columns);
+        let options = FormatOptions::default();
+        for batch in batches {
+            let formatters = batch
+                .columns()
+                .iter()
+                .map(|array| ArrayFormatter::try_new(array.as_ref(), &options))
+                .collect::<Result<Vec<_>, _>>()?;
+            for row in 0..batch.num_rows() {
+                let values = batch
+                    .columns()
+                    .iter()
+                    .zip(&formatters)
+                    .map(|(array, formatter)| (!array.is_null(row)).then(|| formatter.value(row).to_string()))
+                    .collect();
+                result.rows.push(values);
+            }
+        }
+        Ok(result)
+    }
+
+    pub fn render(&self, format: OutputFormat) -> String {
+        match format {
+            OutputFormat::Table => self.table(),
+            OutputFormat::Csv => self.csv(),
+            OutputFormat::Json => self.json(),
+        }
+    }
+
+    /// psql's aligned format: header, rule, rows, row count.
+    fn table(&self) -> String {
+        let cell = |value: &Option<String>| value.clone().unwrap_or_default();
+        let mut widths: Vec<usize> = self.columns.iter().map(|c| c.name.chars().count()).collect();
+        for row in &self.rows {
+            for (width, value) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell(value).chars().count());
+            }
+        }
+        let numeric: Vec<bool> = self.columns.iter().map(|c| is_numeric(c.type_oid)).collect();
+        let pad = |text: &str, width: usize, right: bool| {
+            let fill = " ".repeat(width.saturating_sub(text.chars().count()));
+            if right { format!("{fill}{text}") } else { format!("{text}{fill}") }
+        };
+        let mut out = String::new();
+        let header: Vec<String> = self.columns.iter().zip(&widths).map(|(c, &w)| pad(&c.name, w, false)).collect();
+        out.push(' ');
+        out.push_str(&header.join(" | "));
+        out.push('\n');
+        out.push_str(&widths.iter().map(|&w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+"));
+        out.push('\n');
+        for row in &self.rows {
+            let cells: Vec<String> =
+                row.iter().zip(&widths).zip(&numeric).map(|((value, &w), &right)| pad(&cell(value), w, right)).collect();
+            out.push(' ');
+            out.push_str(&cells.join(" | "));
+            out.push('\n');
+        }
+        let count = self.rows.len();
+        out.push_str(&format!("({count} row{})\n", if count == 1 { "" } else { "s" }));
+        out
+    }
+
+    /// RFC 4180: header line; fields with a comma, quote or line break are quoted;
+    /// NULL is an empty field.
+    fn csv(&self) -> String {
+        let field = |text: &str| {
+            if text.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", text.replace('"', "\"\""))
+            } else {
+                text.to_string()
+            }
+        };
+        let mut out = String::new();
+        out.push_str(&self.columns.iter().map(|c| field(&c.name)).collect::<Vec<_>>().join(","));
+        out.push('\n');
+        for row in &self.rows {
+            out.push_str(&row.iter().map(|v| v.as_deref().map(field).unwrap_or_default()).collect::<Vec<_>>().join(","));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A JSON array of objects; numbers and booleans as JSON values, NULL as null.
+    fn json(&self) -> String {
+        let rows: Vec<serde_json::Value> = self
+            .rows
+            .iter()
+            .map(|row| {
+                let object = self
+                    .columns
+                    .iter()
+                    .zip(row)
+                    .map(|(column, value)| (column.name.clone(), json_value(column.type_oid, value.as_deref())))
+                    .collect::<serde_json::Map<_, _>>();
+                serde_json::Value::Object(object)
+            })
+            .collect();
+        let mut out = serde_json::Value::Array(rows).to_string();
+        out.push('\n');
+        out
+    }
+}
+
+fn is_numeric(oid: u32) -> bool {
+    [Type::INT2, Type::INT4, Type::INT8, Type::FLOAT4, Type::FLOAT8, Type::NUMERIC, Type::OID].iter().any(|t| t.oid() == oid)
+}
+
+fn json_value(oid: u32, value: Option<&str>) -> serde_json::Value {
+    let Some(text) = value else { return serde_json::Value::Null };
+    if oid == Type::BOOL.oid() {
+        return match text {
+            "t" | "true" => serde_json::Value::Bool(true),
+            "f" | "false" => serde_json::Value::Bool(false),
+            _ => serde_json::Value::String(text.to_string()),
+        };
+    }
+    if is_numeric(oid) {
+        // Integers stay exact; decimals go through serde_json's number parser so
+        // that `12.50` keeps its digits where f64 allows.
+        if let Ok(number) = text.parse::<serde_json::Number>() {
+            return serde_json::Value::Number(number);
+        }
+    }
+    serde_json::Value::String(text.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> TextResult {
+        TextResult {
+            columns: vec![
+                TextColumn { name: "id".into(), type_oid: Type::INT4.oid() },
+                TextColumn { name: "name".into(), type_oid: Type::TEXT.oid() },
+                TextColumn { name: "ok".into(), type_oid: Type::BOOL.oid() },
+            ],
+            rows: vec![
+                vec![Some("1".into()), Some("a,b".into()), Some("t".into())],
+                vec![Some("22".into()), None, Some("f".into())],
+            ],
+        }
+    }
+
+    #[test]
+    fn table_aligns_numbers_right_and_counts_rows() {
+        let table = sample().render(OutputFormat::Table);
+        assert_eq!(table, " id | name | ok\n----+------+----\n  1 | a,b  | t \n 22 |      | f \n(2 rows)\n");
+    }
+
+    #[test]
+    fn csv_quotes_and_json_types() {
+        assert_eq!(sample().render(OutputFormat::Csv), "id,name,ok\n1,\"a,b\",t\n22,,f\n");
+        let json: serde_json::Value = serde_json::from_str(&sample().render(OutputFormat::Json)).expect("json");
+        assert_eq!(json[0]["id"], 1);
+        assert_eq!(json[0]["ok"], true);
+        assert!(json[1]["name"].is_null());
+    }
+}

@@ -1,0 +1,291 @@
+//! The PostgreSQL endpoint tested with the real `psql` binary (Debian package
+//! `postgresql-client`) and with raw protocol clients: simple and extended protocol,
+//! type OIDs, ErrorResponse SQLSTATEs, session commands, dropped connections, replay
+//! while serving, and the `/metrics` endpoint.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_schema::DataType;
+use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
+use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
+use retina_server::client::{ClientError, PgClient, StatementOutcome};
+use retina_server::{MetricsServer, PgServer};
+use retina_storage::ParquetLakeStore;
+
+/// A served engine. Field order is drop order: servers, then the runtime (outside any
+/// async context), then the engine, whose storage owns a runtime of its own.
+struct Fixture {
+    sql: Option<PgServer>,
+    metrics: Option<MetricsServer>,
+    runtime: Option<tokio::runtime::Runtime>,
+    engine: Arc<Engine>,
+    table: TableId,
+    _dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = EngineConfig { shards: 2, block_rows: 64, file_rows: 256, batch_changes: 64, gc_interval: None, ..EngineConfig::default() };
+        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+        let engine = Arc::new(Engine::start(config, Arc::new(EmbeddedTransactionService::new()), Arc::new(store)).expect("engine"));
+        let schema = TableSchema::from_columns(
+            "shop.items",
+            &[
+                ("id", DataType::Int64, false),
+                ("qty", DataType::Int32, false),
+                ("price", DataType::Decimal128(10, 2), false),
+                ("name", DataType::Utf8, true),
+                ("ok", DataType::Boolean, false),
+                ("weight", DataType::Float64, false),
+            ],
+            &["id"],
+        )
+        .expect("schema");
+        let table = engine.create_table(schema).expect("table");
+        engine.submit((1..=500).map(|id| row(table, id)).collect()).expect("load");
+        engine.sync().expect("sync");
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        let session = Arc::new(RetinaSession::new(Arc::clone(&engine), SourceRegistry::new(), SessionOptions::default()));
+        let sql = runtime.block_on(PgServer::start("127.0.0.1:0", Arc::clone(&session))).expect("sql server");
+        let metrics = runtime.block_on(MetricsServer::start("127.0.0.1:0", session)).expect("metrics server");
+        Self { sql: Some(sql), metrics: Some(metrics), runtime: Some(runtime), engine, table, _dir: dir }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.sql.as_ref().expect("server").local_addr()
+    }
+
+    fn psql(&self, args: &[&str]) -> std::process::Output {
+        let port = self.addr().port().to_string();
+        let output = Command::new("psql")
+            .args(["-X", "-h", "127.0.0.1", "-p", &port, "-U", "retina", "-d", "retina", "-A", "-t", "-v", "VERBOSITY=verbose"])
+            .args(args)
+            .env("PGCONNECT_TIMEOUT", "10")
+            .env_remove("PGPASSWORD")
+            .output();
+        match output {
+            Ok(output) => output,
+            Err(error) => panic!(
+                "cannot run psql ({error}): these tests need the real psql binary; install the Debian package postgresql-client"
+            ),
+        }
+    }
+
+    fn psql_ok(&self, sql: &str) -> String {
+        let output = self.psql(&["-v", "ON_ERROR_STOP=1", "-c", sql]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "psql -c {sql:?} failed: {stderr}");
+        String::from_utf8_lossy(&output.stdout).trim_end().to_string()
+    }
+
+    fn psql_error(&self, sql: &str) -> String {
+        let output = self.psql(&["-v", "ON_ERROR_STOP=1", "-c", sql]);
+        assert!(!output.status.success(), "psql -c {sql:?} should fail");
+        String::from_utf8_lossy(&output.stderr).to_string()
+    }
+
+    fn no_live_snapshots(&self) -> bool {
+        let txn = self.engine.transaction_service();
+        txn.low_watermark() == txn.high_watermark().prev()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let runtime = self.runtime.take().expect("runtime");
+        if let Some(sql) = self.sql.take() {
+            runtime.block_on(sql.shutdown());
+        }
+        if let Some(metrics) = self.metrics.take() {
+            runtime.block_on(metrics.shutdown());
+        }
+        runtime.shutdown_timeout(Duration::from_secs(2));
+    }
+}
+
+fn row(table: TableId, id: i64) -> RowChange {
+    RowChange::Insert {
+        table,
+        row: vec![
+            Value::Int64(id),
+            Value::Int32((id % 10) as i32),
+            Value::Decimal128(id as i128 * 125),
+            if id % 50 == 0 { Value::Null } else { Value::Utf8(format!("item {id}")) },
+            Value::Boolean(id % 2 == 0),
+            Value::Float64(id as f64 / 4.0),
+        ],
+    }
+}
+
+#[test]
+fn psql_simple_queries_return_rows_in_postgres_text_format() {
+    let fx = Fixture::new();
+    assert_eq!(fx.psql_ok("SELECT count(*) FROM shop.items"), "500");
+    assert_eq!(
+        fx.psql_ok("SELECT id, qty, price, name, ok, weight FROM shop.items WHERE id IN (2, 50) ORDER BY id"),
+        "2|2|2.50|item 2|t|0.5\n50|0|62.50||t|12.5",
+    );
+    // Several statements in one Query message, session commands included.
+    let out = fx.psql_ok("SET application_name = 'x'; BEGIN; SELECT 41 + 1 AS answer; COMMIT");
+    assert_eq!(out, "SET\nBEGIN\n42\nCOMMIT");
+    assert!(fx.no_live_snapshots());
+}
+
+#[test]
+fn result_columns_carry_postgres_type_oids() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let sql = "SELECT id, qty, price, name, ok, weight, DATE '2024-01-02' AS day, \
+               arrow_cast(now(), 'Timestamp(Microsecond, Some(\"UTC\"))') AS at FROM shop.items LIMIT 1";
+    let StatementOutcome::Rows(result) = client.query_params(sql, &[]).expect("query") else { panic!("expected rows") };
+    let oids: Vec<u32> = result.columns.iter().map(|c| c.type_oid).collect();
+    // int8, int4, numeric, text, bool, float8, date, timestamptz
+    assert_eq!(oids, [20, 23, 1700, 25, 16, 701, 1082, 1184]);
+    // The simple protocol describes the same types.
+    let outcomes = client.query(sql).expect("query");
+    let Some(StatementOutcome::Rows(simple)) = outcomes.first() else { panic!("expected rows") };
+    assert_eq!(simple.columns.iter().map(|c| c.type_oid).collect::<Vec<_>>(), oids);
+    assert_eq!(simple.rows[0][6].as_deref(), Some("2024-01-02"));
+}
+
+#[test]
+fn errors_reach_psql_with_their_sqlstate() {
+    let fx = Fixture::new();
+    for (sql, code) in [
+        ("SELEC 1", "42601"),
+        ("SELECT * FROM shop.nope", "42P01"),
+        ("SELECT nope FROM shop.items", "42703"),
+        ("INSERT INTO shop.items (id) VALUES (1)", "25006"),
+        ("SELECT 1 / (qty - qty) FROM shop.items", "22012"),
+    ] {
+        let stderr = fx.psql_error(sql);
+        assert!(stderr.contains(&format!("ERROR:  {code}:")), "{sql}: expected SQLSTATE {code}, got: {stderr}");
+    }
+    // The session survives errors: a later statement on the same connection works.
+    let output = fx.psql(&["-c", "SELECT * FROM shop.nope", "-c", "SELECT 7"]);
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "7");
+    assert!(fx.no_live_snapshots());
+}
+
+#[test]
+fn extended_protocol_binds_parameters_and_reports_bad_ones() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let outcome = client
+        .query_params("SELECT id, name FROM shop.items WHERE id BETWEEN $1 AND $2 AND qty <> $3 ORDER BY id", &[Some("3"), Some("6"), Some("5")])
+        .expect("query");
+    let StatementOutcome::Rows(result) = outcome else { panic!("expected rows") };
+    let ids: Vec<_> = result.rows.iter().map(|r| r[0].clone().unwrap_or_default()).collect();
+    assert_eq!(ids, ["3", "4", "6"]);
+    assert_eq!(result.columns[0].type_oid, 20, "int8");
+    assert_eq!(result.columns[1].type_oid, 25, "text");
+    match client.query_params("SELECT id FROM shop.items WHERE id = $1", &[Some("not a number")]) {
+        Err(ClientError::Server { code, .. }) => assert_eq!(code, "22P02"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    match client.query_params("SELECT id FROM shop.items WHERE id = $1", &[]) {
+        Err(ClientError::Server { code, .. }) => assert_eq!(code, "08P01"),
+        other => panic!("expected an error, got {other:?}"),
+    }
+    // The connection is still usable after errors.
+    let outcome = client.query_params("SELECT count(*) AS n FROM shop.items WHERE name IS NULL", &[]).expect("query");
+    let StatementOutcome::Rows(result) = outcome else { panic!("expected rows") };
+    assert_eq!(result.rows, vec![vec![Some("10".to_string())]]);
+}
+
+#[test]
+fn a_client_that_vanishes_mid_result_leaves_no_snapshot_behind() {
+    let fx = Fixture::new();
+    for _ in 0..3 {
+        let mut socket = TcpStream::connect(fx.addr()).expect("connect");
+        let mut startup = Vec::new();
+        startup.extend_from_slice(&196_608i32.to_be_bytes());
+        startup.extend_from_slice(b"user\0retina\0database\0retina\0\0");
+        let mut message = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
+        message.extend_from_slice(&startup);
+        socket.write_all(&message).expect("startup");
+        // A big result: 500 x 500 rows.
+        let sql = b"SELECT a.id, b.name FROM shop.items a, shop.items b\0";
+        let mut query = vec![b'Q'];
+        query.extend_from_slice(&((sql.len() + 4) as i32).to_be_bytes());
+        query.extend_from_slice(sql);
+        socket.write_all(&query).expect("query");
+        let mut some = [0u8; 4096];
+        socket.read_exact(&mut some).expect("the first rows arrive");
+        drop(socket);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !fx.no_live_snapshots() {
+        assert!(Instant::now() < deadline, "a snapshot is still registered after the clients left");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(fx.psql_ok("SELECT count(*) FROM shop.items"), "500", "the server still answers");
+}
+
+#[test]
+fn replay_goes_on_while_queries_are_served() {
+    let fx = Fixture::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (engine, stop, table) = (Arc::clone(&fx.engine), Arc::clone(&stop), fx.table);
+        std::thread::spawn(move || {
+            let mut id = 1000;
+            while !stop.load(SeqCst) {
+                engine.submit(vec![row(table, id)]).expect("insert");
+                engine.flush_batch().expect("flush");
+                id += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    let mut counts = Vec::new();
+    for _ in 0..5 {
+        counts.push(fx.psql_ok("SELECT count(*) FROM shop.items").parse::<u64>().expect("a count"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, SeqCst);
+    writer.join().expect("writer");
+    assert!(counts.windows(2).all(|w| w[0] <= w[1]) && counts.last() > counts.first(), "counts {counts:?}");
+    let lwm = fx.engine.transaction_service().low_watermark();
+    assert_eq!(lwm, fx.engine.transaction_service().high_watermark().prev(), "LWM keeps up with HWM");
+}
+
+fn http(addr: SocketAddr, request: &str) -> String {
+    let mut socket = TcpStream::connect(addr).expect("connect");
+    socket.write_all(request.as_bytes()).expect("request");
+    let mut response = String::new();
+    socket.read_to_string(&mut response).expect("response");
+    response
+}
+
+#[test]
+fn metrics_endpoint_serves_prometheus_text() {
+    let fx = Fixture::new();
+    fx.psql_ok("SELECT 1");
+    let addr = fx.metrics.as_ref().expect("metrics").local_addr();
+    let response = http(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+    assert!(response.contains("# TYPE retina_high_watermark gauge"), "{response}");
+    assert!(response.contains("retina_queries_finished_total 1"), "{response}");
+    assert!(response.contains("retina_query_latency_seconds_bucket{le=\"+Inf\"} 1"), "{response}");
+    assert!(http(addr, "GET /nope HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
+    assert!(http(addr, "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+    let view = fx.psql_ok("SELECT value FROM retina.metrics WHERE name = 'retina_queries_finished_total'");
+    assert_eq!(view.parse::<f64>().ok(), Some(1.0), "the SQL view and /metrics read the same counters: {view}");
+}
+
+#[test]
+fn binding_a_used_port_is_a_clear_error() {
+    let fx = Fixture::new();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let session = Arc::new(RetinaSession::new(Arc::clone(&fx.engine), SourceRegistry::new(), SessionOptions::default()));
+    let taken = fx.addr().to_string();
+    let error = runtime.block_on(PgServer::start(&taken, session)).err().expect("port in use");
+    assert!(error.to_string().contains(&taken), "{error}");
+}

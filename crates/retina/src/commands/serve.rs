@@ -1,0 +1,140 @@
+//! `retina serve`: replays every source into the lakehouse in a data dir and serves
+//! SQL over the PostgreSQL wire protocol (default 127.0.0.1:5433) plus Prometheus
+//! metrics (default 127.0.0.1:9187) until interrupted. Replay keeps running while
+//! queries are served: queries read snapshots below HWM, replay writes above it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use retina_core::{Engine, EngineConfig};
+use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
+use retina_server::{MetricsServer, PgServer, DEFAULT_METRICS_LISTEN, DEFAULT_SQL_LISTEN};
+use retina_storage::ParquetLakeStore;
+
+use super::serve_sources::ServedSource;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The lakehouse directory (created if missing).
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Address of the PostgreSQL endpoint.
+    #[arg(long, default_value = DEFAULT_SQL_LISTEN)]
+    pub listen: String,
+    /// Address of the Prometheus endpoint (`GET /metrics`).
+    #[arg(long, default_value = DEFAULT_METRICS_LISTEN)]
+    pub metrics_listen: String,
+    /// A source to replay (repeatable): file:PATH, -, nats://HOST:PORT/STREAM or
+    /// generator:chbench?rate=ROWS_PER_S[&base_rows=N][&seed=S].
+    #[arg(long = "source")]
+    pub sources: Vec<String>,
+    /// Memory one query may use in joins, aggregations and sorts, in MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub query_memory_mb: usize,
+    /// Stop after this many seconds (default: run until Ctrl-C / SIGTERM).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+}
+
+/// What a serving instance runs on: engine, session and sources. The engine is
+/// created and dropped outside any async context (its storage owns a runtime).
+pub struct Instance {
+    pub engine: Arc<Engine>,
+    pub session: Arc<RetinaSession>,
+    pub sources: Vec<ServedSource>,
+}
+
+impl Instance {
+    /// Starts the engine in `data_dir` and the given sources.
+    pub fn start(data_dir: &std::path::Path, source_uris: &[String], query_memory_mb: usize) -> anyhow::Result<Self> {
+        for uri in source_uris {
+            retina_cdc::parse_source_uri(uri).with_context(|| format!("--source {uri}"))?;
+        }
+        std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+        let location = data_dir.to_str().with_context(|| format!("{} is not UTF-8", data_dir.display()))?;
+        let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {}", data_dir.display()))?;
+        // `open` recovers a data dir that holds a lakehouse (from its latest checkpoint;
+        // sources then resume from their recovered positions) or starts an empty one.
+        let engine = Arc::new(
+            Engine::open(EngineConfig::default(), Arc::new(store))
+                .with_context(|| format!("opening the lakehouse in {}", data_dir.display()))?,
+        );
+        let registry = SourceRegistry::new();
+        let options = SessionOptions { query_memory_limit: Some(query_memory_mb.max(1) << 20), ..SessionOptions::default() };
+        let session = Arc::new(RetinaSession::new(Arc::clone(&engine), registry.clone(), options));
+        let mut sources = Vec::new();
+        for uri in source_uris {
+            eprintln!("retina serve: replaying {uri}");
+            sources.push(ServedSource::start(uri, Arc::clone(&engine), registry.clone())?);
+        }
+        Ok(Self { engine, session, sources })
+    }
+
+    /// Stops the sources, then closes the engine with a final checkpoint so the data
+    /// dir reopens as it is now.
+    pub fn stop(self) -> anyhow::Result<()> {
+        for source in self.sources {
+            source.stop();
+        }
+        drop(self.session);
+        match Arc::try_unwrap(self.engine) {
+            Ok(engine) => {
+                engine.close().context("final checkpoint")?;
+            }
+            Err(engine) => {
+                engine.sync().context("final sync")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    let served = runtime.block_on(serve(Arc::clone(&instance.session), &args.listen, &args.metrics_listen, args.seconds));
+    // Connection tasks hold the session; end them before the engine goes.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    instance.stop()?;
+    served
+}
+
+/// Serves until a signal (or `seconds`); prints how to connect.
+pub async fn serve(session: Arc<RetinaSession>, listen: &str, metrics_listen: &str, seconds: Option<f64>) -> anyhow::Result<()> {
+    let sql = PgServer::start(listen, Arc::clone(&session)).await?;
+    let metrics = MetricsServer::start(metrics_listen, session).await?;
+    let addr = sql.local_addr();
+    println!("retina serve: SQL (PostgreSQL protocol) on {addr}; metrics on http://{}/metrics", metrics.local_addr());
+    println!("  connect with: psql -h {} -p {} -U retina retina", addr.ip(), addr.port());
+    println!("  or:           retina sql --connect {addr}");
+    wait_for_stop(seconds).await;
+    eprintln!("retina serve: stopping");
+    sql.shutdown().await;
+    metrics.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_stop(seconds: Option<f64>) {
+    let timer = async {
+        match seconds {
+            Some(s) => tokio::time::sleep(Duration::from_secs_f64(s.max(0.0))).await,
+            None => std::future::pending().await,
+        }
+    };
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = timer => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+}

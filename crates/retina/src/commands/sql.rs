@@ -1,0 +1,213 @@
+//! `retina sql`: one-shot queries (`-c`, repeatable) or a line-based shell, against a
+//! running server (`--connect`, default 127.0.0.1:5433) or a stopped data dir
+//! (`--data-dir`, an embedded engine). Output as an aligned table, CSV or JSON.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use futures::StreamExt;
+use retina_core::{Engine, EngineConfig};
+use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
+use retina_server::client::{ClientError, PgClient, StatementOutcome};
+use retina_server::text_result::{OutputFormat, TextResult};
+use retina_storage::ParquetLakeStore;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+impl From<Format> for OutputFormat {
+    fn from(format: Format) -> Self {
+        match format {
+            Format::Table => OutputFormat::Table,
+            Format::Csv => OutputFormat::Csv,
+            Format::Json => OutputFormat::Json,
+        }
+    }
+}
+
+#[derive(Args)]
+pub struct SqlArgs {
+    /// Address of a running `retina serve` (HOST:PORT).
+    #[arg(long, conflicts_with = "data_dir")]
+    connect: Option<String>,
+    /// Query a stopped data dir with an embedded engine instead of a server.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// SQL to run (repeatable); without it, read statements from stdin.
+    #[arg(short = 'c', long = "command")]
+    commands: Vec<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    format: Format,
+    #[arg(long, default_value = "retina")]
+    user: String,
+    #[arg(long, default_value = "retina")]
+    database: String,
+}
+
+/// Runs SQL text and returns printable results; errors are the statement's errors.
+trait Backend {
+    fn run(&mut self, sql: &str) -> anyhow::Result<Vec<StatementOutcome>>;
+}
+
+struct Remote(PgClient);
+
+impl Backend for Remote {
+    fn run(&mut self, sql: &str) -> anyhow::Result<Vec<StatementOutcome>> {
+        self.0.query(sql).map_err(|error| match error {
+            ClientError::Server { .. } => anyhow::Error::new(error),
+            other => anyhow::Error::new(other).context("the connection failed"),
+        })
+    }
+}
+
+/// An embedded engine over a stopped data dir. Created and dropped outside the
+/// runtime (its storage owns a tokio runtime of its own).
+struct Embedded {
+    runtime: tokio::runtime::Runtime,
+    session: Option<Arc<RetinaSession>>,
+    engine: Option<Arc<Engine>>,
+}
+
+impl Embedded {
+    fn open(dir: &Path) -> anyhow::Result<Self> {
+        if !dir.is_dir() {
+            bail!("{} is not a directory", dir.display());
+        }
+        let location = dir.to_str().with_context(|| format!("{} is not UTF-8", dir.display()))?;
+        let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {}", dir.display()))?;
+        let config = EngineConfig { gc_interval: None, ..EngineConfig::default() };
+        // Recovers the lakehouse from its latest checkpoint; read-only from here on.
+        let engine = Arc::new(
+            Engine::open(config, Arc::new(store)).with_context(|| format!("opening the lakehouse in {}", dir.display()))?,
+        );
+        let session = Arc::new(RetinaSession::new(Arc::clone(&engine), SourceRegistry::new(), SessionOptions::default()));
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        Ok(Self { runtime, session: Some(session), engine: Some(engine) })
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        self.session.take();
+        self.engine.take();
+    }
+}
+
+impl Backend for Embedded {
+    fn run(&mut self, sql: &str) -> anyhow::Result<Vec<StatementOutcome>> {
+        let session = Arc::clone(self.session.as_ref().context("session closed")?);
+        self.runtime.block_on(async move {
+            let mut outcomes = Vec::new();
+            for statement in session.parse(sql)? {
+                let plan = session.plan(statement).await?;
+                let mut stream = session.execute(plan).await?;
+                let schema = stream.schema();
+                let mut batches = Vec::new();
+                while let Some(batch) = stream.next().await {
+                    batches.push(batch.map_err(retina_query::QueryError::from)?);
+                }
+                outcomes.push(StatementOutcome::Rows(TextResult::from_batches(&schema, &batches)?));
+            }
+            Ok(outcomes)
+        })
+    }
+}
+
+pub fn run(args: SqlArgs) -> anyhow::Result<()> {
+    let mut backend: Box<dyn Backend> = match &args.data_dir {
+        Some(dir) => Box::new(Embedded::open(dir)?),
+        None => {
+            let addr = args.connect.clone().unwrap_or_else(|| retina_server::DEFAULT_SQL_LISTEN.to_string());
+            let client = PgClient::connect(&addr, &args.user, &args.database)
+                .with_context(|| format!("is `retina serve` running on {addr}?"))?;
+            Box::new(Remote(client))
+        }
+    };
+    let format = OutputFormat::from(args.format);
+    if !args.commands.is_empty() {
+        for sql in &args.commands {
+            print_outcomes(&backend.run(sql).map_err(sql_error)?, format)?;
+        }
+        return Ok(());
+    }
+    shell(backend.as_mut(), format)
+}
+
+fn sql_error(error: anyhow::Error) -> anyhow::Error {
+    match error.downcast_ref::<retina_query::QueryError>() {
+        Some(query) => anyhow::anyhow!("ERROR: {query} (SQLSTATE {})", query.sqlstate()),
+        None => error,
+    }
+}
+
+fn print_outcomes(outcomes: &[StatementOutcome], format: OutputFormat) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for outcome in outcomes {
+        match outcome {
+            StatementOutcome::Rows(result) => out.write_all(result.render(format).as_bytes())?,
+            StatementOutcome::Command(tag) if format == OutputFormat::Table => writeln!(out, "{tag}")?,
+            StatementOutcome::Command(_) | StatementOutcome::Empty => {}
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Reads statements from stdin, each ended by `;`; `\q` quits. Errors are printed
+/// and the shell goes on.
+fn shell(backend: &mut dyn Backend, format: OutputFormat) -> anyhow::Result<()> {
+    let stdin = std::io::stdin();
+    let interactive = std::io::IsTerminal::is_terminal(&stdin);
+    if interactive {
+        eprintln!("retina sql: end statements with ';', \\q to quit");
+    }
+    let mut buffer = String::new();
+    let mut failures = 0;
+    let prompt = |buffer: &str| {
+        if interactive {
+            eprint!("{}", if buffer.is_empty() { "retina=> " } else { "retina-> " });
+            let _ = std::io::stderr().flush();
+        }
+    };
+    prompt(&buffer);
+    for line in stdin.lock().lines() {
+        let line = line?;
+        let trimmed = line.trim();
+        if buffer.is_empty() && (trimmed == "\\q" || trimmed == "quit" || trimmed == "exit") {
+            break;
+        }
+        buffer.push_str(&line);
+        buffer.push('\n');
+        if trimmed.ends_with(';') {
+            match backend.run(&buffer) {
+                Ok(outcomes) => print_outcomes(&outcomes, format)?,
+                Err(error) => {
+                    failures += 1;
+                    eprintln!("{:#}", sql_error(error));
+                }
+            }
+            buffer.clear();
+        }
+        prompt(&buffer);
+    }
+    if !buffer.trim().is_empty() {
+        match backend.run(&buffer) {
+            Ok(outcomes) => print_outcomes(&outcomes, format)?,
+            Err(error) => {
+                failures += 1;
+                eprintln!("{:#}", sql_error(error));
+            }
+        }
+    }
+    if failures > 0 && !interactive {
+        bail!("{failures} statement(s) failed");
+    }
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! `retina serve` and `retina sql` end to end, as a user runs them: the server replays
+//! the built-in generator through the CDC sink while `psql` (Debian package
+//! `postgresql-client`) and `retina sql` query it; SIGTERM stops it cleanly and the
+//! stopped data dir is queried with `retina sql --data-dir`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const RETINA: &str = env!("CARGO_BIN_EXE_retina");
+
+struct Server {
+    child: Child,
+    sql: String,
+    metrics: String,
+}
+
+impl Server {
+    fn start(dir: &std::path::Path) -> Self {
+        let mut child = Command::new(RETINA)
+            .args(["serve", "--data-dir"])
+            .arg(dir)
+            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+            .args(["--source", "generator:chbench?rate=3000&base_rows=5000"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start retina serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = loop {
+            match lines.next() {
+                Some(Ok(line)) if line.starts_with("retina serve: SQL") => break line,
+                Some(Ok(_)) => continue,
+                other => panic!("retina serve did not start: {other:?}"),
+            }
+        };
+        // "retina serve: SQL (PostgreSQL protocol) on ADDR; metrics on http://ADDR/metrics"
+        let sql = line.split(" on ").nth(1).and_then(|s| s.split(';').next()).expect("sql address").to_string();
+        let metrics = line.rsplit("http://").next().and_then(|s| s.strip_suffix("/metrics")).expect("metrics address").to_string();
+        std::thread::spawn(move || for _ in lines {}); // keep draining stdout
+        Self { child, sql, metrics }
+    }
+
+    fn port(&self) -> &str {
+        self.sql.rsplit(':').next().expect("port")
+    }
+
+    fn psql(&self, sql: &str) -> String {
+        let output = Command::new("psql")
+            .args(["-X", "-h", "127.0.0.1", "-p", self.port(), "-U", "retina", "-d", "retina", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run psql ({e}): install the Debian package postgresql-client"));
+        assert!(output.status.success(), "psql {sql:?}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                assert!(status.success(), "retina serve exited with {status}");
+                return;
+            }
+            assert!(Instant::now() < deadline, "retina serve did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn retina_sql(args: &[&str]) -> Output {
+    Command::new(RETINA).arg("sql").args(args).output().expect("run retina sql")
+}
+
+#[test]
+fn serve_replays_while_psql_and_retina_sql_query_it_and_the_stopped_dir_reopens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start(dir.path());
+    let first: u64 = server.psql("SELECT count(*) FROM chbench.orders").parse().expect("count");
+    std::thread::sleep(Duration::from_millis(700));
+    let second: u64 = server.psql("SELECT count(*) FROM chbench.orders").parse().expect("count");
+    assert!(second > first, "replay goes on while serving: {first} then {second}");
+    assert_eq!(server.psql("SELECT state FROM retina.sources"), "running");
+    let consistent = server.psql("SELECT (SELECT count(*) FROM chbench.new_order) = (SELECT count(*) FROM chbench.orders WHERE o_carrier_id IS NULL)");
+    assert_eq!(consistent, "t");
+
+    let json = retina_sql(&["--connect", &server.sql, "--format", "json", "-c", "SELECT count(*) AS n, max(w_id) AS w FROM chbench.warehouse"]);
+    assert!(json.status.success(), "{}", String::from_utf8_lossy(&json.stderr));
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json output");
+    assert_eq!(value[0]["n"], 1);
+    let csv = retina_sql(&["--connect", &server.sql, "--format", "csv", "-c", "SELECT w_id, w_name FROM chbench.warehouse"]);
+    assert_eq!(String::from_utf8_lossy(&csv.stdout), "w_id,w_name\n1,warehouse-1\n");
+    let table = retina_sql(&["--connect", &server.sql, "-c", "SELECT w_id FROM chbench.warehouse"]);
+    assert_eq!(String::from_utf8_lossy(&table.stdout), " w_id\n------\n    1\n(1 row)\n");
+    let bad = retina_sql(&["--connect", &server.sql, "-c", "SELECT * FROM chbench.nope"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("SQLSTATE 42P01"), "{}", String::from_utf8_lossy(&bad.stderr));
+
+    let metrics = std::net::TcpStream::connect(&server.metrics).map(|mut socket| {
+        use std::io::{Read, Write};
+        socket.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").expect("request");
+        let mut text = String::new();
+        socket.read_to_string(&mut text).expect("response");
+        text
+    });
+    let metrics = metrics.expect("metrics endpoint");
+    assert!(metrics.contains("retina_source_transactions_total{source=\"generator:chbench?rate=3000&base_rows=5000\"}"), "{metrics}");
+
+    let last: u64 = server.psql("SELECT count(*) FROM chbench.orders").parse().expect("count");
+    server.stop();
+
+    // The stopped data dir opens again (recovery) and answers the same tables.
+    let reopened = retina_sql(&["--data-dir", dir.path().to_str().expect("utf-8"), "--format", "csv", "-c", "SELECT count(*) AS n FROM chbench.orders"]);
+    assert!(reopened.status.success(), "{}", String::from_utf8_lossy(&reopened.stderr));
+    let text = String::from_utf8_lossy(&reopened.stdout);
+    let count: u64 = text.lines().nth(1).and_then(|l| l.parse().ok()).expect("a count");
+    assert!(count >= last, "after restart: {count} orders, {last} seen while serving");
+}
+
+#[test]
+fn bad_sources_and_unreachable_servers_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(RETINA)
+        .args(["serve", "--data-dir"])
+        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--source", "bogus:thing", "--seconds", "1"])
+        .output()
+        .expect("run retina serve");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("bogus:thing"), "{}", String::from_utf8_lossy(&output.stderr));
+
+    // A port nobody listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let output = retina_sql(&["--connect", &format!("127.0.0.1:{port}"), "-c", "SELECT 1"]);
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("retina serve"), "{}", String::from_utf8_lossy(&output.stderr));
+
+    let missing = retina_sql(&["--data-dir", "/nonexistent/retina", "-c", "SELECT 1"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/retina"));
+}
