@@ -81,9 +81,20 @@ impl PgClient {
     }
 
     /// Runs a query string (one or more statements). The first failing statement
-    /// ends it with [`ClientError::Server`]; earlier results are lost, as with psql's
-    /// single-string mode.
+    /// ends it with [`ClientError::Server`] (use [`Self::query_partial`] to keep the
+    /// results of the statements before it).
     pub fn query(&mut self, sql: &str) -> ClientResult<Vec<StatementOutcome>> {
+        let (outcomes, failure) = self.query_partial(sql)?;
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(outcomes),
+        }
+    }
+
+    /// Runs a query string; returns the results of the statements that ran and the
+    /// server's error for the one that failed, if any. `Err` only for connection and
+    /// protocol failures.
+    pub fn query_partial(&mut self, sql: &str) -> ClientResult<(Vec<StatementOutcome>, Option<ClientError>)> {
         let mut body = sql.as_bytes().to_vec();
         body.push(0);
         self.send(b'Q', &body)?;
@@ -111,10 +122,7 @@ impl PgClient {
                 _ => {}
             }
         }
-        match failure {
-            Some(error) => Err(error),
-            None => Ok(outcomes),
-        }
+        Ok((outcomes, failure))
     }
 
     /// Runs one statement through the extended protocol (Parse, Bind, Describe,

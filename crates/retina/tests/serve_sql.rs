@@ -126,6 +126,22 @@ fn serve_replays_while_psql_and_retina_sql_query_it_and_the_stopped_dir_reopens(
     let text = String::from_utf8_lossy(&reopened.stdout);
     let count: u64 = text.lines().nth(1).and_then(|l| l.parse().ok()).expect("a count");
     assert!(count >= last, "after restart: {count} orders, {last} seen while serving");
+
+    // The shell: statements end at ';'; an error is reported and the shell goes on;
+    // results before the error are printed; the exit status says something failed.
+    let mut shell = Command::new(RETINA)
+        .args(["sql", "--format", "csv", "--data-dir", dir.path().to_str().expect("utf-8")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("retina sql shell");
+    std::io::Write::write_all(&mut shell.stdin.take().expect("stdin"), b"SELECT 1 AS one; SELECT nope;\nSELECT 2\n  AS two;\n")
+        .expect("script");
+    let output = shell.wait_with_output().expect("shell");
+    assert!(!output.status.success());
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "one\n1\ntwo\n2\n");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("SQLSTATE 42703"), "{}", String::from_utf8_lossy(&output.stderr));
 }
 
 #[test]

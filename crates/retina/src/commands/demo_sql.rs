@@ -80,7 +80,11 @@ impl DemoSql {
             runtime.block_on(queries).context("the SQL query loop panicked")?.map_err(anyhow::Error::msg)?;
         }
         let samples = self.samples.lock().map_err(|_| anyhow::anyhow!("query samples poisoned"))?;
-        Ok(samples.iter().map(|(name, values)| (*name, Latency::of(values.clone()))).collect())
+        // In the order of the query list.
+        Ok(QUERIES
+            .iter()
+            .filter_map(|query| samples.get(query.name).map(|values| (query.name, Latency::of(values.clone()))))
+            .collect())
     }
 
     /// Keeps the endpoint open until Ctrl-C.

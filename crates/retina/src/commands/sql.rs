@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use futures::StreamExt;
 use retina_core::{Engine, EngineConfig};
 use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
-use retina_server::client::{ClientError, PgClient, StatementOutcome};
+use retina_server::client::{PgClient, StatementOutcome};
 use retina_server::text_result::{OutputFormat, TextResult};
 use retina_storage::ParquetLakeStore;
 
@@ -51,19 +51,20 @@ pub struct SqlArgs {
     database: String,
 }
 
-/// Runs SQL text and returns printable results; errors are the statement's errors.
+/// Runs SQL text: the results of the statements that ran, and the error of the one
+/// that failed (which ends the text, as in PostgreSQL).
 trait Backend {
-    fn run(&mut self, sql: &str) -> anyhow::Result<Vec<StatementOutcome>>;
+    fn run(&mut self, sql: &str) -> (Vec<StatementOutcome>, Option<anyhow::Error>);
 }
 
 struct Remote(PgClient);
 
 impl Backend for Remote {
-    fn run(&mut self, sql: &str) -> anyhow::Result<Vec<StatementOutcome>> {
-        self.0.query(sql).map_err(|error| match error {
-            ClientError::Server { .. } => anyhow::Error::new(error),
-            other => anyhow::Error::new(other).context("the connection failed"),
-        })
+    fn run(&mut self, sql: &str) -> (Vec<StatementOutcome>, Option<anyhow::Error>) {
+        match self.0.query_partial(sql) {
+            Ok((outcomes, failure)) => (outcomes, failure.map(anyhow::Error::new)),
+            Err(error) => (Vec::new(), Some(anyhow::Error::new(error).context("the connection failed"))),
+        }
     }
 }
 
@@ -101,21 +102,34 @@ impl Drop for Embedded {
 }
 
 impl Backend for Embedded {
-    fn run(&mut self, sql: &str) -> anyhow::Result<Vec<StatementOutcome>> {
-        let session = Arc::clone(self.session.as_ref().context("session closed")?);
+    fn run(&mut self, sql: &str) -> (Vec<StatementOutcome>, Option<anyhow::Error>) {
+        let Some(session) = self.session.as_ref().map(Arc::clone) else {
+            return (Vec::new(), Some(anyhow::anyhow!("session closed")));
+        };
         self.runtime.block_on(async move {
             let mut outcomes = Vec::new();
-            for statement in session.parse(sql)? {
-                let plan = session.plan(statement).await?;
-                let mut stream = session.execute(plan).await?;
-                let schema = stream.schema();
-                let mut batches = Vec::new();
-                while let Some(batch) = stream.next().await {
-                    batches.push(batch.map_err(retina_query::QueryError::from)?);
+            let statements = match session.parse(sql) {
+                Ok(statements) => statements,
+                Err(error) => return (outcomes, Some(error.into())),
+            };
+            for statement in statements {
+                let result: anyhow::Result<StatementOutcome> = async {
+                    let plan = session.plan(statement).await?;
+                    let mut stream = session.execute(plan).await?;
+                    let schema = stream.schema();
+                    let mut batches = Vec::new();
+                    while let Some(batch) = stream.next().await {
+                        batches.push(batch.map_err(retina_query::QueryError::from)?);
+                    }
+                    Ok(StatementOutcome::Rows(TextResult::from_batches(&schema, &batches)?))
                 }
-                outcomes.push(StatementOutcome::Rows(TextResult::from_batches(&schema, &batches)?));
+                .await;
+                match result {
+                    Ok(outcome) => outcomes.push(outcome),
+                    Err(error) => return (outcomes, Some(error)),
+                }
             }
-            Ok(outcomes)
+            (outcomes, None)
         })
     }
 }
@@ -133,7 +147,11 @@ pub fn run(args: SqlArgs) -> anyhow::Result<()> {
     let format = OutputFormat::from(args.format);
     if !args.commands.is_empty() {
         for sql in &args.commands {
-            print_outcomes(&backend.run(sql).map_err(sql_error)?, format)?;
+            let (outcomes, failure) = backend.run(sql);
+            print_outcomes(&outcomes, format)?;
+            if let Some(error) = failure {
+                return Err(sql_error(error));
+            }
         }
         return Ok(());
     }
@@ -145,6 +163,19 @@ fn sql_error(error: anyhow::Error) -> anyhow::Error {
         Some(query) => anyhow::anyhow!("ERROR: {query} (SQLSTATE {})", query.sqlstate()),
         None => error,
     }
+}
+
+/// Runs `sql`, prints its results and its error; returns 1 if it failed.
+fn run_and_print(backend: &mut dyn Backend, sql: &str, format: OutputFormat) -> anyhow::Result<usize> {
+    let (outcomes, failure) = backend.run(sql);
+    print_outcomes(&outcomes, format)?;
+    Ok(match failure {
+        Some(error) => {
+            eprintln!("{:#}", sql_error(error));
+            1
+        }
+        None => 0,
+    })
 }
 
 fn print_outcomes(outcomes: &[StatementOutcome], format: OutputFormat) -> anyhow::Result<()> {
@@ -186,25 +217,13 @@ fn shell(backend: &mut dyn Backend, format: OutputFormat) -> anyhow::Result<()> 
         buffer.push_str(&line);
         buffer.push('\n');
         if trimmed.ends_with(';') {
-            match backend.run(&buffer) {
-                Ok(outcomes) => print_outcomes(&outcomes, format)?,
-                Err(error) => {
-                    failures += 1;
-                    eprintln!("{:#}", sql_error(error));
-                }
-            }
+            failures += run_and_print(backend, &buffer, format)?;
             buffer.clear();
         }
         prompt(&buffer);
     }
     if !buffer.trim().is_empty() {
-        match backend.run(&buffer) {
-            Ok(outcomes) => print_outcomes(&outcomes, format)?,
-            Err(error) => {
-                failures += 1;
-                eprintln!("{:#}", sql_error(error));
-            }
-        }
+        failures += run_and_print(backend, &buffer, format)?;
     }
     if failures > 0 && !interactive {
         bail!("{failures} statement(s) failed");
