@@ -42,6 +42,30 @@ pub enum StatementOutcome {
 pub struct PgClient {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
+    cancel: Option<CancelToken>,
+}
+
+/// What a `CancelRequest` for a connection needs (from its BackendKeyData).
+#[derive(Clone, Debug)]
+pub struct CancelToken {
+    addr: String,
+    pid: i32,
+    secret: Vec<u8>,
+}
+
+impl CancelToken {
+    /// Asks the server, on a new connection, to cancel the query running on the
+    /// token's connection.
+    pub fn cancel(&self) -> ClientResult<()> {
+        let mut stream =
+            TcpStream::connect(&self.addr).map_err(|source| ClientError::Connect { addr: self.addr.clone(), source })?;
+        let mut message = ((12 + self.secret.len()) as i32).to_be_bytes().to_vec();
+        message.extend_from_slice(&80_877_102i32.to_be_bytes());
+        message.extend_from_slice(&self.pid.to_be_bytes());
+        message.extend_from_slice(&self.secret);
+        stream.write_all(&message)?;
+        Ok(())
+    }
 }
 
 impl PgClient {
@@ -51,7 +75,7 @@ impl PgClient {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(3600)))?;
         let writer = stream.try_clone()?;
-        let mut client = Self { reader: BufReader::new(stream), writer };
+        let mut client = Self { reader: BufReader::new(stream), writer, cancel: None };
         let mut body = Vec::new();
         body.extend_from_slice(&196_608i32.to_be_bytes()); // protocol 3.0
         for (key, value) in [("user", user), ("database", database), ("application_name", "retina-sql")] {
@@ -73,11 +97,20 @@ impl PgClient {
                         return Err(ClientError::Authentication { method });
                     }
                 }
+                b'K' => {
+                    let pid = read_i32(&body, 0)?;
+                    client.cancel = Some(CancelToken { addr: addr.to_string(), pid, secret: body[4..].to_vec() });
+                }
                 b'E' => return Err(server_error(&body)),
                 b'Z' => return Ok(client),
-                _ => {} // ParameterStatus, BackendKeyData, notices
+                _ => {} // ParameterStatus, notices
             }
         }
+    }
+
+    /// A token to cancel this connection's running query from elsewhere.
+    pub fn cancel_token(&self) -> Option<CancelToken> {
+        self.cancel.clone()
     }
 
     /// Runs a query string (one or more statements). The first failing statement

@@ -20,6 +20,8 @@ use retina_storage::ParquetLakeStore;
 /// A served engine. Field order is drop order: servers, then the runtime (outside any
 /// async context), then the engine, whose storage owns a runtime of its own.
 struct Fixture {
+    session: Arc<RetinaSession>,
+    ticks: TableId,
     sql: Option<PgServer>,
     metrics: Option<MetricsServer>,
     runtime: Option<tokio::runtime::Runtime>,
@@ -48,13 +50,16 @@ impl Fixture {
         )
         .expect("schema");
         let table = engine.create_table(schema).expect("table");
+        let ticks = engine
+            .create_table(TableSchema::from_columns("test.ticks", &[("id", DataType::Int64, false)], &["id"]).expect("schema"))
+            .expect("ticks table");
         engine.submit((1..=500).map(|id| row(table, id)).collect()).expect("load");
         engine.sync().expect("sync");
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         let session = Arc::new(RetinaSession::new(Arc::clone(&engine), SourceRegistry::new(), SessionOptions::default()));
         let sql = runtime.block_on(PgServer::start("127.0.0.1:0", Arc::clone(&session))).expect("sql server");
-        let metrics = runtime.block_on(MetricsServer::start("127.0.0.1:0", session)).expect("metrics server");
-        Self { sql: Some(sql), metrics: Some(metrics), runtime: Some(runtime), engine, table, _dir: dir }
+        let metrics = runtime.block_on(MetricsServer::start("127.0.0.1:0", Arc::clone(&session))).expect("metrics server");
+        Self { session, ticks, sql: Some(sql), metrics: Some(metrics), runtime: Some(runtime), engine, table, _dir: dir }
     }
 
     fn addr(&self) -> SocketAddr {
@@ -90,9 +95,21 @@ impl Fixture {
         String::from_utf8_lossy(&output.stderr).to_string()
     }
 
+    /// Whether no query snapshot is registered. A tick transaction first moves HWM, so
+    /// a snapshot still held at the old HWM - 1 would keep LWM behind.
     fn no_live_snapshots(&self) -> bool {
+        static NEXT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+        let id = NEXT.fetch_add(1, SeqCst);
+        self.engine.submit(vec![RowChange::Insert { table: self.ticks, row: vec![Value::Int64(id)] }]).expect("tick");
+        self.engine.sync().expect("sync");
         let txn = self.engine.transaction_service();
         txn.low_watermark() == txn.high_watermark().prev()
+    }
+
+    /// SQL queries started and not yet finished.
+    fn running_queries(&self) -> u64 {
+        let metrics = self.session.metrics().snapshot();
+        metrics.started - metrics.finished
     }
 }
 
@@ -254,6 +271,38 @@ fn replay_goes_on_while_queries_are_served() {
     assert!(counts.windows(2).all(|w| w[0] <= w[1]) && counts.last() > counts.first(), "counts {counts:?}");
     let lwm = fx.engine.transaction_service().low_watermark();
     assert_eq!(lwm, fx.engine.transaction_service().high_watermark().prev(), "LWM keeps up with HWM");
+}
+
+#[test]
+fn a_cancelled_query_ends_with_57014_and_releases_its_snapshot() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let token = client.cancel_token().expect("the server sends BackendKeyData");
+    let running = std::thread::spawn(move || {
+        // 125 million joined rows: far longer than the test waits.
+        let result = client.query("SELECT count(*) FROM shop.items a, shop.items b, shop.items c WHERE a.qty + b.qty + c.qty >= 0");
+        (result.map(|_| ()), client)
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fx.running_queries() == 0 {
+        assert!(Instant::now() < deadline, "the query never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!fx.no_live_snapshots(), "the running query holds its snapshot");
+    token.cancel().expect("cancel request");
+    let (result, mut client) = running.join().expect("query thread");
+    match result {
+        Err(ClientError::Server { code, .. }) => assert_eq!(code, "57014"),
+        other => panic!("expected query_canceled, got {other:?}"),
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fx.no_live_snapshots() {
+        assert!(Instant::now() < deadline, "the cancelled query's snapshot is still registered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The connection goes on.
+    assert_eq!(client.query("SELECT 3 AS n").expect("query").len(), 1);
 }
 
 fn http(addr: SocketAddr, request: &str) -> String {

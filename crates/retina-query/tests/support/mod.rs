@@ -94,8 +94,25 @@ pub fn total_rows(batches: &[RecordBatch]) -> usize {
     batches.iter().map(RecordBatch::num_rows).sum()
 }
 
-/// Whether no query snapshot is registered: LWM is back at HWM - 1.
+/// Whether no query snapshot is registered. A tick transaction first moves HWM, so
+/// a snapshot still held at the old HWM - 1 would keep LWM behind.
 pub fn no_live_snapshots(engine: &Engine) -> bool {
+    off(|| tick(engine));
     let txn = engine.transaction_service();
     txn.low_watermark() == txn.high_watermark().prev()
+}
+
+/// Commits one insert into `test.ticks` (created on first use).
+pub fn tick(engine: &Engine) {
+    static NEXT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let table = match engine.table_id("test.ticks") {
+        Some(table) => table,
+        None => {
+            let schema = TableSchema::from_columns("test.ticks", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
+            engine.create_table(schema).expect("ticks table")
+        }
+    };
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id)] }]).expect("tick");
+    engine.sync().expect("sync");
 }
