@@ -166,3 +166,19 @@ async fn system_views_show_watermarks_tables_sources_and_metrics() {
     let (_, shown) = session.collect("SHOW TABLES").await.expect("show tables");
     assert!(pretty(&shown).contains("watermarks"), "{}", pretty(&shown));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_query_over_its_memory_limit_fails_with_53200_and_others_still_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) = off(|| loaded(dir.path()));
+    let tiny = retina_query::RetinaSession::new(
+        Arc::clone(&engine),
+        retina_query::SourceRegistry::new(),
+        retina_query::SessionOptions { target_partitions: 2, query_memory_limit: Some(1024) },
+    );
+    let error = tiny.collect("SELECT name, count(*) FROM items GROUP BY name ORDER BY name").await.expect_err("over the limit");
+    assert_eq!(error.sqlstate(), "53200", "{error}");
+    let (_, small) = tiny.collect("SELECT 1 AS one").await.expect("a query within the limit");
+    assert_eq!(total_rows(&small), 1);
+    assert!(no_live_snapshots(&engine));
+}
