@@ -2,9 +2,11 @@
 //!
 //! - [`pg`]: the PostgreSQL wire protocol (simple and extended query protocols) over
 //!   a shared [`retina_query::RetinaSession`], so `psql` and Postgres drivers work;
-//! - [`metrics_http`]: `GET /metrics` in Prometheus text format ([`prometheus`]).
+//! - [`metrics_http`]: `GET /metrics` in Prometheus text format ([`prometheus`]);
+//! - [`client`]: a small blocking PostgreSQL client (`retina sql --connect`, tests),
+//!   and [`text_result`]: results printed as a table, CSV or JSON.
 //!
-//! Both bind loopback by default; the caller chooses the addresses.
+//! The endpoints bind loopback by default; the caller chooses the addresses.
 
 pub mod client;
 pub mod error;

@@ -40,6 +40,11 @@ pub struct QueryBenchArgs {
     repetitions: usize,
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Keep the Parquet export of the static snapshot (and `queries.json`, the SQL of
+    /// every query) in this directory, e.g. to run the same queries in another engine
+    /// (`scripts/duckdb_queries.py`).
+    #[arg(long)]
+    keep_copy: Option<std::path::PathBuf>,
     #[arg(long)]
     json: bool,
 }
@@ -118,8 +123,15 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let session = RetinaSession::new(Arc::clone(&engine), SourceRegistry::new(), SessionOptions::default());
     let snapshot = QuerySnapshot::new(engine.snapshot()?);
-    let exported = export_snapshot(&engine, &snapshot, &work.path().join("static-copy"))?;
+    let copy_dir = args.keep_copy.clone().unwrap_or_else(|| work.path().join("static-copy"));
+    let exported = export_snapshot(&engine, &snapshot, &copy_dir)?;
     drop(snapshot);
+    if args.keep_copy.is_some() {
+        let queries: Vec<serde_json::Value> =
+            QUERIES.iter().map(|q| serde_json::json!({ "name": q.name, "sql": q.sql })).collect();
+        std::fs::write(copy_dir.join("queries.json"), serde_json::to_string_pretty(&queries)?)
+            .with_context(|| format!("writing queries.json in {}", copy_dir.display()))?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     let plain = runtime.block_on(plain_context(&exported, threads))?;
 
