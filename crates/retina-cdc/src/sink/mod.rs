@@ -119,21 +119,18 @@ impl<'e> Sink<'e> {
     /// The position of this source's newest *visible* transaction (not yet durable:
     /// acknowledge [`Self::durable_position`] instead).
     pub fn visible_position(&self) -> Option<SinkPosition> {
-        self.engine
-            .source_positions()
-            .into_iter()
-            .find(|p| p.source == self.source)
-            .and_then(|p| SinkPosition::decode(&p.position))
+        self.own_position(self.engine.source_positions())
     }
 
     /// The position of this source's newest transaction held by the latest saved
     /// checkpoint: what may be acknowledged to the source (a crash goes back there).
     pub fn durable_position(&self) -> Option<SinkPosition> {
-        self.engine
-            .durable_positions()
-            .into_iter()
-            .find(|p| p.source == self.source)
-            .and_then(|p| SinkPosition::decode(&p.position))
+        self.own_position(self.engine.durable_positions())
+    }
+
+    /// This source's entry among the engine's per-source positions.
+    fn own_position(&self, positions: Vec<retina_core::replay::SourcePosition>) -> Option<SinkPosition> {
+        positions.into_iter().find(|p| p.source == self.source).and_then(|p| SinkPosition::decode(&p.position))
     }
 
     /// Handles one message at `position`.
