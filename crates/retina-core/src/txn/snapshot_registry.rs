@@ -39,13 +39,24 @@ impl SnapshotRegistry {
 
     /// Registers a snapshot at the current low watermark, holding LWM there: for
     /// storage GC, which must not pass any running query.
+    ///
+    /// The ts is computed afresh after our PENDING mark is visible, as the minimum of
+    /// HWM - 1 and the registered snapshots, ignoring pending ones (they will register
+    /// at or above HWM - 1). It is therefore at or above every LWM a concurrent
+    /// computation could have published without seeing our mark (so nothing was
+    /// folded past it), and at or below every running query.
     pub fn register_at_low_watermark(self: &Arc<Self>, read_hwm: impl FnOnce() -> Ts) -> CoreResult<Snapshot> {
         let slot = self.claim_slot()?;
-        // Our own PENDING slot keeps the computation from advancing LWM: we get the
-        // published value, at or below every live snapshot.
-        let ts = self.low_watermark(read_hwm);
-        self.slots[slot].store(ts.0, SeqCst);
-        Ok(Snapshot { ts, registry: Arc::clone(self), slot })
+        let mut ts = read_hwm().prev().0;
+        for (index, other) in self.slots.iter().enumerate() {
+            match other.load(SeqCst) {
+                EMPTY | PENDING => {}
+                _ if index == slot => {}
+                value => ts = ts.min(value),
+            }
+        }
+        self.slots[slot].store(ts, SeqCst);
+        Ok(Snapshot { ts: Ts(ts), registry: Arc::clone(self), slot })
     }
 
     fn claim_slot(&self) -> CoreResult<usize> {
@@ -146,13 +157,16 @@ mod tests {
         let registry = Arc::new(SnapshotRegistry::new(4));
         let query = registry.register(|| Ts(10)).expect("slot");
         let gc = registry.register_at_low_watermark(|| Ts(20)).expect("slot");
-        assert_eq!(gc.ts(), Ts(0), "nothing computed LWM yet: the published value");
+        assert_eq!(gc.ts(), Ts(9), "the oldest running query");
         drop(gc);
         assert_eq!(registry.low_watermark(|| Ts(20)), Ts(9));
         let gc = registry.register_at_low_watermark(|| Ts(20)).expect("slot");
         assert_eq!(gc.ts(), Ts(9));
         drop(query);
         assert_eq!(registry.low_watermark(|| Ts(20)), Ts(9), "held by the GC snapshot");
+        drop(gc);
+        let fresh = registry.register_at_low_watermark(|| Ts(30)).expect("slot");
+        assert_eq!(fresh.ts(), Ts(29), "no query: HWM - 1, at or above anything GC may have folded");
     }
 
     #[test]
