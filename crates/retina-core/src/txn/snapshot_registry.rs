@@ -169,6 +169,44 @@ mod tests {
         assert_eq!(fresh.ts(), Ts(29), "no query: HWM - 1, at or above anything GC may have folded");
     }
 
+    /// Memory GC folds at whatever LWM it computes; a storage-GC snapshot taken at LWM
+    /// concurrently must never be below a value GC folded at while it is held.
+    #[test]
+    fn snapshot_at_low_watermark_is_never_below_what_gc_folded() {
+        use std::sync::atomic::{AtomicBool, AtomicU64};
+        let registry = Arc::new(SnapshotRegistry::new(8));
+        let hwm = Arc::new(AtomicU64::new(1));
+        let folded = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let committer = {
+            let (hwm, stop) = (Arc::clone(&hwm), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(SeqCst) {
+                    hwm.fetch_add(1, SeqCst);
+                }
+            })
+        };
+        let gc = {
+            let (registry, hwm, folded, stop) = (Arc::clone(&registry), Arc::clone(&hwm), Arc::clone(&folded), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                while !stop.load(SeqCst) {
+                    let lwm = registry.low_watermark(|| Ts(hwm.load(SeqCst)));
+                    folded.fetch_max(lwm.0, SeqCst);
+                }
+            })
+        };
+        for _ in 0..20_000 {
+            let held = registry.register_at_low_watermark(|| Ts(hwm.load(SeqCst))).expect("slot");
+            let lwm = registry.low_watermark(|| Ts(hwm.load(SeqCst)));
+            assert!(lwm <= held.ts(), "LWM {lwm} passed the held {}", held.ts());
+            let max_folded = folded.load(SeqCst);
+            assert!(max_folded <= held.ts().0, "GC folded at {max_folded}, above the held {}", held.ts());
+        }
+        stop.store(true, SeqCst);
+        committer.join().expect("committer");
+        gc.join().expect("gc");
+    }
+
     #[test]
     fn full_registry_is_an_error_and_drop_frees_slots() {
         let registry = Arc::new(SnapshotRegistry::new(1));
