@@ -8,6 +8,7 @@
 //!
 //! The endpoints bind loopback by default; the caller chooses the addresses.
 
+mod accept_loop;
 pub mod client;
 pub mod error;
 pub mod metrics_http;

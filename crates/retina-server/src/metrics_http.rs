@@ -9,62 +9,37 @@ use std::time::Duration;
 
 use retina_query::RetinaSession;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use tokio::net::TcpStream;
 
-use crate::error::{ServerError, ServerResult};
+use crate::accept_loop::AcceptLoop;
+use crate::error::ServerResult;
 use crate::prometheus;
 
 const MAX_HEAD: usize = 8 * 1024;
 
 /// A running metrics endpoint; stops when dropped.
 pub struct MetricsServer {
-    addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    accept_loop: Option<JoinHandle<()>>,
+    accept: AcceptLoop,
 }
 
 impl MetricsServer {
     pub async fn start(listen: &str, session: Arc<RetinaSession>) -> ServerResult<Self> {
-        let listener =
-            TcpListener::bind(listen).await.map_err(|source| ServerError::Bind { addr: listen.to_string(), source })?;
-        let addr = listener.local_addr().map_err(|source| ServerError::Bind { addr: listen.to_string(), source })?;
-        let (stop, mut stopped) = watch::channel(false);
-        let accept_loop = tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stopped.changed() => break,
-                    accepted = listener.accept() => match accepted {
-                        Ok((socket, _)) => {
-                            let session = Arc::clone(&session);
-                            tokio::spawn(async move {
-                                let _ = tokio::time::timeout(Duration::from_secs(5), serve(socket, &session)).await;
-                            });
-                        }
-                        Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-                    },
-                }
-            }
-        });
-        Ok(Self { addr, stop, accept_loop: Some(accept_loop) })
+        let accept = AcceptLoop::bind(listen, move |socket| {
+            let session = Arc::clone(&session);
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(5), serve(socket, &session)).await;
+            });
+        })
+        .await?;
+        Ok(Self { accept })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+        self.accept.local_addr()
     }
 
-    pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
-        if let Some(handle) = self.accept_loop.take() {
-            let _ = handle.await;
-        }
-    }
-}
-
-impl Drop for MetricsServer {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
+    pub async fn shutdown(self) {
+        self.accept.shutdown().await;
     }
 }
 
