@@ -80,14 +80,11 @@ impl Instance {
             source.stop();
         }
         drop(self.session);
-        match Arc::try_unwrap(self.engine) {
-            Ok(engine) => {
-                engine.close().context("final checkpoint")?;
-            }
-            Err(engine) => {
-                engine.sync().context("final sync")?;
-            }
-        }
+        // Checkpoint through the shared handle: a connection task may still hold the
+        // session (and so the engine) for a moment, and a plain sync would leave the
+        // last changes to be lost on reopen.
+        self.engine.wait_for_flushes().context("final flush")?;
+        self.engine.checkpoint().context("final checkpoint")?;
         Ok(())
     }
 }
