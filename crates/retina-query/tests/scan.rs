@@ -103,16 +103,12 @@ async fn snapshot_is_shared_by_tables_and_released_on_end_error_and_drop() {
     drop(stream);
     // DataFusion's tasks are aborted and in-flight split reads finish on their
     // blocking threads; then the last handle goes.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !no_live_snapshots(&engine) {
-        assert!(std::time::Instant::now() < deadline, "dropping the stream releases the snapshot");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    assert!(released_soon(&engine).await, "dropping the stream releases the snapshot");
 
     // Failing at execution (division by zero) releases it too.
     let error = session.collect("SELECT 1 / (qty - qty) FROM items").await.expect_err("division by zero");
     assert!(matches!(error.sqlstate(), "22012" | "22000"), "{error} -> {}", error.sqlstate());
-    assert!(no_live_snapshots(&engine));
+    assert!(released_soon(&engine).await, "a failed query releases its snapshot");
     let metrics = session.metrics().snapshot();
     assert_eq!(metrics.started, metrics.finished, "every query is counted once");
     assert!(metrics.failed >= 2, "the dropped and the failed query count as failed: {metrics:?}");
@@ -180,5 +176,5 @@ async fn a_query_over_its_memory_limit_fails_with_53200_and_others_still_run() {
     assert_eq!(error.sqlstate(), "53200", "{error}");
     let (_, small) = tiny.collect("SELECT 1 AS one").await.expect("a query within the limit");
     assert_eq!(total_rows(&small), 1);
-    assert!(no_live_snapshots(&engine));
+    assert!(released_soon(&engine).await, "the failed query releases its snapshot");
 }

@@ -102,6 +102,20 @@ pub fn no_live_snapshots(engine: &Engine) -> bool {
     txn.low_watermark() == txn.high_watermark().prev()
 }
 
+/// Waits (up to 10 s) until no query snapshot is registered. A query that ended
+/// with an error may still have split reads in flight on blocking threads; they
+/// hold the snapshot until they finish, which is what keeps their reads safe.
+pub async fn released_soon(engine: &Engine) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !no_live_snapshots(engine) {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    true
+}
+
 /// Commits one insert into `test.ticks` (created on first use).
 pub fn tick(engine: &Engine) {
     static NEXT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
