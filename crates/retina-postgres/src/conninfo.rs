@@ -1,0 +1,185 @@
+//! The source URI: `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?OPTIONS]`.
+//!
+//! Options: `publication=NAME` (default `retina`), `slot=NAME` (default
+//! `retina_slot`), `tables=SCHEMA.TABLE,...` (default: all tables), `protocol=1|2`
+//! (default 2: large transactions stream before they commit), `copy_workers=N`
+//! (default 2), `unsupported_types=error|text`, `no_identity=error|insert_only`.
+
+use std::time::Duration;
+
+use crate::error::{PgSourceError, PgSourceResult};
+use crate::wire::ConnectConfig;
+
+/// Everything the source needs to know.
+#[derive(Clone, Debug)]
+pub struct PgSourceOptions {
+    pub connect: ConnectConfig,
+    pub publication: String,
+    pub slot: String,
+    /// `None`: every table (`FOR ALL TABLES`).
+    pub tables: Option<Vec<String>>,
+    pub protocol_version: u8,
+    pub copy_workers: usize,
+    pub unsupported_types_as_text: bool,
+    pub insert_only_without_identity: bool,
+}
+
+fn percent_decode(text: &str) -> PgSourceResult<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3).ok_or_else(|| PgSourceError::Config(format!("bad percent escape in '{text}'")))?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| PgSourceError::Config(format!("bad percent escape in '{text}'")))?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| PgSourceError::Config(format!("'{text}' is not UTF-8 after percent decoding")))
+}
+
+/// SQL identifiers we put in commands must be plain: letters, digits, `_`, `$`.
+fn identifier(option: &str, value: &str) -> PgSourceResult<String> {
+    let plain = !value.is_empty()
+        && value.len() <= 63
+        && value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'$')
+        && !value.as_bytes()[0].is_ascii_digit();
+    if !plain {
+        return Err(PgSourceError::Config(format!(
+            "{option}='{value}': use a lower-case name of letters, digits and underscores (at most 63)"
+        )));
+    }
+    Ok(value.to_string())
+}
+
+impl PgSourceOptions {
+    pub fn parse(uri: &str) -> PgSourceResult<Self> {
+        let rest = uri
+            .strip_prefix("postgres://")
+            .or_else(|| uri.strip_prefix("postgresql://"))
+            .ok_or_else(|| PgSourceError::Config(format!("'{uri}' does not start with postgres://")))?;
+        let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (authority, database) = main.split_once('/').unwrap_or((main, ""));
+        let (credentials, host_port) = match authority.rsplit_once('@') {
+            Some((credentials, host)) => (Some(credentials), host),
+            None => (None, authority),
+        };
+        let (user, password) = match credentials {
+            Some(credentials) => match credentials.split_once(':') {
+                Some((user, password)) => (percent_decode(user)?, Some(percent_decode(password)?)),
+                None => (percent_decode(credentials)?, None),
+            },
+            None => ("postgres".to_string(), None),
+        };
+        let (host, port) = match host_port.rsplit_once(':') {
+            Some((host, port)) => {
+                (host, port.parse::<u16>().map_err(|_| PgSourceError::Config(format!("bad port '{port}' in '{uri}'")))?)
+            }
+            None => (host_port, 5432),
+        };
+        if host.is_empty() {
+            return Err(PgSourceError::Config(format!("'{uri}' names no host")));
+        }
+        let database = if database.is_empty() { user.clone() } else { percent_decode(database)? };
+        let mut options = Self {
+            connect: ConnectConfig {
+                host: host.to_string(),
+                port,
+                user,
+                password,
+                database,
+                application_name: "retina".into(),
+                connect_timeout: Duration::from_secs(10),
+            },
+            publication: "retina".into(),
+            slot: "retina_slot".into(),
+            tables: None,
+            protocol_version: 2,
+            copy_workers: 2,
+            unsupported_types_as_text: false,
+            insert_only_without_identity: false,
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, value) = pair.split_once('=').ok_or_else(|| PgSourceError::Config(format!("option '{pair}' has no value")))?;
+            let value = percent_decode(value)?;
+            let bad = || PgSourceError::Config(format!("bad value '{value}' for option {key}"));
+            match key {
+                "publication" => options.publication = identifier(key, &value)?,
+                "slot" => options.slot = identifier(key, &value)?,
+                "tables" => {
+                    let tables: Vec<String> = value.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
+                    for table in &tables {
+                        let (schema, name) = table.split_once('.').unwrap_or(("public", table));
+                        identifier("tables", schema)?;
+                        identifier("tables", name)?;
+                    }
+                    options.tables = Some(tables);
+                }
+                "protocol" => options.protocol_version = matches!(value.as_str(), "1" | "2").then(|| value.as_bytes()[0] - b'0').ok_or_else(bad)?,
+                "copy_workers" => options.copy_workers = value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?,
+                "unsupported_types" => options.unsupported_types_as_text = match value.as_str() {
+                    "error" => false,
+                    "text" => true,
+                    _ => return Err(bad()),
+                },
+                "no_identity" => options.insert_only_without_identity = match value.as_str() {
+                    "error" => false,
+                    "insert_only" => true,
+                    _ => return Err(bad()),
+                },
+                "application_name" => options.connect.application_name = value,
+                _ => return Err(PgSourceError::Config(format!("unknown option '{key}' (known: publication, slot, tables, protocol, copy_workers, unsupported_types, no_identity, application_name)"))),
+            }
+        }
+        Ok(options)
+    }
+
+    /// The name positions are recorded under: the URI without its password.
+    pub fn source_name(&self) -> String {
+        let c = &self.connect;
+        format!("postgres://{}@{}:{}/{}?slot={}", c.user, c.host, c.port, c.database, self.slot)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_uri() {
+        let options = PgSourceOptions::parse(
+            "postgres://rep%40x:p%3Ass@db.local:6543/shop?publication=pub1&slot=s1&tables=public.a,b&protocol=1&copy_workers=4&unsupported_types=text&no_identity=insert_only",
+        )
+        .expect("parse");
+        assert_eq!(options.connect.user, "rep@x");
+        assert_eq!(options.connect.password.as_deref(), Some("p:ss"));
+        assert_eq!((options.connect.host.as_str(), options.connect.port, options.connect.database.as_str()), ("db.local", 6543, "shop"));
+        assert_eq!((options.publication.as_str(), options.slot.as_str()), ("pub1", "s1"));
+        assert_eq!(options.tables, Some(vec!["public.a".to_string(), "b".to_string()]));
+        assert_eq!((options.protocol_version, options.copy_workers), (1, 4));
+        assert!(options.unsupported_types_as_text && options.insert_only_without_identity);
+        assert_eq!(options.source_name(), "postgres://rep@x@db.local:6543/shop?slot=s1", "no password in the name");
+    }
+
+    #[test]
+    fn defaults_and_errors() {
+        let options = PgSourceOptions::parse("postgres://127.0.0.1").expect("parse");
+        assert_eq!((options.connect.user.as_str(), options.connect.port, options.connect.database.as_str()), ("postgres", 5432, "postgres"));
+        assert_eq!((options.publication.as_str(), options.slot.as_str(), options.protocol_version), ("retina", "retina_slot", 2));
+        for (uri, needle) in [
+            ("mysql://x", "does not start"),
+            ("postgres://h:99999/db", "bad port"),
+            ("postgres:///db", "no host"),
+            ("postgres://h/db?slot=Bad-Name", "slot='Bad-Name'"),
+            ("postgres://h/db?protocol=3", "protocol"),
+            ("postgres://h/db?colour=red", "unknown option 'colour'"),
+            ("postgres://h/db?tables=x;drop", "tables="),
+        ] {
+            let error = PgSourceOptions::parse(uri).expect_err(uri).to_string();
+            assert!(error.contains(needle), "{uri}: {error}");
+        }
+    }
+}

@@ -1,0 +1,436 @@
+//! The PostgreSQL source's main loop: set up (or resume), copy, then stream.
+//!
+//! Exactly once: every mirror transaction carries its source transaction's commit
+//! end LSN as its position (`lsn=X/Y`); the server is told as flushed only what the
+//! engine reports as *durable* (checkpointed), so a crash at any moment resumes from
+//! the slot at or before the durable point, and transactions at or before the
+//! recovered position are dropped as redeliveries. The copy's transactions carry
+//! `copy`; a restart that finds that (or nothing) drops the slot and copies again,
+//! clearing the tables first.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use retina_core::rows::rows_of;
+use retina_core::{Engine, RowChange, TableId};
+
+use crate::conninfo::PgSourceOptions;
+use crate::error::{PgSourceError, PgSourceResult};
+use crate::initial_copy::{copy_tables, COPY_POSITION};
+use crate::lsn::Lsn;
+use crate::pgoutput::{standby_status_update, LogicalMessage, OldTuple, PgOutputDecoder, ReplicationMessage, POSTGRES_EPOCH_MICROS};
+use crate::relation::{BindOptions, RelationMap};
+use crate::setup::{self, catalog_connection, quote_identifier, quote_literal};
+use crate::status::{Phase, SharedStatus};
+use crate::transaction::{SourceChange, SourceTransaction, TransactionAssembler};
+use crate::types::{TypeCatalog, SESSION_SETTINGS};
+use crate::wire::{CopyBothEvent, PgConnection};
+
+/// How often the server hears from us at least (its default timeout is 60 s).
+const FEEDBACK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// The position text recorded with a streamed transaction.
+pub fn lsn_position(lsn: Lsn) -> String {
+    format!("lsn={lsn}")
+}
+
+/// Where a recorded position says to resume.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResumePoint {
+    /// The copy had not finished: copy again.
+    Copy,
+    /// Everything up to this commit end LSN is applied.
+    Lsn(Lsn),
+}
+
+impl ResumePoint {
+    pub fn parse(text: &str) -> Option<Self> {
+        if text == COPY_POSITION {
+            return Some(Self::Copy);
+        }
+        text.strip_prefix("lsn=")?.parse().ok().map(Self::Lsn)
+    }
+}
+
+/// A PostgreSQL source attached to one engine.
+pub struct PgSource {
+    options: PgSourceOptions,
+    name: String,
+    status: SharedStatus,
+    stop: Arc<AtomicBool>,
+}
+
+impl PgSource {
+    pub fn new(options: PgSourceOptions) -> Self {
+        let name = options.source_name();
+        Self { options, name, status: SharedStatus::default(), stop: Arc::new(AtomicBool::new(false)) }
+    }
+
+    /// The name positions are recorded under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn status(&self) -> SharedStatus {
+        Arc::clone(&self.status)
+    }
+
+    /// Setting it ends [`Self::run`] at the next message boundary.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
+    /// Runs until stopped (Ok) or an error (recorded in the status, too).
+    pub fn run(&self, engine: &Engine) -> PgSourceResult<()> {
+        let result = self.run_inner(engine);
+        let mut status = self.status.lock();
+        match &result {
+            Ok(()) => status.phase = Phase::Stopped,
+            Err(error) => {
+                status.phase = Phase::Failed;
+                status.error = Some(error.to_string());
+            }
+        }
+        result
+    }
+
+    /// The position recorded for this source: visible first, else recovered.
+    fn recorded(&self, engine: &Engine) -> Option<ResumePoint> {
+        let visible = engine.source_positions().into_iter().find(|p| p.source == self.name);
+        let recovered = engine.recovered_positions().iter().find(|p| p.source == self.name).cloned();
+        visible.or(recovered).and_then(|p| ResumePoint::parse(&p.position))
+    }
+
+    fn durable_lsn(&self, engine: &Engine) -> Option<Lsn> {
+        let durable = engine.durable_positions().into_iter().find(|p| p.source == self.name)?;
+        match ResumePoint::parse(&durable.position)? {
+            ResumePoint::Lsn(lsn) => Some(lsn),
+            ResumePoint::Copy => None,
+        }
+    }
+
+    fn run_inner(&self, engine: &Engine) -> PgSourceResult<()> {
+        let options = &self.options;
+        let mut catalog = catalog_connection(options)?;
+        setup::check_server(&mut catalog, options)?;
+        setup::ensure_publication(&mut catalog, options)?;
+        let mut types = setup::load_types(&mut catalog)?;
+        let bind = BindOptions {
+            unsupported_types_as_text: options.unsupported_types_as_text,
+            insert_only_without_identity: options.insert_only_without_identity,
+        };
+        let mut relations = RelationMap::new();
+        let mut replication = PgConnection::connect(&options.connect, true)?;
+        let start = match self.recorded(engine) {
+            Some(ResumePoint::Lsn(lsn)) => {
+                if setup::find_slot(&mut catalog, &options.slot)?.is_none() {
+                    return Err(PgSourceError::Setup(format!(
+                        "the mirror was at {lsn} but replication slot {} no longer exists, so changes after it are lost to us; \
+                         start with an empty data directory to copy again",
+                        options.slot
+                    )));
+                }
+                lsn
+            }
+            _ => self.copy(engine, &mut catalog, &mut replication, &types, &mut relations, &bind)?,
+        };
+        self.stream(engine, &mut catalog, &mut replication, &mut types, &mut relations, &bind, start)
+    }
+
+    /// Creates the slot, copies every published table inside its snapshot, and
+    /// returns the consistent point streaming starts from.
+    fn copy(
+        &self,
+        engine: &Engine,
+        catalog: &mut PgConnection,
+        replication: &mut PgConnection,
+        types: &TypeCatalog,
+        relations: &mut RelationMap,
+        bind: &BindOptions,
+    ) -> PgSourceResult<Lsn> {
+        let options = &self.options;
+        if let Some(slot) = setup::find_slot(catalog, &options.slot)? {
+            if slot.active {
+                return Err(PgSourceError::Setup(format!("replication slot {} is in use by another connection", options.slot)));
+            }
+            // Ours, from a copy that did not finish: its data goes too (below).
+            setup::drop_slot(catalog, &options.slot)?;
+        }
+        self.status.lock().phase = Phase::Copying;
+        let created = setup::create_slot(replication, &options.slot)?;
+        self.status.lock().consistent_point = Some(created.consistent_point);
+        let mut bound = Vec::new();
+        for (schema, table) in setup::published_tables(catalog, &options.publication)? {
+            let body = setup::relation_from_catalog(catalog, &schema, &table)?;
+            let primary_key = setup::primary_key(catalog, body.oid)?;
+            bound.push(relations.bind(engine, &body, types, primary_key.as_deref(), bind, created.consistent_point)?.clone());
+        }
+        // An interrupted copy left rows behind: they go in one transaction first.
+        let mut leftovers = Vec::new();
+        for relation in &bound {
+            leftovers.extend(live_keys(engine, relation.table)?.into_iter().map(|key| RowChange::Delete { table: relation.table, key }));
+        }
+        if !leftovers.is_empty() {
+            engine.submit_from(&self.name, COPY_POSITION.to_string(), leftovers)?;
+        }
+        let copied = AtomicU64::new(0);
+        let report = copy_tables(engine, options, &self.name, &created.snapshot_name, &bound, &copied)?;
+        self.status.lock().copied_rows = report.rows;
+        // The copy is complete as of the consistent point.
+        engine.submit_from(&self.name, lsn_position(created.consistent_point), Vec::new())?;
+        engine.flush_batch()?;
+        Ok(created.consistent_point)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn stream(
+        &self,
+        engine: &Engine,
+        catalog: &mut PgConnection,
+        replication: &mut PgConnection,
+        types: &mut TypeCatalog,
+        relations: &mut RelationMap,
+        bind: &BindOptions,
+        start: Lsn,
+    ) -> PgSourceResult<()> {
+        let options = &self.options;
+        replication.simple_query(SESSION_SETTINGS)?;
+        let protocol = if options.protocol_version >= 2 && replication.server_major_version().unwrap_or(0) >= 14 { 2 } else { 1 };
+        let streaming = if protocol >= 2 { ", streaming 'on'" } else { "" };
+        replication.start_copy_both(&format!(
+            "START_REPLICATION SLOT {} LOGICAL {start} (proto_version '{protocol}', publication_names {}{streaming})",
+            quote_identifier(&options.slot),
+            quote_literal(&quote_identifier(&options.publication)),
+        ))?;
+        {
+            let mut status = self.status.lock();
+            status.phase = Phase::Streaming;
+            status.applied_lsn = status.applied_lsn.max(start);
+            status.received_lsn = status.received_lsn.max(start);
+        }
+        let mut stream = StreamState {
+            decoder: PgOutputDecoder::new(),
+            assembler: TransactionAssembler::new(),
+            resume: start,
+            last_submitted: start,
+            idle_point: Lsn::ZERO,
+            confirmed: Lsn::ZERO,
+            unflushed: false,
+            last_feedback: Instant::now(),
+        };
+        while !self.stop.load(Ordering::Relaxed) {
+            let timeout = if stream.unflushed { Duration::from_millis(1) } else { Duration::from_millis(100) };
+            let mut reply_now = false;
+            match replication.read_copy_data(timeout)? {
+                CopyBothEvent::Data(payload) => {
+                    let message = ReplicationMessage::decode(payload)
+                        .map_err(|source| PgSourceError::Decode { lsn: stream.last_submitted, source })?;
+                    match message {
+                        ReplicationMessage::XLogData { wal_start, wal_end, body, .. } => {
+                            let logical = stream.decoder.decode(body).map_err(|source| PgSourceError::Decode { lsn: wal_start, source })?;
+                            {
+                                let mut status = self.status.lock();
+                                status.server_wal_end = status.server_wal_end.max(wal_end);
+                                status.received_lsn = status.received_lsn.max(wal_start);
+                            }
+                            self.handle(engine, catalog, types, relations, bind, &mut stream, logical, wal_start)?;
+                        }
+                        ReplicationMessage::Keepalive { wal_end, reply_requested, .. } => {
+                            let mut status = self.status.lock();
+                            status.server_wal_end = status.server_wal_end.max(wal_end);
+                            status.received_lsn = status.received_lsn.max(wal_end);
+                            if !stream.assembler.in_progress() {
+                                stream.idle_point = stream.idle_point.max(wal_end);
+                            }
+                            reply_now = reply_requested;
+                        }
+                    }
+                }
+                CopyBothEvent::Timeout => {
+                    if stream.unflushed {
+                        engine.flush_batch()?;
+                        stream.unflushed = false;
+                    }
+                }
+                CopyBothEvent::End => {
+                    return Err(PgSourceError::Protocol { lsn: stream.last_submitted, reason: "the server ended the replication stream".into() })
+                }
+            }
+            if reply_now || stream.last_feedback.elapsed() >= FEEDBACK_INTERVAL {
+                self.send_feedback(engine, replication, &mut stream, reply_now)?;
+            }
+        }
+        if stream.unflushed {
+            engine.flush_batch()?;
+        }
+        self.send_feedback(engine, replication, &mut stream, false)?;
+        Ok(())
+    }
+
+    /// Tells the server what is written (received), flushed (durable here) and
+    /// applied (visible here).
+    fn send_feedback(&self, engine: &Engine, replication: &mut PgConnection, stream: &mut StreamState, reply: bool) -> PgSourceResult<()> {
+        let durable = self.durable_lsn(engine).unwrap_or(Lsn::ZERO);
+        let mut flushed = durable;
+        // Idle and everything submitted is durable: the server may also forget the
+        // WAL it skipped for us (other databases, unpublished tables).
+        if durable >= stream.last_submitted && !stream.assembler.in_progress() && !stream.unflushed {
+            flushed = flushed.max(stream.idle_point);
+        }
+        stream.confirmed = stream.confirmed.max(flushed);
+        let (written, applied) = {
+            let mut status = self.status.lock();
+            status.confirmed_lsn = stream.confirmed;
+            (status.received_lsn, status.applied_lsn)
+        };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0) - POSTGRES_EPOCH_MICROS;
+        replication.send_copy_data(&standby_status_update(written.max(stream.confirmed), stream.confirmed, applied.max(stream.confirmed), now, reply))?;
+        stream.last_feedback = Instant::now();
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle(
+        &self,
+        engine: &Engine,
+        catalog: &mut PgConnection,
+        types: &mut TypeCatalog,
+        relations: &mut RelationMap,
+        bind: &BindOptions,
+        stream: &mut StreamState,
+        message: LogicalMessage,
+        lsn: Lsn,
+    ) -> PgSourceResult<()> {
+        match message {
+            LogicalMessage::Begin { .. } => {
+                stream.idle_point = Lsn::ZERO;
+                stream.assembler.begin(lsn)?;
+            }
+            LogicalMessage::Commit { end_lsn, commit_time_micros, .. } => {
+                let transaction = stream.assembler.commit(end_lsn, commit_time_micros + POSTGRES_EPOCH_MICROS)?;
+                self.apply(engine, stream, transaction)?;
+            }
+            LogicalMessage::StreamStart { xid, .. } => {
+                stream.idle_point = Lsn::ZERO;
+                stream.assembler.stream_start(xid, lsn)?;
+            }
+            LogicalMessage::StreamStop => stream.assembler.stream_stop(),
+            LogicalMessage::StreamCommit { xid, end_lsn, commit_time_micros, .. } => {
+                let transaction = stream.assembler.stream_commit(xid, end_lsn, commit_time_micros + POSTGRES_EPOCH_MICROS)?;
+                self.apply(engine, stream, transaction)?;
+            }
+            LogicalMessage::StreamAbort { xid, subxid } => stream.assembler.stream_abort(xid, subxid),
+            LogicalMessage::Relation { body, .. } => {
+                if !relations.contains(body.oid) && types_missing(types, &body) {
+                    *types = setup::load_types(catalog)?;
+                }
+                let primary_key = if body.replica_identity == b'f' { setup::primary_key(catalog, body.oid)? } else { None };
+                relations.bind(engine, &body, types, primary_key.as_deref(), bind, lsn)?;
+            }
+            // New types (enums, domains) are looked up when a relation uses them.
+            LogicalMessage::Type { .. } | LogicalMessage::Origin { .. } | LogicalMessage::Message { .. } => {}
+            LogicalMessage::Insert { xid, relation, new } => {
+                let relation = relations.get(relation, lsn)?;
+                let row = relation.row(&new, None, lsn.0 as i64, lsn)?;
+                stream.assembler.push(xid, SourceChange::Row(RowChange::Insert { table: relation.table, row }), lsn)?;
+            }
+            LogicalMessage::Update { xid, relation, old, new } => {
+                let relation = relations.get(relation, lsn)?;
+                relation.require_identity("update", lsn)?;
+                let key = match &old {
+                    Some(old) => relation.key(old.values(), lsn)?,
+                    None => relation.key(&new, lsn)?,
+                };
+                let full_old = match &old {
+                    Some(OldTuple::Full(values)) => Some(values.as_slice()),
+                    _ => None,
+                };
+                let row = relation.row(&new, full_old, 0, lsn)?;
+                stream.assembler.push(xid, SourceChange::Row(RowChange::Update { table: relation.table, key, row }), lsn)?;
+            }
+            LogicalMessage::Delete { xid, relation, old } => {
+                let relation = relations.get(relation, lsn)?;
+                relation.require_identity("delete", lsn)?;
+                let key = relation.key(old.values(), lsn)?;
+                stream.assembler.push(xid, SourceChange::Row(RowChange::Delete { table: relation.table, key }), lsn)?;
+            }
+            LogicalMessage::Truncate { xid, relations: truncated, .. } => {
+                for oid in truncated {
+                    let table = relations.get(oid, lsn)?.table;
+                    stream.assembler.push(xid, SourceChange::Truncate(table), lsn)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits one source transaction as one mirror transaction, unless a restart
+    /// received it again.
+    fn apply(&self, engine: &Engine, stream: &mut StreamState, transaction: SourceTransaction) -> PgSourceResult<()> {
+        if transaction.end_lsn <= stream.resume {
+            self.status.lock().duplicate_transactions += 1;
+            return Ok(());
+        }
+        let changes = expand_truncates(engine, transaction.changes)?;
+        let count = changes.len() as u64;
+        engine.submit_from(&self.name, lsn_position(transaction.end_lsn), changes)?;
+        stream.last_submitted = transaction.end_lsn;
+        stream.unflushed = true;
+        let mut status = self.status.lock();
+        status.applied_lsn = status.applied_lsn.max(transaction.end_lsn);
+        status.received_lsn = status.received_lsn.max(transaction.end_lsn);
+        status.last_commit_micros = Some(transaction.commit_time_micros);
+        status.transactions += 1;
+        status.row_changes += count;
+        Ok(())
+    }
+}
+
+/// The streaming loop's state.
+struct StreamState {
+    decoder: PgOutputDecoder,
+    assembler: TransactionAssembler,
+    /// Transactions ending at or before this were applied before (re)start.
+    resume: Lsn,
+    last_submitted: Lsn,
+    /// A keepalive position received while no transaction was open.
+    idle_point: Lsn,
+    confirmed: Lsn,
+    /// Submitted transactions whose batch was not sent yet.
+    unflushed: bool,
+    last_feedback: Instant,
+}
+
+fn types_missing(types: &TypeCatalog, body: &crate::pgoutput::RelationBody) -> bool {
+    body.columns.iter().any(|c| types.column_kind(c.type_oid, c.type_modifier).is_none())
+}
+
+/// The keys of every row of `table` visible once everything submitted so far is.
+fn live_keys(engine: &Engine, table: TableId) -> PgSourceResult<Vec<Vec<retina_core::Value>>> {
+    engine.sync()?;
+    let snapshot = engine.snapshot()?;
+    let runtime = engine.table(table)?;
+    let key_columns = runtime.schema().primary_key().to_vec();
+    let batches = engine.scan(table, &snapshot, Some(&key_columns))?;
+    Ok(rows_of(&batches)?)
+}
+
+/// A TRUNCATE empties its table at its point of the transaction: the transaction's
+/// earlier changes to that table are dropped and every row that existed before the
+/// transaction is deleted (the engine has no truncate operation).
+fn expand_truncates(engine: &Engine, changes: Vec<SourceChange>) -> PgSourceResult<Vec<RowChange>> {
+    let mut out: Vec<RowChange> = Vec::with_capacity(changes.len());
+    for change in changes {
+        match change {
+            SourceChange::Row(row) => out.push(row),
+            SourceChange::Truncate(table) => {
+                // Also drops an earlier TRUNCATE's deletes of the same table: the
+                // rows from before the transaction are deleted once, here.
+                out.retain(|c| c.table() != table);
+                out.extend(live_keys(engine, table)?.into_iter().map(|key| RowChange::Delete { table, key }));
+            }
+        }
+    }
+    Ok(out)
+}

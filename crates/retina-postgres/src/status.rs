@@ -1,0 +1,77 @@
+//! What the source reports about itself while it runs: phase, positions, lag, counts.
+//! Shared with whoever shows it (`retina.sources`, `/metrics`, the benchmarks).
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::lsn::Lsn;
+
+/// The source's phase.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Phase {
+    #[default]
+    Starting,
+    Copying,
+    Streaming,
+    Stopped,
+    Failed,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Copying => "copying",
+            Phase::Streaming => "streaming",
+            Phase::Stopped => "stopped",
+            Phase::Failed => "failed",
+        }
+    }
+}
+
+/// A snapshot of the source's progress.
+#[derive(Clone, Debug, Default)]
+pub struct PgSourceStatus {
+    pub phase: Phase,
+    /// The slot's consistent point when this run created it (and copied).
+    pub consistent_point: Option<Lsn>,
+    pub copied_rows: u64,
+    /// Highest WAL position received from the server (data or keepalive).
+    pub received_lsn: Lsn,
+    /// The server's end of WAL as of its last message.
+    pub server_wal_end: Lsn,
+    /// End LSN of the last source transaction submitted (visible soon after).
+    pub applied_lsn: Lsn,
+    /// What the server was last told is flushed (durable in Retina).
+    pub confirmed_lsn: Lsn,
+    /// Source commit time (µs since the Unix epoch) of the last applied transaction.
+    pub last_commit_micros: Option<i64>,
+    pub transactions: u64,
+    pub row_changes: u64,
+    /// Transactions received again after a restart and dropped (already applied).
+    pub duplicate_transactions: u64,
+    pub error: Option<String>,
+}
+
+impl PgSourceStatus {
+    /// Bytes of WAL the server has that are not applied here yet.
+    pub fn lag_bytes(&self) -> u64 {
+        self.server_wal_end.0.saturating_sub(self.applied_lsn.0)
+    }
+
+    /// Milliseconds since the last applied transaction committed at the source, while
+    /// behind; zero when caught up (nothing newer to apply).
+    pub fn lag_millis(&self) -> u64 {
+        if self.lag_bytes() == 0 {
+            return 0;
+        }
+        let Some(commit) = self.last_commit_micros else { return 0 };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(commit);
+        (now.saturating_sub(commit) / 1000).max(0) as u64
+    }
+}
+
+/// The shared cell the source writes and readers copy.
+pub type SharedStatus = Arc<Mutex<PgSourceStatus>>;
