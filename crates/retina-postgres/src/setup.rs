@@ -161,9 +161,9 @@ pub fn relation_from_catalog(connection: &mut PgConnection, schema: &str, table:
     let replica_identity = identity.bytes().next().unwrap_or(b'd');
     let rows = connection.query_rows(&format!(
         "SELECT a.attname, a.atttypid, a.atttypmod, \
-           c.relreplident = 'f' OR COALESCE(a.attnum = ANY((SELECT i.indkey::int2[] FROM pg_catalog.pg_index i \
+           c.relreplident = 'f' OR a.attnum = ANY(COALESCE((SELECT i.indkey::int2[] FROM pg_catalog.pg_index i \
              WHERE i.indrelid = c.oid AND CASE c.relreplident WHEN 'd' THEN i.indisprimary WHEN 'i' THEN i.indisreplident ELSE false END \
-             LIMIT 1)), false) \
+             LIMIT 1), '{{}}'::int2[])) \
          FROM pg_catalog.pg_class c JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid \
          WHERE c.oid = {oid} AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' ORDER BY a.attnum"
     ))?;
