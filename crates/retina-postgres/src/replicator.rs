@@ -95,11 +95,14 @@ impl PgSource {
         result
     }
 
-    /// The position recorded for this source: visible first, else recovered.
-    fn recorded(&self, engine: &Engine) -> Option<ResumePoint> {
+    /// The position recorded for this source: visible first, else recovered. What an
+    /// earlier run submitted becomes visible first, or its last transactions would be
+    /// applied twice.
+    fn recorded(&self, engine: &Engine) -> PgSourceResult<Option<ResumePoint>> {
+        engine.sync()?;
         let visible = engine.source_positions().into_iter().find(|p| p.source == self.name);
         let recovered = engine.recovered_positions().iter().find(|p| p.source == self.name).cloned();
-        visible.or(recovered).and_then(|p| ResumePoint::parse(&p.position))
+        Ok(visible.or(recovered).and_then(|p| ResumePoint::parse(&p.position)))
     }
 
     fn durable_lsn(&self, engine: &Engine) -> Option<Lsn> {
@@ -122,7 +125,7 @@ impl PgSource {
         };
         let mut relations = RelationMap::new();
         let mut replication = PgConnection::connect(&options.connect, true)?;
-        let start = match self.recorded(engine) {
+        let start = match self.recorded(engine)? {
             Some(ResumePoint::Lsn(lsn)) => {
                 if setup::find_slot(&mut catalog, &options.slot)?.is_none() {
                     return Err(PgSourceError::Setup(format!(
