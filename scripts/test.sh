@@ -9,6 +9,10 @@ missing=()
 command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 # retina-server's and the CLI's SQL tests run the real psql.
 command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
+# retina-postgres's tests start throwaway PostgreSQL clusters (initdb + pg_ctl).
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    missing+=(postgresql)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]} for the tests" >&2
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"

@@ -30,6 +30,9 @@ use crate::wire::{CopyBothEvent, PgConnection};
 /// How often the server hears from us at least (its default timeout is 60 s).
 const FEEDBACK_INTERVAL: Duration = Duration::from_millis(500);
 
+/// The longest a submitted transaction waits for its batch to be sent.
+const MAX_BATCH_DELAY: Duration = Duration::from_millis(2);
+
 /// The position text recorded with a streamed transaction.
 pub fn lsn_position(lsn: Lsn) -> String {
     format!("lsn={lsn}")
@@ -59,12 +62,23 @@ pub struct PgSource {
     name: String,
     status: SharedStatus,
     stop: Arc<AtomicBool>,
+    probe: Option<VisibilityProbe>,
 }
+
+/// Told `(mirror ts, source commit µs since the Unix epoch)` of every applied source
+/// transaction, for freshness measurements (`engine.wait_visible(ts)` then compare).
+pub type VisibilityProbe = std::sync::mpsc::Sender<(retina_core::Ts, i64)>;
 
 impl PgSource {
     pub fn new(options: PgSourceOptions) -> Self {
         let name = options.source_name();
-        Self { options, name, status: SharedStatus::default(), stop: Arc::new(AtomicBool::new(false)) }
+        Self { options, name, status: SharedStatus::default(), stop: Arc::new(AtomicBool::new(false)), probe: None }
+    }
+
+    /// Reports every applied transaction to `probe` (see [`VisibilityProbe`]).
+    pub fn with_visibility_probe(mut self, probe: VisibilityProbe) -> Self {
+        self.probe = Some(probe);
+        self
     }
 
     /// The name positions are recorded under.
@@ -220,6 +234,7 @@ impl PgSource {
             idle_point: Lsn::ZERO,
             confirmed: Lsn::ZERO,
             unflushed: false,
+            unflushed_since: Instant::now(),
             last_feedback: Instant::now(),
         };
         while !self.stop.load(Ordering::Relaxed) {
@@ -259,6 +274,12 @@ impl PgSource {
                 CopyBothEvent::End => {
                     return Err(PgSourceError::Protocol { lsn: stream.last_submitted, reason: "the server ended the replication stream".into() })
                 }
+            }
+            // A steady stream never leaves the socket idle for the read timeout, so
+            // the batch is also sent once its oldest transaction waited this long.
+            if stream.unflushed && stream.unflushed_since.elapsed() >= MAX_BATCH_DELAY {
+                engine.flush_batch()?;
+                stream.unflushed = false;
             }
             if reply_now || stream.last_feedback.elapsed() >= FEEDBACK_INTERVAL {
                 self.send_feedback(engine, replication, &mut stream, reply_now)?;
@@ -377,9 +398,15 @@ impl PgSource {
         }
         let changes = expand_truncates(engine, transaction.changes)?;
         let count = changes.len() as u64;
-        engine.submit_from(&self.name, lsn_position(transaction.end_lsn), changes)?;
+        let ts = engine.submit_from(&self.name, lsn_position(transaction.end_lsn), changes)?;
+        if let Some(probe) = &self.probe {
+            let _ = probe.send((ts, transaction.commit_time_micros));
+        }
         stream.last_submitted = transaction.end_lsn;
-        stream.unflushed = true;
+        if !stream.unflushed {
+            stream.unflushed = true;
+            stream.unflushed_since = Instant::now();
+        }
         let mut status = self.status.lock();
         status.applied_lsn = status.applied_lsn.max(transaction.end_lsn);
         status.received_lsn = status.received_lsn.max(transaction.end_lsn);
@@ -400,8 +427,9 @@ struct StreamState {
     /// A keepalive position received while no transaction was open.
     idle_point: Lsn,
     confirmed: Lsn,
-    /// Submitted transactions whose batch was not sent yet.
+    /// Submitted transactions whose batch was not sent yet, since when.
     unflushed: bool,
+    unflushed_since: Instant,
     last_feedback: Instant,
 }
 

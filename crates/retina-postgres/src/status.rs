@@ -75,3 +75,19 @@ impl PgSourceStatus {
 
 /// The shared cell the source writes and readers copy.
 pub type SharedStatus = Arc<Mutex<PgSourceStatus>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lag_is_zero_when_caught_up_and_grows_with_the_commit_age() {
+        let mut status = PgSourceStatus { server_wal_end: Lsn(1000), applied_lsn: Lsn(1000), ..PgSourceStatus::default() };
+        assert_eq!((status.lag_bytes(), status.lag_millis()), (0, 0));
+        status.server_wal_end = Lsn(1500);
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_micros() as i64;
+        status.last_commit_micros = Some(now - 2_000_000);
+        assert_eq!(status.lag_bytes(), 500);
+        assert!((1_999..3_000).contains(&status.lag_millis()), "{}", status.lag_millis());
+    }
+}

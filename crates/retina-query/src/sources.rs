@@ -22,6 +22,11 @@ pub struct SourceStatus {
     pub row_changes: u64,
     /// How far behind the source's head the sink is, in transactions (when known).
     pub lag_transactions: Option<u64>,
+    /// How far behind the source's log head the mirror is, in bytes (PostgreSQL: WAL).
+    pub lag_bytes: Option<u64>,
+    /// Milliseconds since the newest applied source transaction committed, while
+    /// behind (0 when caught up); from source commit timestamps.
+    pub lag_millis: Option<u64>,
     pub last_error: Option<String>,
     pub updated_at: SystemTime,
 }
@@ -35,6 +40,8 @@ impl SourceStatus {
             transactions: 0,
             row_changes: 0,
             lag_transactions: None,
+            lag_bytes: None,
+            lag_millis: None,
             last_error: None,
             updated_at: SystemTime::now(),
         }

@@ -74,6 +74,8 @@ impl SystemViewKind {
                 Field::new("transactions", DataType::Int64, false),
                 Field::new("row_changes", DataType::Int64, false),
                 Field::new("lag_transactions", DataType::Int64, true),
+                Field::new("lag_bytes", DataType::Int64, true),
+                Field::new("lag_millis", DataType::Int64, true),
                 Field::new("last_error", DataType::Utf8, true),
                 Field::new("updated_at", utc(), false),
             ],
@@ -176,6 +178,8 @@ impl SystemView {
             Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.transactions as i64))),
             Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.row_changes as i64))),
             Arc::new(Int64Array::from_iter(statuses.iter().map(|s| s.lag_transactions.map(|l| l as i64)))),
+            Arc::new(Int64Array::from_iter(statuses.iter().map(|s| s.lag_bytes.map(|l| l as i64)))),
+            Arc::new(Int64Array::from_iter(statuses.iter().map(|s| s.lag_millis.map(|l| l as i64)))),
             Arc::new(StringArray::from_iter(statuses.iter().map(|s| s.last_error.clone()))),
             Arc::new(TimestampMicrosecondArray::from_iter_values(statuses.iter().map(|s| micros(s.updated_at))).with_timezone("UTC")),
         ]

@@ -39,6 +39,17 @@ pub fn render(figures: &Figures) -> String {
             let lag = s.lag_transactions.unwrap_or(0);
             let _ = writeln!(out, "retina_source_lag_transactions{{source=\"{}\"}} {lag}", label(&s.name));
         }
+        for (metric, help, value) in [
+            ("retina_source_lag_bytes", "Bytes of source log (PostgreSQL WAL) not applied yet", (|s: &retina_query::SourceStatus| s.lag_bytes) as fn(&retina_query::SourceStatus) -> Option<u64>),
+            ("retina_source_lag_milliseconds", "Milliseconds since the newest applied source transaction committed, while behind", |s| s.lag_millis),
+        ] {
+            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
+            for s in &figures.sources {
+                if let Some(lag) = value(s) {
+                    let _ = writeln!(out, "{metric}{{source=\"{}\"}} {lag}", label(&s.name));
+                }
+            }
+        }
         out.push_str("# HELP retina_source_failed 1 if the source stopped with an error\n");
         out.push_str("# TYPE retina_source_failed gauge\n");
         for s in &figures.sources {

@@ -66,9 +66,9 @@ impl PgConnection {
     /// replication commands (`IDENTIFY_SYSTEM`, `CREATE_REPLICATION_SLOT`,
     /// `START_REPLICATION`).
     ///
-    /// `config.connect_timeout` bounds the TCP connect and, separately, the whole
-    /// startup exchange (authentication included), so an unresponsive server cannot
-    /// hang the caller.
+    /// `config.connect_timeout` bounds the TCP connect and, separately, each wait for
+    /// the server during the startup exchange (authentication included), so an
+    /// unresponsive server cannot hang the caller.
     pub fn connect(config: &ConnectConfig, replication: bool) -> WireResult<PgConnection> {
         let mut transport = Transport::connect(&config.host, config.port, config.connect_timeout)?;
         let address = display_address(&config.host, config.port);

@@ -15,6 +15,10 @@
 //! - `transport`: the socket, the read buffer and message framing.
 //! - `error`: [`WireError`].
 
+// `WireError::Server` carries the server's fields as the API promises; errors are the
+// cold path, so the larger `Result` is not worth boxing them for.
+#![allow(clippy::result_large_err)]
+
 mod authentication;
 mod connection;
 mod copy_both;
@@ -42,8 +46,8 @@ pub struct ConnectConfig {
     /// Shown in `pg_stat_activity` and `pg_stat_replication`, so an operator can tell
     /// Retina's sessions apart.
     pub application_name: String,
-    /// Bounds the TCP connect and, separately, the startup exchange. Zero means no
-    /// bound (the operating system's connect timeout).
+    /// Bounds the TCP connect and each wait for the server during startup. Zero
+    /// means no bound (the operating system's connect timeout).
     pub connect_timeout: Duration,
 }
 

@@ -139,24 +139,33 @@ impl Transport {
     /// The next message if one completes within `timeout`; `None` if not, with any
     /// partial message left in the buffer for the next call. Looks at the clock only
     /// when the buffer holds no complete message.
+    ///
+    /// The first read waits `timeout` itself, which, for a caller polling with the same
+    /// timeout, is already the socket's setting: the common case of one read per call
+    /// costs no `setsockopt`. Only a message split across reads needs the remaining
+    /// time set.
     pub(super) fn read_message_within(&mut self, timeout: Duration, context: &'static str) -> WireResult<Option<Incoming>> {
         if let Some(message) = self.try_frame(context)? {
             return Ok(Some(message));
         }
+        if timeout.is_zero() {
+            return Ok(None);
+        }
         let deadline = Instant::now() + timeout;
+        let mut wait = timeout;
         loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                return Ok(None);
-            }
             // The socket rejects a zero timeout; a microsecond floor keeps an almost
             // expired deadline a real (short) wait.
-            self.apply_read_timeout(Some(remaining.max(Duration::from_micros(1))))?;
+            self.apply_read_timeout(Some(wait.max(Duration::from_micros(1))))?;
             if let Filled::TimedOut = self.fill(context)? {
                 return Ok(None);
             }
             if let Some(message) = self.try_frame(context)? {
                 return Ok(Some(message));
+            }
+            wait = deadline.saturating_duration_since(Instant::now());
+            if wait.is_zero() {
+                return Ok(None);
             }
         }
     }

@@ -33,6 +33,8 @@ pub enum BenchName {
     Scheduler(super::bench_scheduler::SchedulerBenchArgs),
     /// CH-benCHmark SQL queries under replay vs. on static data, and vs. plain DataFusion.
     Query(super::bench_query::QueryBenchArgs),
+    /// PostgreSQL source: replication throughput, freshness, initial copy speed.
+    Postgres(super::bench_postgres::PostgresBenchArgs),
 }
 
 #[derive(Args)]
@@ -188,6 +190,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchName::Scheduler(args) => super::bench_scheduler::run(args),
         BenchName::Freshness(args) => super::bench_cdc::run_freshness(args),
         BenchName::Query(args) => super::bench_query::run(args),
+        BenchName::Postgres(args) => super::bench_postgres::run(args),
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_cdc;
+pub mod bench_postgres;
 pub mod bench_query;
 pub mod bench_scheduler;
 pub mod demo;

@@ -28,7 +28,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = DEFAULT_METRICS_LISTEN)]
     pub metrics_listen: String,
     /// A source to replay (repeatable): file:PATH, -, nats://HOST:PORT/STREAM or
-    /// generator:chbench?rate=ROWS_PER_S[&base_rows=N][&seed=S].
+    /// generator:chbench?rate=ROWS_PER_S[&base_rows=N][&seed=S], or a PostgreSQL database
+    /// postgres://USER@HOST:PORT/DB[?publication=P&slot=S&tables=A,B] (logical replication).
     #[arg(long = "source")]
     pub sources: Vec<String>,
     /// Memory one query may use in joins, aggregations and sorts, in MiB.

@@ -1,7 +1,8 @@
 //! The sources `retina serve` replays: any source URI of the CDC crate (`file:PATH`,
 //! `-`, `nats://HOST:PORT/STREAM`, `generator:chbench?rate=N`), each driven through
 //! the real Debezium sink on its own thread until the server stops, with its progress
-//! published to the `retina.sources` view and `/metrics`.
+//! published to the `retina.sources` view and `/metrics`; and `postgres://...`, a
+//! PostgreSQL database through logical replication ([`retina_postgres::PgSource`]).
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::mpsc;
@@ -14,6 +15,7 @@ use retina_cdc::ingest::{create_declared_tables, open_source};
 use retina_cdc::source::SourceEvent;
 use retina_cdc::{parse_source_uri, CdcResult, Sink, SinkOptions};
 use retina_core::Engine;
+use retina_postgres::{PgSource, PgSourceOptions};
 use retina_query::{SourceRegistry, SourceStatus};
 
 /// A source being replayed; [`ServedSource::stop`] ends it.
@@ -26,6 +28,9 @@ impl ServedSource {
     /// Opens `uri`, creates the tables it declares, and replays it on a thread. Fails
     /// (before serving starts) when the URI is invalid or the source cannot be opened.
     pub fn start(uri: &str, engine: Arc<Engine>, registry: SourceRegistry) -> anyhow::Result<Self> {
+        if uri.starts_with("postgres://") || uri.starts_with("postgresql://") {
+            return Self::start_postgres(uri, engine, registry);
+        }
         parse_source_uri(uri).with_context(|| format!("--source {uri}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let (ready, started) = mpsc::channel::<Result<(), String>>();
@@ -48,6 +53,48 @@ impl ServedSource {
                 Err(anyhow!("source {uri}: the source thread ended before it started"))
             }
         }
+    }
+
+    /// Replicates a PostgreSQL database on one thread while another publishes its
+    /// status (phase, counts, WAL and time lag) every 100 ms.
+    fn start_postgres(uri: &str, engine: Arc<Engine>, registry: SourceRegistry) -> anyhow::Result<Self> {
+        let options = PgSourceOptions::parse(uri).with_context(|| format!("--source {uri}"))?;
+        let source = PgSource::new(options);
+        let stop = source.stop_flag();
+        let shared = source.status();
+        let name = source.name().to_string();
+        let runner = std::thread::Builder::new()
+            .name("retina-postgres".into())
+            .spawn(move || {
+                if let Err(error) = source.run(&engine) {
+                    eprintln!("retina serve: source {} stopped: {error}", source.name());
+                }
+            })
+            .context("starting the postgres source thread")?;
+        let thread = std::thread::Builder::new()
+            .name("retina-source-status".into())
+            .spawn(move || {
+                let mut status = SourceStatus::new(name.clone(), name);
+                loop {
+                    let finished = runner.is_finished();
+                    let now = shared.lock().clone();
+                    status.state = now.phase.as_str().into();
+                    status.transactions = now.transactions;
+                    status.row_changes = now.row_changes + now.copied_rows;
+                    status.lag_bytes = Some(now.lag_bytes());
+                    status.lag_millis = Some(now.lag_millis());
+                    status.last_error = now.error.clone();
+                    status.updated_at = std::time::SystemTime::now();
+                    registry.update(status.clone());
+                    if finished {
+                        let _ = runner.join();
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+            .context("starting the source status thread")?;
+        Ok(Self { stop, thread: Some(thread) })
     }
 
     pub fn stop(mut self) {
