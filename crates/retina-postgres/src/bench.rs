@@ -32,6 +32,22 @@ pub struct ThroughputFigures {
     /// PostgreSQL decoding the same backlog alone, without us.
     pub postgres_decode_seconds: f64,
     pub postgres_decode_per_second: f64,
+    /// CPU time (user + system) this process spent while applying the backlog, and
+    /// as a share of the wall time: well below 1.0 (one core) means we wait on the
+    /// server, not the other way round.
+    pub retina_cpu_seconds: f64,
+    pub retina_cpu_share: f64,
+}
+
+/// User + system CPU seconds of this process so far (Linux `/proc/self/stat`; 0 elsewhere).
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
+    // Fields after the parenthesized command name; utime and stime are the 12th and 13th.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) else { return 0.0 };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // The kernel's USER_HZ is 100 on Linux.
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// What the freshness run measured (milliseconds, source commit to visible).
@@ -142,9 +158,11 @@ pub fn throughput(url: &str, store: Arc<dyn LakeStore>, config: EngineConfig, ro
     }
     let row_changes = 2 * rows;
     let began = Instant::now();
+    let cpu_before = process_cpu_seconds();
     run_source(&engine, PgSource::new(PgSourceOptions::parse(&uri)?), |s| (s.row_changes >= row_changes).then_some(()))?;
     engine.sync()?;
     let seconds = began.elapsed().as_secs_f64();
+    let retina_cpu_seconds = process_cpu_seconds() - cpu_before;
     let decode_began = Instant::now();
     sql.simple_query(&format!(
         "SELECT count(*) FROM pg_logical_slot_get_binary_changes('{decode_slot}', NULL, NULL, 'proto_version', '1', 'publication_names', '{publication}')"
@@ -157,6 +175,8 @@ pub fn throughput(url: &str, store: Arc<dyn LakeStore>, config: EngineConfig, ro
         row_changes_per_second: row_changes as f64 / seconds,
         postgres_decode_seconds,
         postgres_decode_per_second: row_changes as f64 / postgres_decode_seconds,
+        retina_cpu_seconds,
+        retina_cpu_share: retina_cpu_seconds / seconds,
     })
 }
 
