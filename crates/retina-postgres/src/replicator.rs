@@ -260,6 +260,9 @@ impl PgSource {
                             status.received_lsn = status.received_lsn.max(wal_end);
                             if !stream.assembler.in_progress() {
                                 stream.idle_point = stream.idle_point.max(wal_end);
+                                // Nothing open: everything up to the keepalive is applied
+                                // (the rest of the WAL was not for us), so no lag.
+                                status.applied_lsn = status.applied_lsn.max(wal_end);
                             }
                             reply_now = reply_requested;
                         }

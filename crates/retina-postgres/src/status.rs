@@ -42,7 +42,8 @@ pub struct PgSourceStatus {
     pub received_lsn: Lsn,
     /// The server's end of WAL as of its last message.
     pub server_wal_end: Lsn,
-    /// End LSN of the last source transaction submitted (visible soon after).
+    /// Everything before it is applied (visible soon after): the end LSN of the last
+    /// source transaction submitted, or a keepalive's position while none was open.
     pub applied_lsn: Lsn,
     /// What the server was last told is flushed (durable in Retina).
     pub confirmed_lsn: Lsn,

@@ -52,7 +52,7 @@ impl Instance {
     /// Starts the engine in `data_dir` and the given sources.
     pub fn start(data_dir: &std::path::Path, source_uris: &[String], query_memory_mb: usize) -> anyhow::Result<Self> {
         for uri in source_uris {
-            retina_cdc::parse_source_uri(uri).with_context(|| format!("--source {uri}"))?;
+            ServedSource::validate(uri)?;
         }
         std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
         let location = data_dir.to_str().with_context(|| format!("{} is not UTF-8", data_dir.display()))?;

@@ -25,10 +25,21 @@ pub struct ServedSource {
 }
 
 impl ServedSource {
+    /// Checks a `--source` URI without opening anything, so a typo fails before the
+    /// engine starts.
+    pub fn validate(uri: &str) -> anyhow::Result<()> {
+        if is_postgres(uri) {
+            PgSourceOptions::parse(uri).with_context(|| format!("--source {uri}"))?;
+        } else {
+            parse_source_uri(uri).with_context(|| format!("--source {uri}"))?;
+        }
+        Ok(())
+    }
+
     /// Opens `uri`, creates the tables it declares, and replays it on a thread. Fails
     /// (before serving starts) when the URI is invalid or the source cannot be opened.
     pub fn start(uri: &str, engine: Arc<Engine>, registry: SourceRegistry) -> anyhow::Result<Self> {
-        if uri.starts_with("postgres://") || uri.starts_with("postgresql://") {
+        if is_postgres(uri) {
             return Self::start_postgres(uri, engine, registry);
         }
         parse_source_uri(uri).with_context(|| format!("--source {uri}"))?;
@@ -103,6 +114,10 @@ impl ServedSource {
             let _ = thread.join();
         }
     }
+}
+
+fn is_postgres(uri: &str) -> bool {
+    uri.starts_with("postgres://") || uri.starts_with("postgresql://")
 }
 
 fn replay(uri: &str, engine: &Engine, registry: &SourceRegistry, stop: &AtomicBool, ready: mpsc::Sender<Result<(), String>>) {
