@@ -155,6 +155,16 @@ fn bad_sources_and_unreachable_servers_are_clear_errors() {
         .expect("run retina serve");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("bogus:thing"), "{}", String::from_utf8_lossy(&output.stderr));
+    // A PostgreSQL source URI with a bad option fails before anything starts.
+    let output = Command::new(RETINA)
+        .args(["serve", "--data-dir"])
+        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--source", "postgres://127.0.0.1/db?colour=red", "--seconds", "1"])
+        .output()
+        .expect("run retina serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unknown option 'colour'"), "{stderr}");
 
     // A port nobody listens on (bound, then released).
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
