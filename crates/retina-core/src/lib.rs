@@ -20,6 +20,7 @@ pub mod replay;
 pub mod rows;
 pub mod scan;
 pub mod schema;
+pub mod schema_evolution;
 pub mod storage;
 pub mod table;
 pub mod txn;

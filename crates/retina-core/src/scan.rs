@@ -54,7 +54,7 @@ pub fn scan_table(
 ) -> CoreResult<Vec<RecordBatch>> {
     let mut out = Vec::new();
     for split in table_splits(table) {
-        out.extend(read_split(table.schema(), &split, store, qts, projection)?);
+        out.extend(read_split(&table.schema(), &split, store, qts, projection)?);
     }
     Ok(out)
 }
@@ -134,14 +134,23 @@ pub fn read_split_with(
             mask_batches(&batches, None, ts_column, &output, qts)
         }
         ScanSplit::Virtual(file) => {
-            let blocks = file.blocks();
+            // Blocks written before a column was added (or after, for a reader that
+            // started before) are conformed to the reader's schema.
+            let stored = file.blocks();
+            let conformed;
+            let blocks: &[RecordBatch] = if stored.iter().all(|b| b.num_columns() == create_ts + 1) {
+                &stored
+            } else {
+                conformed = crate::schema_evolution::conform_batches(schema, &stored)?;
+                &conformed
+            };
             let rows: usize = blocks.iter().map(RecordBatch::num_rows).sum();
             if rows == 0 {
                 return Ok(Vec::new());
             }
             let deleted = visibility.deleted_rows(file.file_id(), file.visibility(), rows);
             // In-memory blocks hold rows of transactions above the snapshot too.
-            mask_batches(&blocks, Some(&deleted), Some(create_ts), projection, qts)
+            mask_batches(blocks, Some(&deleted), Some(create_ts), projection, qts)
         }
     }
 }

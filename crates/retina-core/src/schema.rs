@@ -79,6 +79,21 @@ impl TableSchema {
         &self.name
     }
 
+    /// This schema with `field` appended. Only nullable columns can be added: rows
+    /// stored before read the new column as NULL (see [`crate::schema_evolution`]).
+    pub fn with_column(&self, field: Field) -> CoreResult<Self> {
+        let invalid = |reason: String| CoreError::InvalidSchema { table: self.name.clone(), reason };
+        if !field.is_nullable() {
+            return Err(invalid(format!("an added column must be nullable, {} is not", field.name())));
+        }
+        if self.columns.fields().iter().any(|f| f.name() == field.name()) {
+            return Err(invalid(format!("column {} exists already", field.name())));
+        }
+        let mut fields: Vec<Field> = self.columns.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(field);
+        Self::new(self.name.clone(), Schema::new(fields), self.primary_key.clone())
+    }
+
     /// The user-visible columns (without `_create_ts`).
     pub fn columns(&self) -> &SchemaRef {
         &self.columns

@@ -27,9 +27,11 @@ pub trait LakeStore: Send + Sync {
     /// leaves no visible file.
     fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile>;
 
-    /// Reads the columns `columns` (indices into the stored schema, ascending) of a
-    /// file, in row order. With `skip`, rows whose bit is set are left out (the
-    /// visibility mask, applied while decoding where the format allows it).
+    /// Reads the columns `columns` (indices into `table`'s stored schema, ascending)
+    /// of a file, in row order. With `skip`, rows whose bit is set are left out (the
+    /// visibility mask, applied while decoding where the format allows it). A file
+    /// written under another version of the schema is conformed to `table`
+    /// ([`crate::schema_evolution::StoredColumns`]): added columns read as NULL.
     fn read_file(
         &self,
         table: &TableSchema,
@@ -91,7 +93,7 @@ impl LakeStore for MemoryLakeStore {
 
     fn read_file(
         &self,
-        _table: &TableSchema,
+        table: &TableSchema,
         file: &DataFileMeta,
         columns: &[usize],
         skip: Option<&DeleteBitmap>,
@@ -100,7 +102,13 @@ impl LakeStore for MemoryLakeStore {
         let batches = files
             .get(&file.path)
             .ok_or_else(|| CoreError::Storage(format!("file {} does not exist", file.path)))?;
-        let projected = batches.iter().map(|b| b.project(columns)).collect::<Result<Vec<_>, _>>()?;
+        let projected = batches
+            .iter()
+            .map(|b| {
+                let plan = crate::schema_evolution::StoredColumns::plan(table, b.num_columns(), columns);
+                plan.assemble(table, columns, &b.project(plan.physical())?)
+            })
+            .collect::<CoreResult<Vec<_>>>()?;
         match skip {
             Some(deleted) => crate::scan::drop_deleted_rows(&projected, deleted),
             None => Ok(projected),

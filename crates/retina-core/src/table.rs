@@ -1,6 +1,6 @@
 //! The runtime state of one table shared by replayers, the flusher and readers.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -32,7 +32,13 @@ pub struct TableFiles {
 /// One table's shared state.
 pub struct TableRuntime {
     id: TableId,
-    schema: Arc<TableSchema>,
+    /// The schema's name, which never changes.
+    name: String,
+    /// Replaced only by [`Self::set_schema`] (a column added); readers take the
+    /// version they start with and conform what they read to it.
+    schema: ArcSwap<TableSchema>,
+    /// `schema`'s user column count, stored after it: a plain load on the hot path.
+    column_count: AtomicUsize,
     next_row_id: AtomicU64,
     files: ArcSwap<TableFiles>,
     /// Serializes writers of `files` (rare: file creation and flush); readers never lock.
@@ -43,7 +49,9 @@ impl TableRuntime {
     pub fn new(id: TableId, schema: TableSchema) -> Self {
         Self {
             id,
-            schema: Arc::new(schema),
+            name: schema.name().to_string(),
+            column_count: AtomicUsize::new(schema.column_count()),
+            schema: ArcSwap::from_pointee(schema),
             next_row_id: AtomicU64::new(0),
             files: ArcSwap::from_pointee(TableFiles::default()),
             files_update: Mutex::new(()),
@@ -54,12 +62,25 @@ impl TableRuntime {
         self.id
     }
 
-    pub fn schema(&self) -> &Arc<TableSchema> {
-        &self.schema
+    /// The current schema.
+    pub fn schema(&self) -> Arc<TableSchema> {
+        self.schema.load_full()
+    }
+
+    /// The current schema's number of user columns, without taking a reference to it
+    /// (the replay hot path checks this per row).
+    pub fn column_count(&self) -> usize {
+        self.column_count.load(Acquire)
+    }
+
+    pub(crate) fn set_schema(&self, schema: TableSchema) {
+        let count = schema.column_count();
+        self.schema.store(Arc::new(schema));
+        self.column_count.store(count, Release);
     }
 
     pub fn name(&self) -> &str {
-        self.schema.name()
+        &self.name
     }
 
     /// The next row id to hand out (every smaller one is reserved).
@@ -71,7 +92,9 @@ impl TableRuntime {
     pub(crate) fn restored(id: TableId, schema: TableSchema, next_row_id: u64, files: TableFiles) -> Self {
         Self {
             id,
-            schema: Arc::new(schema),
+            name: schema.name().to_string(),
+            column_count: AtomicUsize::new(schema.column_count()),
+            schema: ArcSwap::from_pointee(schema),
             next_row_id: AtomicU64::new(next_row_id),
             files: ArcSwap::from_pointee(files),
             files_update: Mutex::new(()),

@@ -58,6 +58,9 @@ pub struct BindOptions {
 #[derive(Default)]
 pub struct RelationMap {
     relations: HashMap<u32, BoundRelation>,
+    /// Tables that got columns since [`Self::take_widened`] was last called: rows of
+    /// them converted before are one value short.
+    widened: Vec<TableId>,
 }
 
 /// `namespace.name`, with PostgreSQL's empty namespace meaning `pg_catalog`.
@@ -73,6 +76,11 @@ impl RelationMap {
 
     pub fn get(&self, oid: u32, lsn: Lsn) -> PgSourceResult<&BoundRelation> {
         self.relations.get(&oid).ok_or(PgSourceError::UnknownRelation { oid, lsn })
+    }
+
+    /// The tables widened since the last call (see the field).
+    pub fn take_widened(&mut self) -> Vec<TableId> {
+        std::mem::take(&mut self.widened)
     }
 
     pub fn contains(&self, oid: u32) -> bool {
@@ -93,8 +101,16 @@ impl RelationMap {
     ) -> PgSourceResult<&BoundRelation> {
         let name = qualified_name(body);
         let columns = bind_columns(&name, body, catalog, options)?;
-        if let Some(known) = self.relations.get(&body.oid) {
-            if let Some(change) = describe_change(&known.columns, &columns) {
+        if let Some(known) = self.relations.get_mut(&body.oid) {
+            if columns.len() > known.columns.len() && columns[..known.columns.len()] == known.columns[..] {
+                // Columns added at the end: the Retina table gets them too.
+                for column in &columns[known.columns.len()..] {
+                    let field = Field::new(column.name.clone(), column.kind.data_type(), true);
+                    engine.add_column(known.table, field)?;
+                }
+                known.columns = columns;
+                self.widened.push(known.table);
+            } else if let Some(change) = describe_change(&known.columns, &columns) {
                 return Err(PgSourceError::SchemaChange { table: name, change, lsn });
             }
             return Ok(&self.relations[&body.oid]);
@@ -107,14 +123,20 @@ impl RelationMap {
         let schema = retina_schema(&name, &columns, &key)?;
         let table = match engine.table_id(&name) {
             Some(table) => {
-                let existing = engine.table(table)?;
-                if existing.schema().columns().fields() != schema.columns().fields() {
+                let existing = engine.table(table)?.schema();
+                let (have, want) = (existing.columns().fields(), schema.columns().fields());
+                // Columns added at the source while we were not streaming.
+                if want.len() > have.len() && want[..have.len()] == have[..] && !insert_only {
+                    for field in &want[have.len()..] {
+                        engine.add_column(table, field.as_ref().clone())?;
+                    }
+                } else if have != want {
                     return Err(PgSourceError::SchemaChange {
                         table: name,
                         change: format!(
                             "its columns ({}) differ from the mirrored table's ({})",
                             describe_fields(schema.columns()),
-                            describe_fields(existing.schema().columns())
+                            describe_fields(existing.columns())
                         ),
                         lsn,
                     });

@@ -233,6 +233,7 @@ impl PgSource {
             last_submitted: start,
             idle_point: Lsn::ZERO,
             confirmed: Lsn::ZERO,
+            widened: Vec::new(),
             unflushed: false,
             unflushed_since: Instant::now(),
             last_feedback: Instant::now(),
@@ -354,6 +355,7 @@ impl PgSource {
                 }
                 let primary_key = if body.replica_identity == b'f' { setup::primary_key(catalog, body.oid)? } else { None };
                 relations.bind(engine, &body, types, primary_key.as_deref(), bind, lsn)?;
+                stream.widened.extend(relations.take_widened());
             }
             // New types (enums, domains) are looked up when a relation uses them.
             LogicalMessage::Type { .. } | LogicalMessage::Origin { .. } | LogicalMessage::Message { .. } => {}
@@ -399,7 +401,13 @@ impl PgSource {
             self.status.lock().duplicate_transactions += 1;
             return Ok(());
         }
-        let changes = expand_truncates(engine, transaction.changes)?;
+        let mut changes = expand_truncates(engine, transaction.changes)?;
+        if !stream.widened.is_empty() {
+            pad_widened_rows(engine, &stream.widened, &mut changes)?;
+            if !stream.assembler.in_progress() {
+                stream.widened.clear();
+            }
+        }
         let count = changes.len() as u64;
         let ts = engine.submit_from(&self.name, lsn_position(transaction.end_lsn), changes)?;
         if let Some(probe) = &self.probe {
@@ -430,10 +438,29 @@ struct StreamState {
     /// A keepalive position received while no transaction was open.
     idle_point: Lsn,
     confirmed: Lsn,
+    /// Tables that got columns while rows of the old shape may still be buffered.
+    widened: Vec<TableId>,
     /// Submitted transactions whose batch was not sent yet, since when.
     unflushed: bool,
     unflushed_since: Instant,
     last_feedback: Instant,
+}
+
+/// Rows converted before their table got a column (same transaction, earlier
+/// change) get NULL for it, as the source's own rows do.
+fn pad_widened_rows(engine: &Engine, widened: &[TableId], changes: &mut [RowChange]) -> PgSourceResult<()> {
+    for &table in widened {
+        let width = engine.table(table)?.column_count();
+        for change in changes.iter_mut() {
+            match change {
+                RowChange::Insert { table: t, row } | RowChange::Update { table: t, row, .. } if *t == table && row.len() < width => {
+                    row.resize(width, retina_core::Value::Null);
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 fn types_missing(types: &TypeCatalog, body: &crate::pgoutput::RelationBody) -> bool {

@@ -209,3 +209,32 @@ fn a_schema_change_stops_replay_before_it_and_names_it() {
     assert!(error.to_string().contains("table public.t: column v was dropped"), "{error}");
     assert_eq!(mirrored_rows(&engine, "public.t"), vec!["1|1".to_string(), "2|2".to_string()], "what came before stays");
 }
+
+#[test]
+fn an_added_column_is_added_to_the_mirror_and_old_rows_read_null() {
+    let cluster = PgCluster::new();
+    cluster.psql("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open_engine(dir.path());
+    let source = RunningSource::start(&engine, &cluster.url("postgres"));
+    source.wait_streaming();
+    cluster.psql("INSERT INTO t VALUES (2, 2)");
+    // In one transaction: a row of the old shape, the new column, a row of the new one.
+    cluster.psql("BEGIN; INSERT INTO t VALUES (3, 3); ALTER TABLE t ADD COLUMN note text; INSERT INTO t VALUES (4, 4, 'four'); UPDATE t SET note = 'one' WHERE id = 1; COMMIT");
+    cluster.psql("INSERT INTO t VALUES (5, 5, 'five')");
+    eventually(Duration::from_secs(30), "the rows arrive in the new shape", || {
+        let rows = mirrored_rows(&engine, "public.t");
+        (rows == ["1|1|one", "2|2|", "3|3|", "4|4|four", "5|5|five"]).then_some(()).ok_or(format!("{rows:?}"))
+    });
+    source.stop().expect("stops cleanly");
+
+    // Added while the source was stopped: found when it starts again.
+    cluster.psql("ALTER TABLE t ADD COLUMN n int8; INSERT INTO t VALUES (6, 6, 'six', 66)");
+    let source = RunningSource::start(&engine, &cluster.url("postgres"));
+    source.wait_streaming();
+    eventually(Duration::from_secs(30), "the second column arrives", || {
+        let rows = mirrored_rows(&engine, "public.t");
+        (rows.len() == 6 && rows[5] == "6|6|six|66" && rows[0] == "1|1|one|").then_some(()).ok_or(format!("{rows:?}"))
+    });
+    source.stop().expect("stops cleanly");
+}

@@ -6,6 +6,9 @@ use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::Compression;
+use parquet::errors::ParquetError;
+use retina_core::schema_evolution::StoredColumns;
+use retina_core::TableSchema;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 /// Rows per decoded batch when reading.
@@ -32,10 +35,21 @@ pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<
 }
 
 /// Decodes the root columns `columns` (ascending) of a Parquet file.
-pub(crate) fn decode(bytes: Bytes, columns: &[usize]) -> Result<Vec<RecordBatch>, parquet::errors::ParquetError> {
+/// Reads `columns` of `table`'s stored layout from a file written under any version
+/// of its schema (the file's own width decides what is read; see
+/// `retina_core::schema_evolution`).
+pub(crate) fn decode(bytes: Bytes, table: &TableSchema, columns: &[usize]) -> Result<Vec<RecordBatch>, ParquetError> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-    let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
+    let plan = StoredColumns::plan(table, builder.schema().fields().len(), columns);
+    let mask = ProjectionMask::roots(builder.parquet_schema(), plan.physical().iter().copied());
     let reader = builder.with_projection(mask).with_batch_size(READ_BATCH_ROWS).build()?;
-    reader.collect::<Result<Vec<_>, _>>().map_err(Into::into)
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    if plan.is_identity() {
+        return Ok(batches);
+    }
+    batches
+        .iter()
+        .map(|batch| plan.assemble(table, columns, batch).map_err(|e| ParquetError::General(e.to_string())))
+        .collect()
 }
 

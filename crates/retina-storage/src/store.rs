@@ -124,7 +124,7 @@ impl LakeStore for ParquetLakeStore {
 
     fn read_file(
         &self,
-        _table: &TableSchema,
+        table: &TableSchema,
         file: &DataFileMeta,
         columns: &[usize],
         skip: Option<&DeleteBitmap>,
@@ -132,7 +132,7 @@ impl LakeStore for ParquetLakeStore {
         let bytes = self.get(&file.path)?.ok_or_else(|| {
             CoreError::Storage(format!("data file {} of the catalog is missing from storage", file.path))
         })?;
-        let batches = parquet_files::decode(bytes, columns)
+        let batches = parquet_files::decode(bytes, table, columns)
             .map_err(|source| StorageError::Parquet { path: file.path.clone(), source })?;
         // Measured on `retina bench scan` (1M rows, 1% scattered deletes): skipping
         // through a Parquet RowSelection cost 1.35x a clean scan, decoding everything

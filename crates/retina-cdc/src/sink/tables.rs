@@ -202,7 +202,7 @@ fn create_table(engine: &Engine, name: &str, columns: Vec<ColumnPlan>, key: &[St
 /// A binding for a catalog table decoded by its own Arrow types (schemaless streams).
 fn catalog_binding(engine: &Engine, id: TableId, position: Position) -> CdcResult<TableBinding> {
     let table = engine.table(id)?;
-    let plan = plan_of_schema(table.schema()).map_err(|e| schema_error(position, table.name(), "*", e.to_string()))?;
+    let plan = plan_of_schema(&table.schema()).map_err(|e| schema_error(position, table.name(), "*", e.to_string()))?;
     Ok(TableBinding { id, name: Arc::from(table.name()), plan })
 }
 

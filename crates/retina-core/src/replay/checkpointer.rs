@@ -75,7 +75,8 @@ impl EngineShared {
                 });
             }
             for file in &files.virtual_files {
-                let batches = created_at_or_before(&file.blocks(), schema.create_ts_index(), ts);
+                let blocks = crate::schema_evolution::conform_batches(&schema, &file.blocks())?;
+                let batches = created_at_or_before(&blocks, schema.create_ts_index(), ts);
                 let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
                 if rows == 0 {
                     continue; // its row ids stay reserved through `next_row_id`
@@ -84,7 +85,7 @@ impl EngineShared {
                 let saved: u64 = segments.iter().map(|s| s.rows).sum();
                 if rows > saved {
                     let new_rows = slice_rows(&batches, saved as usize, rows as usize);
-                    let stored = self.store.write_checkpoint_segment(schema, file.file_id(), saved, ts, &new_rows)?;
+                    let stored = self.store.write_checkpoint_segment(&schema, file.file_id(), saved, ts, &new_rows)?;
                     segments.push(RowSegment { path: stored.path, rows: rows - saved });
                     buffered_rows += rows - saved;
                 }
@@ -102,7 +103,7 @@ impl EngineShared {
             file_count += checkpoint_files.len();
             checkpoint_tables.push(CheckpointTable {
                 id: table.id(),
-                schema: TableSchema::clone(schema),
+                schema: TableSchema::clone(&schema),
                 next_row_id: table.next_row_id(),
                 files: checkpoint_files,
             });

@@ -112,6 +112,19 @@ impl Engine {
         Ok(id)
     }
 
+    /// Adds a nullable column at the end of a table's schema and records it in the
+    /// catalog. Nothing stored is rewritten: rows written before read the column as
+    /// NULL. Everything submitted before is applied first (rows of the old shape),
+    /// and rows submitted after must have the new shape; the caller serializes this
+    /// with its own submissions (a source adds the column between two transactions).
+    pub fn add_column(&self, table: TableId, field: arrow_schema::Field) -> CoreResult<()> {
+        self.sync()?;
+        let runtime = self.shared.table(table)?;
+        let widened = runtime.schema().with_column(field)?;
+        runtime.set_schema(widened);
+        self.shared.save_catalog()
+    }
+
     pub fn table_id(&self, name: &str) -> Option<TableId> {
         self.shared.registry.read().by_name.get(name).copied()
     }
@@ -164,7 +177,7 @@ impl Engine {
             let table = tables
                 .get(change.table().0 as usize)
                 .ok_or_else(|| CoreError::UnknownTable { table: format!("#{}", change.table().0) })?;
-            let schema = table.schema();
+            let schema = &*table.schema();
             match change {
                 RowChange::Insert { table: id, row } => {
                     let key = row_key(schema, &row)?;
@@ -304,7 +317,7 @@ impl Engine {
         };
         let mut out = Vec::new();
         for split in splits {
-            out.extend(scan::read_split_with(table.schema(), &split, self.shared.store.as_ref(), query, projection)?);
+            out.extend(scan::read_split_with(&table.schema(), &split, self.shared.store.as_ref(), query, projection)?);
         }
         Ok(out)
     }

@@ -63,10 +63,12 @@ fn flush_with_retries(shared: &EngineShared, job: &FlushJob) {
 fn flush(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
     let file = &job.file;
     debug_assert!(file.is_complete());
-    let batches = file.blocks();
-    let stored = shared.store.write_file(job.table.schema(), file.file_id(), &batches)?;
+    // Blocks from before a column was added are written in the current layout.
+    let schema = job.table.schema();
+    let batches = crate::schema_evolution::conform_batches(&schema, &file.blocks())?;
+    let stored = shared.store.write_file(&schema, file.file_id(), &batches)?;
     fail::fail_point!("flush::after-write");
-    let create_ts_column = job.table.schema().create_ts_index();
+    let create_ts_column = schema.create_ts_index();
     let (min_create_ts, max_create_ts) = create_ts_range(&batches, create_ts_column);
     let meta = DataFileMeta {
         file_id: file.file_id(),

@@ -12,6 +12,7 @@ use super::recovery::RestoredShardTable;
 use super::storage_gc::{apply_swap, FileSwap};
 use crate::error::{CoreError, CoreResult};
 use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
+use crate::schema::TableSchema;
 use crate::table::TableRuntime;
 use crate::types::{RowId, TableId, Ts};
 use crate::value::Row;
@@ -26,6 +27,9 @@ pub(crate) enum ShardMessage {
 /// What one shard owns for one table.
 struct ShardTable {
     runtime: Arc<TableRuntime>,
+    /// The runtime's schema as of this shard's last row; refreshed when a column
+    /// was added (the column count differs).
+    schema: Arc<TableSchema>,
     index: SinglePointIndex,
     main: MainIndex,
     buffer: Option<WriteBuffer>,
@@ -50,8 +54,9 @@ impl Shard {
         if slot >= self.tables.len() {
             self.tables.resize_with(slot + 1, || None);
         }
+        let schema = restored.table.schema();
         self.tables[slot] =
-            Some(ShardTable { runtime: restored.table, index: restored.index, main: restored.main, buffer: None });
+            Some(ShardTable { runtime: restored.table, schema, index: restored.index, main: restored.main, buffer: None });
     }
 
     /// The shard's event loop; returns when the engine drops its senders.
@@ -106,8 +111,9 @@ impl Shard {
         }
         if self.tables[slot].is_none() {
             let runtime = self.shared.table(id)?;
+            let schema = runtime.schema();
             self.tables[slot] =
-                Some(ShardTable { runtime, index: SinglePointIndex::new(), main: MainIndex::new(), buffer: None });
+                Some(ShardTable { runtime, schema, index: SinglePointIndex::new(), main: MainIndex::new(), buffer: None });
         }
         Ok(self.tables[slot].as_mut().expect("filled above"))
     }
@@ -115,7 +121,13 @@ impl Shard {
     fn insert(&mut self, table_id: TableId, key: &[u8], row: Row, ts: Ts) -> CoreResult<()> {
         let shared = Arc::clone(&self.shared);
         let table = self.table_mut(table_id)?;
-        validate_row(table.runtime.schema(), &row).map_err(|e| at_ts(e, ts))?;
+        if table.runtime.column_count() != table.schema.column_count() {
+            table.schema = table.runtime.schema();
+            if let Some(buffer) = table.buffer.as_mut() {
+                buffer.adopt_schema(Arc::clone(&table.schema));
+            }
+        }
+        validate_row(&table.schema, &row).map_err(|e| at_ts(e, ts))?;
         if table.index.latest(key).is_some() {
             return Err(CoreError::DuplicateKey {
                 table: table.runtime.name().to_string(),
@@ -140,7 +152,7 @@ impl Shard {
                 }
                 None => {
                     table.buffer =
-                        Some(WriteBuffer::new(Arc::clone(table.runtime.schema()), shared.config.block_rows, file))
+                        Some(WriteBuffer::new(Arc::clone(&table.schema), shared.config.block_rows, file))
                 }
             }
         }

@@ -140,7 +140,7 @@ impl EngineShared {
                 .iter()
                 .map(|table| TableEntry {
                     id: table.id(),
-                    schema: TableSchema::clone(table.schema()),
+                    schema: TableSchema::clone(&table.schema()),
                     files: table.files().flushed.iter().map(|f| f.meta.clone()).collect(),
                 })
                 .collect(),

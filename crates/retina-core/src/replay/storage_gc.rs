@@ -95,7 +95,7 @@ impl EngineShared {
         let schema = table.schema();
         let rows = old.meta.row_count as usize;
         let all_columns: Vec<usize> = (0..=schema.create_ts_index()).collect();
-        let live: Vec<RecordBatch> = self.store.read_file(schema, &old.meta, &all_columns, Some(&deleted.to_vec()))?;
+        let live: Vec<RecordBatch> = self.store.read_file(&schema, &old.meta, &all_columns, Some(&deleted.to_vec()))?;
         let old_offsets: Vec<u32> =
             (0..rows).filter(|&row| deleted.get(row / 64).is_none_or(|w| w >> (row % 64) & 1 == 0)).map(|r| r as u32).collect();
         let mut moves = Vec::with_capacity(old_offsets.len());
@@ -127,7 +127,7 @@ impl EngineShared {
         } else {
             let file_id = self.allocate_file_id();
             let first_row_id = table.reserve_row_ids(kept as u64);
-            let stored = self.store.write_file(schema, file_id, &live)?;
+            let stored = self.store.write_file(&schema, file_id, &live)?;
             let (min_create_ts, max_create_ts) = create_ts_range(&live, schema.create_ts_index());
             let meta = DataFileMeta {
                 file_id,

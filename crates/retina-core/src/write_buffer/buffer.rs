@@ -96,6 +96,20 @@ impl WriteBuffer {
 
     /// Publishes what is left, completes the current virtual file and starts `next`.
     /// Returns the completed file, ready to be flushed.
+    /// Switches to a newer schema of the table (a column was added). Rows appended so
+    /// far are published and stay in blocks of the old layout; readers and the flush
+    /// conform them ([`crate::schema_evolution`]). Publishing early is harmless:
+    /// readers cut rows by `_create_ts`, so uncommitted rows stay invisible.
+    pub fn adopt_schema(&mut self, schema: Arc<TableSchema>) {
+        self.publish();
+        if self.active_pieces > 0 {
+            self.seal_active_block();
+            self.file.set_blocks(self.blocks.clone());
+        }
+        self.builder = BlockBuilder::new(Arc::clone(&schema), self.block_rows);
+        self.schema = schema;
+    }
+
     pub fn rotate(&mut self, next: Arc<VirtualFile>) -> Arc<VirtualFile> {
         self.publish();
         if self.active_pieces > 0 {
