@@ -127,13 +127,30 @@ fn schemaless_unknown_table_without_infer_schema_is_an_error() {
 }
 
 #[test]
-fn new_column_and_incompatible_change_name_table_and_column() {
+fn added_nullable_columns_are_added_and_incompatible_changes_name_table_and_column() {
     let first = event("c", 1, Some("a"), None);
-    let added = event("c", 2, Some("b"), None)
-        .replace(r#"{"type":"string","optional":true,"field":"name"}]"#, r#"{"type":"string","optional":true,"field":"name"},{"type":"int32","optional":true,"field":"extra"}]"#);
+    let with_extra = |id: i64, name: &str, optional: bool| {
+        event("c", id, Some(name), None)
+            .replace(
+                r#"{"type":"string","optional":true,"field":"name"}]"#,
+                &format!(r#"{{"type":"string","optional":true,"field":"name"}},{{"type":"int32","optional":{optional},"field":"extra"}}]"#),
+            )
+            .replace(&format!(r#""name":"{name}"}}"#), &format!(r#""name":"{name}","extra":{id}}}"#))
+    };
+    // A new nullable column is appended: earlier rows read NULL, and events still
+    // carrying the old schema afterwards get NULL too.
     let test = engine();
-    let error = ingest(&test.engine, &[first.clone(), added], SinkOptions::default()).expect_err("added column").to_string();
-    assert!(error.contains("table s.t, column extra") && error.contains("ALTER TABLE"), "{error}");
+    ingest(&test.engine, &[first.clone(), with_extra(2, "b", true), event("c", 3, Some("c"), None)], SinkOptions::default())
+        .expect("added column");
+    let rows: Vec<String> = rows(&test.engine, "s.t").iter().map(|r| format!("{r:?}")).collect();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows[0].contains("Int64(1)") && rows[0].ends_with("Null]"), "{rows:?}");
+    assert!(rows[1].contains("Int64(2)") && rows[1].contains("Int32(2)"), "{rows:?}");
+    assert!(rows[2].contains("Int64(3)") && rows[2].ends_with("Null]"), "{rows:?}");
+
+    let test = engine();
+    let error = ingest(&test.engine, &[first.clone(), with_extra(2, "b", false)], SinkOptions::default()).expect_err("required column").to_string();
+    assert!(error.contains("table s.t, column extra") && error.contains("non-nullable"), "{error}");
     let changed = event("c", 2, Some("b"), None).replace(r#"{"type":"string","optional":true,"field":"name"}"#, r#"{"type":"int32","optional":true,"field":"name"}"#);
     let test = engine();
     let error = ingest(&test.engine, &[first, changed], SinkOptions::default()).expect_err("changed type").to_string();

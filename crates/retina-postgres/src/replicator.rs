@@ -403,7 +403,7 @@ impl PgSource {
         }
         let mut changes = expand_truncates(engine, transaction.changes)?;
         if !stream.widened.is_empty() {
-            pad_widened_rows(engine, &stream.widened, &mut changes)?;
+            retina_core::schema_evolution::pad_short_rows(engine, &stream.widened, &mut changes)?;
             if !stream.assembler.in_progress() {
                 stream.widened.clear();
             }
@@ -446,22 +446,6 @@ struct StreamState {
     last_feedback: Instant,
 }
 
-/// Rows converted before their table got a column (same transaction, earlier
-/// change) get NULL for it, as the source's own rows do.
-fn pad_widened_rows(engine: &Engine, widened: &[TableId], changes: &mut [RowChange]) -> PgSourceResult<()> {
-    for &table in widened {
-        let width = engine.table(table)?.column_count();
-        for change in changes.iter_mut() {
-            match change {
-                RowChange::Insert { table: t, row } | RowChange::Update { table: t, row, .. } if *t == table && row.len() < width => {
-                    row.resize(width, retina_core::Value::Null);
-                }
-                _ => {}
-            }
-        }
-    }
-    Ok(())
-}
 
 fn types_missing(types: &TypeCatalog, body: &crate::pgoutput::RelationBody) -> bool {
     body.columns.iter().any(|c| types.column_kind(c.type_oid, c.type_modifier).is_none())

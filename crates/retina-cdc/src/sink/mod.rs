@@ -75,6 +75,9 @@ pub struct Sink<'e> {
     completed: Vec<CompletedTransaction>,
     last_position: Option<Position>,
     stats: SinkStats,
+    /// Tables that got columns during this run: events bound (and decoded) before
+    /// carry rows one value short, padded with NULL at submission.
+    widened: Vec<retina_core::TableId>,
 }
 
 impl<'e> Sink<'e> {
@@ -99,6 +102,7 @@ impl<'e> Sink<'e> {
             completed: Vec::new(),
             last_position: None,
             stats: SinkStats::default(),
+            widened: Vec::new(),
             source,
         })
     }
@@ -293,6 +297,11 @@ impl<'e> Sink<'e> {
                     })
                     .collect()
             };
+            let mut changes = changes;
+            self.widened.extend(self.tables.take_widened());
+            if !self.widened.is_empty() {
+                retina_core::schema_evolution::pad_short_rows(self.engine, &self.widened, &mut changes)?;
+            }
             let ts = match self.engine.submit_from(&self.source, position.encode(), changes) {
                 Ok(ts) => ts,
                 Err(error) => {
@@ -318,3 +327,4 @@ impl<'e> Sink<'e> {
         failure::explain(self.engine, error, &in_flight)
     }
 }
+

@@ -49,11 +49,19 @@ pub struct TableResolver {
     primary_keys: HashMap<String, Vec<String>>,
     infer_schema: bool,
     known: Arc<RwLock<KnownBindings>>,
+    /// Tables that got columns since [`Self::take_widened`]: rows decoded with an
+    /// older binding are short of them.
+    widened: Vec<TableId>,
 }
 
 impl TableResolver {
     pub fn new(primary_keys: HashMap<String, Vec<String>>, infer_schema: bool) -> Self {
-        Self { primary_keys, infer_schema, known: Arc::default() }
+        Self { primary_keys, infer_schema, known: Arc::default(), widened: Vec::new() }
+    }
+
+    /// The tables widened since the last call.
+    pub fn take_widened(&mut self) -> Vec<TableId> {
+        std::mem::take(&mut self.widened)
     }
 
     /// The caches, for readers on other threads.
@@ -99,7 +107,13 @@ impl TableResolver {
         let decode_error = |error| CdcError::Decode { position, table: Some(event.table.clone()), error };
         let columns = columns_of_envelope(schema).map_err(decode_error)?;
         let binding = match engine.table_id(&event.table) {
-            Some(id) => bind_schema_to_table(engine, id, columns, position)?,
+            Some(id) => {
+                let (binding, widened) = bind_schema_to_table(engine, id, columns, position)?;
+                if widened {
+                    self.widened.push(id);
+                }
+                binding
+            }
             None => {
                 let key = self.key_columns(event, &columns, position)?;
                 create_table(engine, &event.table, columns, &key, position)?
@@ -221,8 +235,9 @@ pub fn plan_of_schema(schema: &TableSchema) -> Result<TablePlan, crate::DecodeEr
 }
 
 /// Checks an event schema against an existing table and builds the plan that decodes
-/// the event's units into the table's columns.
-fn bind_schema_to_table(engine: &Engine, id: TableId, columns: Vec<ColumnPlan>, position: Position) -> CdcResult<TableBinding> {
+/// the event's units into the table's columns; adds the event's new nullable columns
+/// to the table first (then `true`).
+fn bind_schema_to_table(engine: &Engine, id: TableId, columns: Vec<ColumnPlan>, position: Position) -> CdcResult<(TableBinding, bool)> {
     let table = engine.table(id)?;
     let schema = table.schema();
     let name = schema.name();
@@ -257,16 +272,22 @@ fn bind_schema_to_table(engine: &Engine, id: TableId, columns: Vec<ColumnPlan>, 
             None => return Err(schema_error(position, name, field.name(), "incompatible change: a non-nullable column was dropped")),
         }
     }
-    if let Some(added) = columns.iter().find(|c| fields.iter().all(|f| f.name() != &c.name)) {
-        let reason = if added.nullable {
-            "new nullable column: adding a column to an existing table needs an engine API (ALTER TABLE ADD COLUMN) \
-             that Retina does not have yet"
-        } else {
-            "incompatible change: new non-nullable column"
-        };
-        return Err(schema_error(position, name, &added.name, reason));
+    let added: Vec<&ColumnPlan> = columns.iter().filter(|c| fields.iter().all(|f| f.name() != &c.name)).collect();
+    if let Some(required) = added.iter().find(|c| !c.nullable) {
+        return Err(schema_error(position, name, &required.name, "incompatible change: new non-nullable column"));
     }
-    Ok(TableBinding { id, name: Arc::from(name), plan: TablePlan::new(name, plan_columns, schema.primary_key().to_vec()) })
+    if !added.is_empty() {
+        // New nullable columns are appended to the table (in the stream's order);
+        // rows stored before read them as NULL.
+        for column in &added {
+            engine
+                .add_column(id, Field::new(&column.name, column.kind.arrow_type(), true))
+                .map_err(|e| schema_error(position, name, &column.name, e.to_string()))?;
+        }
+        let (binding, _) = bind_schema_to_table(engine, id, columns, position)?;
+        return Ok((binding, true));
+    }
+    Ok((TableBinding { id, name: Arc::from(name), plan: TablePlan::new(name, plan_columns, schema.primary_key().to_vec()) }, false))
 }
 
 /// `TABLE=COL[,COL...]` of `--primary-key`.
