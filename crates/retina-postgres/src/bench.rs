@@ -37,17 +37,43 @@ pub struct ThroughputFigures {
     /// server, not the other way round.
     pub retina_cpu_seconds: f64,
     pub retina_cpu_share: f64,
+    /// The same for the PostgreSQL walsender process that decodes and sends to us
+    /// (read from `/proc`, so only when the server runs on this machine): near 1.0
+    /// means it is the bottleneck.
+    pub walsender_cpu_share: Option<f64>,
+    /// Our busiest thread during the run and its share of one core: a single thread
+    /// near 1.0 would be our bottleneck even with cores to spare.
+    pub busiest_thread: Option<(String, f64)>,
 }
 
-/// User + system CPU seconds of this process so far (Linux `/proc/self/stat`; 0 elsewhere).
-fn process_cpu_seconds() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return 0.0 };
-    // Fields after the parenthesized command name; utime and stime are the 12th and 13th.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, rest)| rest) else { return 0.0 };
+/// CPU seconds per thread of this process, by thread id, with the thread's name.
+fn thread_cpu_seconds() -> std::collections::HashMap<String, (String, f64)> {
+    let mut out = std::collections::HashMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
+    for task in tasks.flatten() {
+        let tid = task.file_name().to_string_lossy().to_string();
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim().to_string();
+        if let Some(cpu) = cpu_seconds_of(&format!("self/task/{tid}")) {
+            out.insert(tid, (name, cpu));
+        }
+    }
+    out
+}
+
+/// User + system CPU seconds of process `pid` (Linux `/proc`; `None` if unreadable).
+fn cpu_seconds_of(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesized command name; utime and stime are the 12th and
+    // 13th, in USER_HZ (100 on Linux) ticks.
+    let rest = stat.rsplit_once(')')?.1;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // The kernel's USER_HZ is 100 on Linux.
-    (ticks(11) + ticks(12)) / 100.0
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
+    Some((ticks(11)? + ticks(12)?) / 100.0)
+}
+
+/// User + system CPU seconds of this process so far (0 where `/proc` is missing).
+fn process_cpu_seconds() -> f64 {
+    cpu_seconds_of("self").unwrap_or(0.0)
 }
 
 /// What the freshness run measured (milliseconds, source commit to visible).
@@ -100,7 +126,10 @@ fn run_source<T>(engine: &Arc<Engine>, source: PgSource, done: impl FnMut(&crate
     let stop = source.stop_flag();
     let runner = {
         let engine = Arc::clone(engine);
-        std::thread::spawn(move || source.run(&engine))
+        std::thread::Builder::new()
+            .name("pg-replication".into())
+            .spawn(move || source.run(&engine))
+            .map_err(|e| PgSourceError::Setup(format!("cannot start the source thread: {e}")))?
     };
     let mut done = done;
     let outcome = wait_for(Duration::from_secs(3600), "the source run", || {
@@ -119,6 +148,15 @@ fn run_source<T>(engine: &Arc<Engine>, source: PgSource, done: impl FnMut(&crate
 
 fn drop_bench_objects(connection: &mut PgConnection, slots: &[&str], publication: &str, tables: &[&str]) -> PgSourceResult<()> {
     for slot in slots {
+        // A walsender of an earlier run may still be winding down on it.
+        connection.simple_query(&format!(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = '{slot}' AND active"
+        ))?;
+        wait_for(Duration::from_secs(10), "the slot's walsender to end", || {
+            let active = connection
+                .query_rows(&format!("SELECT 1 FROM pg_replication_slots WHERE slot_name = '{slot}' AND active"))?;
+            Ok(active.is_empty().then_some(()))
+        })?;
         connection.simple_query(&format!(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '{slot}'"
         ))?;
@@ -159,7 +197,34 @@ pub fn throughput(url: &str, store: Arc<dyn LakeStore>, config: EngineConfig, ro
     let row_changes = 2 * rows;
     let began = Instant::now();
     let cpu_before = process_cpu_seconds();
-    run_source(&engine, PgSource::new(PgSourceOptions::parse(&uri)?), |s| (s.row_changes >= row_changes).then_some(()))?;
+    let threads_before = thread_cpu_seconds();
+    // The walsender serving our slot: its CPU from when we first see it to the end.
+    let mut walsender: Option<(String, f64, Instant)> = None;
+    let mut walsender_share = None;
+    let mut busiest_thread = None;
+    run_source(&engine, PgSource::new(PgSourceOptions::parse(&uri)?), |s| {
+        if walsender.is_none() {
+            let pid = sql
+                .query_rows(&format!("SELECT active_pid FROM pg_replication_slots WHERE slot_name = '{slot}' AND active"))
+                .ok()
+                .and_then(|rows| rows.into_iter().next())
+                .and_then(|row| row.into_iter().next().flatten());
+            walsender = pid.and_then(|pid| cpu_seconds_of(&pid).map(|cpu| (pid, cpu, Instant::now())));
+        }
+        let done = s.row_changes >= row_changes;
+        if done {
+            // Measured while the source thread still runs (its entry goes when it ends).
+            let elapsed = began.elapsed().as_secs_f64();
+            busiest_thread = thread_cpu_seconds()
+                .into_iter()
+                .map(|(tid, (name, cpu))| (name, (cpu - threads_before.get(&tid).map_or(0.0, |(_, before)| *before)) / elapsed))
+                .max_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some((pid, cpu, since)) = &walsender {
+                walsender_share = cpu_seconds_of(pid).map(|now| (now - cpu) / since.elapsed().as_secs_f64());
+            }
+        }
+        done.then_some(())
+    })?;
     engine.sync()?;
     let seconds = began.elapsed().as_secs_f64();
     let retina_cpu_seconds = process_cpu_seconds() - cpu_before;
@@ -177,6 +242,8 @@ pub fn throughput(url: &str, store: Arc<dyn LakeStore>, config: EngineConfig, ro
         postgres_decode_per_second: row_changes as f64 / postgres_decode_seconds,
         retina_cpu_seconds,
         retina_cpu_share: retina_cpu_seconds / seconds,
+        walsender_cpu_share: walsender_share,
+        busiest_thread,
     })
 }
 

@@ -54,8 +54,14 @@ pub fn run(args: PostgresBenchArgs) -> anyhow::Result<()> {
         let dir = tempfile::Builder::new().prefix("retina-bench-").tempdir()?;
         let figures = bench::throughput(&args.url, store(&dir)?, EngineConfig::default(), args.rows)?;
         println!(
-            "throughput: {} row changes in {:.2} s = {:.0}/s using {:.2} cores of CPU here; PostgreSQL decoding the same backlog alone (SQL function, no walsender): {:.2} s = {:.0}/s",
-            figures.row_changes, figures.seconds, figures.row_changes_per_second, figures.retina_cpu_share, figures.postgres_decode_seconds, figures.postgres_decode_per_second
+            "throughput: {} row changes in {:.2} s = {:.0}/s using {:.2} cores here, walsender {}; PostgreSQL decoding the same backlog alone (SQL function, no walsender): {:.2} s = {:.0}/s",
+            figures.row_changes,
+            figures.seconds,
+            figures.row_changes_per_second,
+            figures.retina_cpu_share,
+            figures.walsender_cpu_share.map_or("not measured (remote server)".to_string(), |share| format!("{share:.2} cores")),
+            figures.postgres_decode_seconds,
+            figures.postgres_decode_per_second
         );
         report.throughput = Some(figures);
     }
