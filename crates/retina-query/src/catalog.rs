@@ -16,7 +16,7 @@ use datafusion::error::{DataFusionError, Result};
 use retina_core::{Engine, TableId};
 
 use crate::figures::FiguresCollector;
-use crate::provider::RetinaTable;
+use crate::provider::{RetinaTable, ScanContext};
 use crate::system::{split_table_name, SystemView, SystemViewKind, SYSTEM_SCHEMA};
 
 /// Name of the catalog (the first part of a three-part name).
@@ -27,11 +27,12 @@ pub const DEFAULT_SCHEMA: &str = "public";
 pub struct RetinaCatalog {
     engine: Arc<Engine>,
     figures: Arc<FiguresCollector>,
+    scans: Arc<ScanContext>,
 }
 
 impl RetinaCatalog {
-    pub fn new(engine: Arc<Engine>, figures: Arc<FiguresCollector>) -> Self {
-        Self { engine, figures }
+    pub fn new(engine: Arc<Engine>, figures: Arc<FiguresCollector>, scans: Arc<ScanContext>) -> Self {
+        Self { engine, figures, scans }
     }
 }
 
@@ -55,7 +56,10 @@ impl CatalogProvider for RetinaCatalog {
             return Some(Arc::new(SystemSchema { engine: Arc::clone(&self.engine), figures: Arc::clone(&self.figures) }));
         }
         let exists = name == DEFAULT_SCHEMA || self.engine.tables().iter().any(|t| split_table_name(t.name()).0 == name);
-        exists.then(|| Arc::new(UserSchema { engine: Arc::clone(&self.engine), name: name.to_string() }) as Arc<dyn SchemaProvider>)
+        exists.then(|| {
+            Arc::new(UserSchema { engine: Arc::clone(&self.engine), name: name.to_string(), scans: Arc::clone(&self.scans) })
+                as Arc<dyn SchemaProvider>
+        })
     }
 }
 
@@ -63,6 +67,7 @@ impl CatalogProvider for RetinaCatalog {
 struct UserSchema {
     engine: Arc<Engine>,
     name: String,
+    scans: Arc<ScanContext>,
 }
 
 impl fmt::Debug for UserSchema {
@@ -96,7 +101,7 @@ impl SchemaProvider for UserSchema {
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         match self.table_id(name) {
             Some(id) => {
-                let table = RetinaTable::new(Arc::clone(&self.engine), id).map_err(|e| DataFusionError::External(Box::new(e)))?;
+                let table = RetinaTable::new(Arc::clone(&self.engine), id, Arc::clone(&self.scans)).map_err(|e| DataFusionError::External(Box::new(e)))?;
                 Ok(Some(Arc::new(table)))
             }
             None => Ok(None),

@@ -6,6 +6,12 @@
 //! the visibility bitmap applied while decoding, the `_create_ts` prefix cut — so no
 //! operator above ever sees an invisible version or the hidden `_create_ts` column.
 //!
+//! Splits pruned by statistics ([`crate::split_pruning`]) are not partitions at all;
+//! EXPLAIN shows how many (`pruned_splits=`) and with what predicate, and the
+//! `splits_read` / `splits_pruned` metrics (EXPLAIN ANALYZE, `retina.metrics`) count
+//! them as the scan runs. Reads go through [`RecordingStore`], which learns the
+//! statistics later scans prune with.
+//!
 //! The storage layer blocks (it drives its own runtime), so a split is read on
 //! tokio's blocking pool, never on an async worker. A per-scan semaphore bounds how
 //! many splits of one scan are being read at once: a table with hundreds of files
@@ -23,6 +29,7 @@ use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, ReplaceChildrenOptions};
+use datafusion::physical_plan::metrics::{ExecutionPlanMetricsSet, MetricBuilder, MetricsSet};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
@@ -33,6 +40,18 @@ use retina_core::storage::LakeStore;
 use retina_core::table::TableRuntime;
 use retina_core::Snapshot;
 use tokio::sync::Semaphore;
+
+use crate::provider::ScanContext;
+use crate::recording_store::RecordingStore;
+
+/// What statistics pruning did to a scan's splits.
+#[derive(Clone, Debug)]
+pub struct ScanPruning {
+    /// Splits left out.
+    pub pruned_splits: usize,
+    /// The filter pruned with.
+    pub predicate: String,
+}
 
 /// The scan of one table at one snapshot.
 ///
@@ -49,6 +68,9 @@ pub struct RetinaScanExec {
     schema: SchemaRef,
     reads: Arc<Semaphore>,
     properties: Arc<PlanProperties>,
+    context: Option<Arc<ScanContext>>,
+    pruning: Option<ScanPruning>,
+    metrics: ExecutionPlanMetricsSet,
 }
 
 impl RetinaScanExec {
@@ -77,7 +99,23 @@ impl RetinaScanExec {
             schema,
             reads: Arc::new(Semaphore::new(max_parallel_reads.max(1))),
             properties: Arc::new(properties),
+            context: None,
+            pruning: None,
+            metrics: ExecutionPlanMetricsSet::new(),
         }
+    }
+
+    /// Reads through `context` (learning statistics, counting splits), after
+    /// `pruning` left out some splits (`None`: no filter could prune).
+    pub fn with_context(mut self, context: Arc<ScanContext>, pruning: Option<ScanPruning>) -> Self {
+        self.context = Some(context);
+        self.pruning = pruning;
+        self
+    }
+
+    /// Splits left out by statistics pruning.
+    pub fn pruned_split_count(&self) -> usize {
+        self.pruning.as_ref().map_or(0, |pruning| pruning.pruned_splits)
     }
 
     /// The snapshot ts this scan reads at.
@@ -119,7 +157,11 @@ impl DisplayAs for RetinaScanExec {
             self.snapshot.ts(),
             self.splits.len(),
             columns.join(", ")
-        )
+        )?;
+        match &self.pruning {
+            Some(pruning) => write!(f, ", pruned_splits={}, pruning_predicate={}", pruning.pruned_splits, pruning.predicate),
+            None => Ok(()),
+        }
     }
 }
 
@@ -165,6 +207,10 @@ impl ExecutionPlan for RetinaScanExec {
         Ok(Arc::new(Statistics::new_unknown(&self.schema).with_num_rows(Precision::Inexact(rows))))
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         if partition >= self.properties.partitioning.partition_count() {
             return Err(DataFusionError::Internal(format!(
@@ -172,6 +218,17 @@ impl ExecutionPlan for RetinaScanExec {
                 self.table.name()
             )));
         }
+        let splits_read = MetricBuilder::new(&self.metrics).counter("splits_read", partition);
+        if partition == 0 {
+            // Once per execution of the plan: every partition is executed once.
+            let pruned = self.pruned_split_count();
+            MetricBuilder::new(&self.metrics).counter("splits_pruned", partition).add(pruned);
+            if let Some(context) = &self.context {
+                context.metrics.count_splits_pruned(pruned as u64);
+            }
+        }
+        let context = self.context.clone();
+        let table_id = self.table.id();
         let split = self.splits.get(partition).cloned();
         let table = Arc::clone(&self.table);
         let store = Arc::clone(&self.store);
@@ -184,9 +241,17 @@ impl ExecutionPlan for RetinaScanExec {
                 .acquire_owned()
                 .await
                 .map_err(|_| DataFusionError::Execution("scan read limiter closed".into()))?;
-            tokio::task::spawn_blocking(move || read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref()))
-                .await
-                .map_err(|error| DataFusionError::ExecutionJoin(Box::new(error)))?
+            splits_read.add(1);
+            tokio::task::spawn_blocking(move || match &context {
+                Some(context) => {
+                    context.metrics.count_split_read();
+                    let recording = RecordingStore { inner: store.as_ref(), statistics: &context.statistics, table: table_id };
+                    read_visible(&table, &split, &recording, &snapshot, projection.as_deref())
+                }
+                None => read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref()),
+            })
+            .await
+            .map_err(|error| DataFusionError::ExecutionJoin(Box::new(error)))?
         })
         .flat_map(|result: Result<Vec<RecordBatch>>| match result {
             Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).left_stream(),
@@ -222,9 +287,9 @@ fn read_visible(
         // how many rows survive: read the first key column and drop it.
         Some([]) => {
             let key = table.schema().primary_key().first().copied().unwrap_or(0);
-            let batches = read_split(table.schema(), split, store, snapshot.ts(), Some(&[key])).map_err(external)?;
+            let batches = read_split(&table.schema(), split, store, snapshot.ts(), Some(&[key])).map_err(external)?;
             batches.iter().map(|batch| batch.project(&[]).map_err(DataFusionError::from)).collect()
         }
-        projection => read_split(table.schema(), split, store, snapshot.ts(), projection).map_err(external),
+        projection => read_split(&table.schema(), split, store, snapshot.ts(), projection).map_err(external),
     }
 }

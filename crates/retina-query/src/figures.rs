@@ -55,6 +55,8 @@ impl Figures {
             m("retina_queries_failed_total", "counter", "SQL queries that failed", q.failed as f64),
             m("retina_queries_running", "gauge", "SQL queries running now", q.started.saturating_sub(q.finished) as f64),
             m("retina_query_rows_returned_total", "counter", "Rows returned to SQL clients", q.rows_returned as f64),
+            m("retina_scan_splits_read_total", "counter", "Table splits (files, write-buffer files) read by SQL scans", q.splits_read as f64),
+            m("retina_scan_splits_pruned_total", "counter", "Table splits skipped by their column statistics", q.splits_pruned as f64),
             m("retina_uptime_seconds", "gauge", "Seconds since the SQL session started", self.uptime.as_secs_f64()),
         ]
     }

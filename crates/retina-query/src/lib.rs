@@ -4,6 +4,9 @@
 //! - [`exec::RetinaScanExec`]: its `ExecutionPlan`, one partition per scan split (a
 //!   flushed file's row group or a write buffer's virtual file), each read with
 //!   vectorized filter-on-read (Algorithm 1) on a blocking thread;
+//! - [`split_pruning`]: simple filters pushed into the scan (inexactly) to skip
+//!   splits whose column statistics ([`split_statistics`], learned from reads by
+//!   [`recording_store`]) rule them out;
 //! - [`snapshot::QuerySnapshot`]: the one snapshot a query reads at, shared by every
 //!   table it scans and released when the query's last stream is dropped;
 //! - [`catalog`]: schemas and tables resolved from the engine at planning time, plus
@@ -19,9 +22,12 @@ pub mod export;
 pub mod figures;
 pub mod metrics;
 pub mod provider;
+pub mod recording_store;
 pub mod session;
 pub mod snapshot;
 pub mod sources;
+pub mod split_pruning;
+pub mod split_statistics;
 pub mod system;
 
 pub use error::{QueryError, QueryResult};

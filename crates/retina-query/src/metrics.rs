@@ -19,6 +19,8 @@ pub struct QueryMetrics {
     bucket_counts: [AtomicU64; LATENCY_BUCKETS_S.len()],
     over_last_bucket: AtomicU64,
     rows_returned: AtomicU64,
+    splits_read: AtomicU64,
+    splits_pruned: AtomicU64,
 }
 
 /// A consistent-enough copy of the counters (each read atomically).
@@ -31,6 +33,10 @@ pub struct QueryMetricsSnapshot {
     /// Cumulative counts per bucket, as Prometheus expects.
     pub cumulative_buckets: Vec<(f64, u64)>,
     pub rows_returned: u64,
+    /// Table splits (files, write-buffer files) read by scans.
+    pub splits_read: u64,
+    /// Table splits skipped because their statistics rule out the query's filters.
+    pub splits_pruned: u64,
 }
 
 impl QueryMetrics {
@@ -57,6 +63,16 @@ impl QueryMetrics {
         };
     }
 
+    /// One split read by a scan.
+    pub fn count_split_read(&self) {
+        self.splits_read.fetch_add(1, Relaxed);
+    }
+
+    /// Splits a scan skipped by their statistics.
+    pub fn count_splits_pruned(&self, count: u64) {
+        self.splits_pruned.fetch_add(count, Relaxed);
+    }
+
     pub fn snapshot(&self) -> QueryMetricsSnapshot {
         let mut running = 0;
         let cumulative_buckets = LATENCY_BUCKETS_S
@@ -74,6 +90,8 @@ impl QueryMetrics {
             latency_seconds_total: self.latency_micros_total.load(Relaxed) as f64 / 1e6,
             cumulative_buckets,
             rows_returned: self.rows_returned.load(Relaxed),
+            splits_read: self.splits_read.load(Relaxed),
+            splits_pruned: self.splits_pruned.load(Relaxed),
         }
     }
 }

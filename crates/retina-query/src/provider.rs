@@ -3,7 +3,12 @@
 //! Its schema is the user's columns only: the hidden `_create_ts` column is used by
 //! the scan to cut invisible versions and never reaches SQL (`SELECT *` does not
 //! show it, and naming it is an unknown-column error).
+//!
+//! Simple filters are pushed down *inexactly* ([`crate::split_pruning`]): the scan
+//! leaves out splits whose statistics rule them out, and DataFusion still filters
+//! every row above the scan.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -13,23 +18,36 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
-use retina_core::scan::table_splits;
-use retina_core::{Engine, TableId};
+use retina_core::scan::{table_splits, ScanSplit};
+use retina_core::{Engine, FileId, TableId};
 
-use crate::exec::RetinaScanExec;
+use crate::exec::{RetinaScanExec, ScanPruning};
+use crate::metrics::QueryMetrics;
 use crate::snapshot::QuerySnapshot;
+use crate::split_pruning::{is_prunable, SplitPruning};
+use crate::split_statistics::SplitStatistics;
+
+/// What the scans of one session share: learned file statistics, the query
+/// counters, and whether to prune splits at all.
+#[derive(Debug)]
+pub struct ScanContext {
+    pub statistics: Arc<SplitStatistics>,
+    pub metrics: Arc<QueryMetrics>,
+    pub prune_splits: bool,
+}
 
 /// One Retina table as seen by DataFusion.
 pub struct RetinaTable {
     engine: Arc<Engine>,
     id: TableId,
     schema: SchemaRef,
+    context: Arc<ScanContext>,
 }
 
 impl RetinaTable {
-    pub fn new(engine: Arc<Engine>, id: TableId) -> retina_core::CoreResult<Self> {
+    pub fn new(engine: Arc<Engine>, id: TableId, context: Arc<ScanContext>) -> retina_core::CoreResult<Self> {
         let schema = Arc::clone(engine.table(id)?.schema().columns());
-        Ok(Self { engine, id, schema })
+        Ok(Self { engine, id, schema, context })
     }
 
     pub fn id(&self) -> TableId {
@@ -57,7 +75,7 @@ impl TableProvider for RetinaTable {
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
+        filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let snapshot = state.config().get_extension::<QuerySnapshot>().ok_or_else(|| {
@@ -71,20 +89,42 @@ impl TableProvider for RetinaTable {
             None => Arc::clone(&self.schema),
         };
         let splits = table_splits(&table);
+        let statistics = &self.context.statistics;
+        let files: HashSet<FileId> = splits
+            .iter()
+            .filter_map(|split| match split {
+                ScanSplit::File(file) => Some(file.meta.file_id),
+                ScanSplit::Virtual(_) => None,
+            })
+            .collect();
+        statistics.retain_files(self.id, &files);
+        let pruning = self.context.prune_splits.then(|| SplitPruning::new(filters, &self.schema, state)).flatten();
+        let (splits, pruning) = match pruning {
+            Some(pruning) => {
+                let (kept, pruned) = pruning.prune(self.id, &self.schema, splits, statistics);
+                (kept, Some(ScanPruning { pruned_splits: pruned, predicate: pruning.describe() }))
+            }
+            None => (splits, None),
+        };
         let parallel = state.config().target_partitions();
-        Ok(Arc::new(RetinaScanExec::new(
-            table,
-            Arc::clone(self.engine.store()),
-            snapshot.guard(),
-            splits,
-            projection.cloned(),
-            schema,
-            parallel,
-        )))
+        Ok(Arc::new(
+            RetinaScanExec::new(table, Arc::clone(self.engine.store()), snapshot.guard(), splits, projection.cloned(), schema, parallel)
+                .with_context(Arc::clone(&self.context), pruning),
+        ))
     }
 
-    /// Filters are evaluated above the scan (a `FilterExec` on the visible rows).
+    /// Simple predicates are `Inexact`: used to prune splits, and evaluated again on
+    /// the visible rows by a `FilterExec` above the scan. Others are `Unsupported`.
     fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
-        Ok(vec![TableProviderFilterPushDown::Unsupported; filters.len()])
+        Ok(filters
+            .iter()
+            .map(|filter| {
+                if is_prunable(filter) {
+                    TableProviderFilterPushDown::Inexact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
     }
 }

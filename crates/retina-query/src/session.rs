@@ -27,6 +27,8 @@ use crate::catalog::{RetinaCatalog, CATALOG, DEFAULT_SCHEMA};
 use crate::error::{QueryError, QueryResult};
 use crate::figures::{Figures, FiguresCollector};
 use crate::metrics::QueryMetrics;
+use crate::provider::ScanContext;
+use crate::split_statistics::SplitStatistics;
 use crate::snapshot::QuerySnapshot;
 use crate::sources::SourceRegistry;
 
@@ -38,6 +40,9 @@ pub struct SessionOptions {
     /// Memory one query may hold in DataFusion operators (hash tables, sorts);
     /// `None` for no limit. Keeps a single query from starving replay.
     pub query_memory_limit: Option<usize>,
+    /// Skip table splits whose column statistics rule out a query's filters
+    /// ([`crate::split_pruning`]). Off only to compare against.
+    pub prune_splits: bool,
 }
 
 impl Default for SessionOptions {
@@ -45,6 +50,7 @@ impl Default for SessionOptions {
         Self {
             target_partitions: std::thread::available_parallelism().map_or(2, |n| n.get()),
             query_memory_limit: Some(1 << 30),
+            prune_splits: true,
         }
     }
 }
@@ -70,7 +76,12 @@ impl RetinaSession {
             .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA)
             .set_str("datafusion.sql_parser.dialect", "PostgreSQL");
         let context = SessionContext::new_with_config(config);
-        context.register_catalog(CATALOG, Arc::new(RetinaCatalog::new(Arc::clone(&engine), Arc::clone(&figures))));
+        let scans = Arc::new(ScanContext {
+            statistics: Arc::new(SplitStatistics::new()),
+            metrics: Arc::clone(&metrics),
+            prune_splits: options.prune_splits,
+        });
+        context.register_catalog(CATALOG, Arc::new(RetinaCatalog::new(Arc::clone(&engine), Arc::clone(&figures), scans)));
         Self { engine, context, options, metrics, figures }
     }
 

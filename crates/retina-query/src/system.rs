@@ -148,8 +148,9 @@ impl SystemView {
         let keys: Vec<String> = tables
             .iter()
             .map(|t| {
-                let columns = t.schema().columns();
-                t.schema().primary_key().iter().map(|&i| columns.field(i).name().as_str()).collect::<Vec<_>>().join(", ")
+                let schema = t.schema();
+                let columns = schema.columns();
+                schema.primary_key().iter().map(|&i| columns.field(i).name().as_str()).collect::<Vec<_>>().join(", ")
             })
             .collect();
         vec![

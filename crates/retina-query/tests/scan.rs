@@ -170,7 +170,7 @@ async fn a_query_over_its_memory_limit_fails_with_53200_and_others_still_run() {
     let tiny = retina_query::RetinaSession::new(
         Arc::clone(&engine),
         retina_query::SourceRegistry::new(),
-        retina_query::SessionOptions { target_partitions: 2, query_memory_limit: Some(1024) },
+        retina_query::SessionOptions { target_partitions: 2, query_memory_limit: Some(1024), ..Default::default() },
     );
     let error = tiny.collect("SELECT name, count(*) FROM items GROUP BY name ORDER BY name").await.expect_err("over the limit");
     assert_eq!(error.sqlstate(), "53200", "{error}");

@@ -1,13 +1,22 @@
 //! A small blocking PostgreSQL client (simple and extended query protocol, text
 //! results) for
 //! `retina sql --connect` and tests. It speaks just what Retina's server needs:
-//! startup without a password, `Query`, Parse/Bind/Execute, and the replies.
+//! startup without a password or with SCRAM-SHA-256 (`postgres-protocol`'s client
+//! side, the one `tokio-postgres` uses), `Query`, Parse/Bind/Execute, and the replies.
 
 use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+
 use crate::text_result::{TextColumn, TextResult};
+
+/// Authentication request codes (the first field of an `R` message).
+const AUTH_OK: i32 = 0;
+const AUTH_SASL: i32 = 10;
+const AUTH_SASL_CONTINUE: i32 = 11;
+const AUTH_SASL_FINAL: i32 = 12;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -23,6 +32,14 @@ pub enum ClientError {
 
     #[error("the server asks for authentication method {method}, which retina sql does not support")]
     Authentication { method: i32 },
+
+    #[error("the server asks for a password: set PGPASSWORD")]
+    PasswordRequired,
+
+    /// The SCRAM exchange failed on our side (e.g. the server could not prove it
+    /// knows the password).
+    #[error("SCRAM-SHA-256 authentication: {0}")]
+    Scram(String),
 
     #[error("protocol violation: {0}")]
     Protocol(String),
@@ -69,8 +86,14 @@ impl CancelToken {
 }
 
 impl PgClient {
-    /// Connects and completes the startup handshake as `user` on database `database`.
+    /// Connects and completes the startup handshake as `user` on database `database`,
+    /// without a password.
     pub fn connect(addr: &str, user: &str, database: &str) -> ClientResult<Self> {
+        Self::connect_with_password(addr, user, database, None)
+    }
+
+    /// Connects as `user` on `database`; `password` answers a SCRAM-SHA-256 request.
+    pub fn connect_with_password(addr: &str, user: &str, database: &str, password: Option<&str>) -> ClientResult<Self> {
         let stream = TcpStream::connect(addr).map_err(|source| ClientError::Connect { addr: addr.to_string(), source })?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(Duration::from_secs(3600)))?;
@@ -88,15 +111,11 @@ impl PgClient {
         let mut message = ((body.len() + 4) as i32).to_be_bytes().to_vec();
         message.extend_from_slice(&body);
         client.writer.write_all(&message)?;
+        let mut scram: Option<ScramSha256> = None;
         loop {
             let (tag, body) = client.read_message()?;
             match tag {
-                b'R' => {
-                    let method = read_i32(&body, 0)?;
-                    if method != 0 {
-                        return Err(ClientError::Authentication { method });
-                    }
-                }
+                b'R' => client.authenticate(read_i32(&body, 0)?, body.get(4..).unwrap_or_default(), password, &mut scram)?,
                 b'K' => {
                     let pid = read_i32(&body, 0)?;
                     client.cancel = Some(CancelToken { addr: addr.to_string(), pid, secret: body[4..].to_vec() });
@@ -105,6 +124,48 @@ impl PgClient {
                 b'Z' => return Ok(client),
                 _ => {} // ParameterStatus, notices
             }
+        }
+    }
+
+    /// Answers one Authentication message (`method`, then `data`): 0 is success; 10,
+    /// 11 and 12 are the SASL start, continue and final steps of SCRAM-SHA-256.
+    fn authenticate(
+        &mut self,
+        method: i32,
+        data: &[u8],
+        password: Option<&str>,
+        scram: &mut Option<ScramSha256>,
+    ) -> ClientResult<()> {
+        let scram_error = |error: std::io::Error| ClientError::Scram(error.to_string());
+        match method {
+            AUTH_OK => Ok(()),
+            AUTH_SASL => {
+                let offers_scram = data.split(|&b| b == 0).any(|mechanism| mechanism == SCRAM_SHA_256.as_bytes());
+                if !offers_scram {
+                    return Err(ClientError::Authentication { method });
+                }
+                let password = password.ok_or(ClientError::PasswordRequired)?;
+                // No TLS, so no channel binding: the GS2 header says "n".
+                let exchange = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+                let mut body = SCRAM_SHA_256.as_bytes().to_vec();
+                body.push(0);
+                body.extend_from_slice(&(exchange.message().len() as i32).to_be_bytes());
+                body.extend_from_slice(exchange.message());
+                self.send(b'p', &body)?;
+                *scram = Some(exchange);
+                Ok(())
+            }
+            AUTH_SASL_CONTINUE => {
+                let exchange = scram.as_mut().ok_or_else(|| ClientError::Protocol("SASLContinue before SASL".into()))?;
+                exchange.update(data).map_err(scram_error)?;
+                let message = exchange.message().to_vec();
+                self.send(b'p', &message)
+            }
+            AUTH_SASL_FINAL => {
+                let exchange = scram.as_mut().ok_or_else(|| ClientError::Protocol("SASLFinal before SASL".into()))?;
+                exchange.finish(data).map_err(scram_error)
+            }
+            method => Err(ClientError::Authentication { method }),
         }
     }
 

@@ -1,7 +1,8 @@
 //! The PostgreSQL endpoint tested with the real `psql` binary (Debian package
 //! `postgresql-client`) and with raw protocol clients: simple and extended protocol,
 //! type OIDs, ErrorResponse SQLSTATEs, session commands, dropped connections, replay
-//! while serving, and the `/metrics` endpoint.
+//! while serving, password authentication (SCRAM-SHA-256), and the `/metrics`
+//! endpoint.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -14,7 +15,8 @@ use arrow_schema::DataType;
 use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
 use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
 use retina_server::client::{ClientError, PgClient, StatementOutcome};
-use retina_server::{MetricsServer, PgServer};
+use retina_server::pg::scram::ScramVerifier;
+use retina_server::{ClientAuthentication, MetricsServer, PgServer};
 use retina_storage::ParquetLakeStore;
 
 /// A served engine. Field order is drop order: servers, then the runtime (outside any
@@ -32,6 +34,15 @@ struct Fixture {
 
 impl Fixture {
     fn new() -> Self {
+        Self::with_authentication(ClientAuthentication::Trust)
+    }
+
+    /// A server whose clients must give `password`.
+    fn with_password(password: &str) -> Self {
+        Self::with_authentication(ClientAuthentication::ScramSha256(Arc::new(ScramVerifier::from_password(password))))
+    }
+
+    fn with_authentication(authentication: ClientAuthentication) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = EngineConfig { shards: 2, block_rows: 64, file_rows: 256, batch_changes: 64, gc_interval: None, ..EngineConfig::default() };
         let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
@@ -57,7 +68,9 @@ impl Fixture {
         engine.sync().expect("sync");
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
         let session = Arc::new(RetinaSession::new(Arc::clone(&engine), SourceRegistry::new(), SessionOptions::default()));
-        let sql = runtime.block_on(PgServer::start("127.0.0.1:0", Arc::clone(&session))).expect("sql server");
+        let sql = runtime
+            .block_on(PgServer::start_with_authentication("127.0.0.1:0", Arc::clone(&session), authentication))
+            .expect("sql server");
         let metrics = runtime.block_on(MetricsServer::start("127.0.0.1:0", Arc::clone(&session))).expect("metrics server");
         Self { session, ticks, sql: Some(sql), metrics: Some(metrics), runtime: Some(runtime), engine, table, _dir: dir }
     }
@@ -67,13 +80,24 @@ impl Fixture {
     }
 
     fn psql(&self, args: &[&str]) -> std::process::Output {
+        self.psql_with_password(None, args)
+    }
+
+    /// psql with `PGPASSWORD` set to `password` (unset for `None`); `-w`: never prompt.
+    fn psql_with_password(&self, password: Option<&str>, args: &[&str]) -> std::process::Output {
         let port = self.addr().port().to_string();
-        let output = Command::new("psql")
-            .args(["-X", "-h", "127.0.0.1", "-p", &port, "-U", "retina", "-d", "retina", "-A", "-t", "-v", "VERBOSITY=verbose"])
+        let mut command = Command::new("psql");
+        command
+            .args(["-X", "-w", "-h", "127.0.0.1", "-p", &port, "-U", "retina", "-d", "retina", "-A", "-t", "-v", "VERBOSITY=verbose"])
             .args(args)
             .env("PGCONNECT_TIMEOUT", "10")
             .env_remove("PGPASSWORD")
-            .output();
+            .env_remove("PGPASSFILE")
+            .env_remove("PGSERVICE");
+        if let Some(password) = password {
+            command.env("PGPASSWORD", password);
+        }
+        let output = command.output();
         match output {
             Ok(output) => output,
             Err(error) => panic!(
@@ -308,6 +332,81 @@ fn a_cancelled_query_ends_with_57014_and_releases_its_snapshot() {
     assert!(fx.released_within(Duration::from_secs(30)), "the cancelled query's snapshot is still registered");
     // The connection goes on.
     assert_eq!(client.query("SELECT 3 AS n").expect("query").len(), 1);
+}
+
+#[test]
+fn with_a_password_psql_logs_in_with_it_and_is_refused_with_28p01_without_it() {
+    let password = "correct horse battery staple";
+    let fx = Fixture::with_password(password);
+    let right = fx.psql_with_password(Some(password), &["-c", "SELECT count(*) FROM shop.items"]);
+    assert!(right.status.success(), "right password: {}", String::from_utf8_lossy(&right.stderr));
+    assert_eq!(String::from_utf8_lossy(&right.stdout).trim(), "500");
+
+    let wrong = fx.psql_with_password(Some("correct horse battery"), &["-c", "SELECT 1"]);
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert!(!wrong.status.success(), "a wrong password must fail");
+    assert!(stderr.contains("FATAL:  password authentication failed for user \"retina\""), "{stderr}");
+
+    let missing = fx.psql_with_password(None, &["-c", "SELECT 1"]);
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(!missing.status.success(), "no password must fail");
+    assert!(stderr.contains("no password supplied"), "{stderr}");
+
+    // psql prints no SQLSTATE for a failed login; the wire client shows it.
+    let addr = fx.addr().to_string();
+    match PgClient::connect_with_password(&addr, "retina", "retina", Some("Correct horse battery staple")) {
+        Err(ClientError::Server { code, message }) => {
+            assert_eq!(code, "28P01");
+            assert_eq!(message, "password authentication failed for user \"retina\"");
+        }
+        other => panic!("expected 28P01, got {:?}", other.err()),
+    }
+    match PgClient::connect_with_password(&addr, "retina", "retina", None) {
+        Err(error @ ClientError::PasswordRequired) => assert_eq!(error.to_string(), "the server asks for a password: set PGPASSWORD"),
+        other => panic!("expected PasswordRequired, got {:?}", other.err()),
+    }
+    let mut client = PgClient::connect_with_password(&addr, "someone", "else", Some(password)).expect("any user name with the password");
+    assert!(client.cancel_token().is_some(), "an authenticated connection can be cancelled");
+    assert_eq!(client.query("SELECT 2 AS n").expect("query").len(), 1);
+}
+
+#[test]
+fn a_client_that_skips_authentication_is_disconnected_with_a_protocol_error() {
+    let fx = Fixture::with_password("pw");
+    let mut socket = TcpStream::connect(fx.addr()).expect("connect");
+    socket.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&196_608i32.to_be_bytes());
+    startup.extend_from_slice(b"user\0retina\0database\0retina\0\0");
+    let mut message = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
+    message.extend_from_slice(&startup);
+    socket.write_all(&message).expect("startup");
+    let (tag, body) = read_backend_message(&mut socket);
+    assert_eq!(tag, b'R');
+    assert_eq!(&body[..4], &10i32.to_be_bytes(), "AuthenticationSASL");
+    assert!(body.windows(13).any(|w| w == b"SCRAM-SHA-256"), "offers SCRAM-SHA-256");
+    // A query instead of a SASLInitialResponse.
+    let sql = b"SELECT count(*) FROM shop.items\0";
+    let mut query = vec![b'Q'];
+    query.extend_from_slice(&((sql.len() + 4) as i32).to_be_bytes());
+    query.extend_from_slice(sql);
+    socket.write_all(&query).expect("query");
+    let (tag, body) = read_backend_message(&mut socket);
+    assert_eq!(tag, b'E', "an ErrorResponse, not rows");
+    let fields = String::from_utf8_lossy(&body).to_string();
+    assert!(fields.contains("SFATAL\0") && fields.contains("C08P01\0"), "{fields:?}");
+    let mut rest = Vec::new();
+    let _ = socket.read_to_end(&mut rest);
+    assert!(!rest.iter().any(|&b| b == b'D'), "no row was sent");
+}
+
+fn read_backend_message(socket: &mut TcpStream) -> (u8, Vec<u8>) {
+    let mut head = [0u8; 5];
+    socket.read_exact(&mut head).expect("message header");
+    let len = i32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    let mut body = vec![0u8; len - 4];
+    socket.read_exact(&mut body).expect("message body");
+    (head[0], body)
 }
 
 fn http(addr: SocketAddr, request: &str) -> String {

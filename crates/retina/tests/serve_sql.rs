@@ -1,7 +1,8 @@
 //! `retina serve` and `retina sql` end to end, as a user runs them: the server replays
 //! the built-in generator through the CDC sink while `psql` (Debian package
 //! `postgresql-client`) and `retina sql` query it; SIGTERM stops it cleanly and the
-//! stopped data dir is queried with `retina sql --data-dir`.
+//! stopped data dir is queried with `retina sql --data-dir`; with `--password-file`,
+//! clients log in with `PGPASSWORD` (SCRAM-SHA-256).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
@@ -17,11 +18,15 @@ struct Server {
 
 impl Server {
     fn start(dir: &std::path::Path) -> Self {
+        Self::start_with(dir, &["--source", "generator:chbench?rate=3000&base_rows=5000"])
+    }
+
+    fn start_with(dir: &std::path::Path, args: &[&str]) -> Self {
         let mut child = Command::new(RETINA)
             .args(["serve", "--data-dir"])
             .arg(dir)
             .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
-            .args(["--source", "generator:chbench?rate=3000&base_rows=5000"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -145,6 +150,45 @@ fn serve_replays_while_psql_and_retina_sql_query_it_and_the_stopped_dir_reopens(
 }
 
 #[test]
+fn with_a_password_file_psql_and_retina_sql_log_in_with_pgpassword_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let password_file = dir.path().join("password");
+    std::fs::write(&password_file, "open sesame\n").expect("password file");
+    let server = Server::start_with(&dir.path().join("lake"), &["--password-file", password_file.to_str().expect("utf-8")]);
+    let psql = |password: Option<&str>| {
+        let mut command = Command::new("psql");
+        command.args(["-X", "-w", "-h", "127.0.0.1", "-p", server.port(), "-U", "retina", "-d", "retina", "-A", "-t", "-c", "SELECT 40 + 2"]);
+        command.env_remove("PGPASSWORD");
+        if let Some(password) = password {
+            command.env("PGPASSWORD", password);
+        }
+        command.output().expect("run psql")
+    };
+    let right = psql(Some("open sesame"));
+    assert!(right.status.success(), "{}", String::from_utf8_lossy(&right.stderr));
+    assert_eq!(String::from_utf8_lossy(&right.stdout).trim(), "42");
+    let wrong = psql(Some("open sesam"));
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("password authentication failed for user \"retina\""));
+    assert!(!psql(None).status.success());
+
+    let sql = |password: Option<&str>| {
+        let mut command = Command::new(RETINA);
+        command.args(["sql", "--connect", &server.sql, "--format", "csv", "-c", "SELECT 7 AS n"]).env_remove("PGPASSWORD");
+        if let Some(password) = password {
+            command.env("PGPASSWORD", password);
+        }
+        command.output().expect("run retina sql")
+    };
+    let right = sql(Some("open sesame"));
+    assert_eq!(String::from_utf8_lossy(&right.stdout), "n\n7\n", "{}", String::from_utf8_lossy(&right.stderr));
+    let wrong = String::from_utf8_lossy(&sql(Some("x")).stderr).to_string();
+    assert!(wrong.contains("cannot log in") && wrong.contains("SQLSTATE 28P01"), "{wrong}");
+    let missing = String::from_utf8_lossy(&sql(None).stderr).to_string();
+    assert!(missing.contains("the server asks for a password: set PGPASSWORD"), "{missing}");
+    server.stop();
+}
+
+#[test]
 fn bad_sources_and_unreachable_servers_are_clear_errors() {
     let dir = tempfile::tempdir().expect("tempdir");
     let output = Command::new(RETINA)
@@ -165,6 +209,16 @@ fn bad_sources_and_unreachable_servers_are_clear_errors() {
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("unknown option 'colour'"), "{stderr}");
+    // A password file that cannot be read stops the server before it starts.
+    let output = Command::new(RETINA)
+        .args(["serve", "--data-dir"])
+        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--password-file", "/nonexistent/pw", "--seconds", "1"])
+        .output()
+        .expect("run retina serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot read the password file /nonexistent/pw"), "{stderr}");
 
     // A port nobody listens on (bound, then released).
     let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();

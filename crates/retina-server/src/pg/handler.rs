@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::Sink;
-use pgwire::api::auth::noop::NoopStartupHandler;
 use pgwire::api::auth::StartupHandler;
 use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::portal::{Format, Portal};
@@ -17,7 +16,7 @@ use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{FieldInfo, Response, Tag};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, Type};
+use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, RandomPidSecretKeyGenerator, Type};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
@@ -27,21 +26,28 @@ use retina_query::RetinaSession;
 use super::encode::{fields, query_response};
 use super::errors::{error_info, pg_error, user_error};
 use super::params::{bind_parameters, placeholder_types};
+use super::startup::{ClientAuthentication, RetinaStartup};
 use super::statement::{PgStatement, SessionCommand};
 
-/// Everything pgwire needs for one server: handlers are shared by all connections.
+/// Everything pgwire needs for one server: the query and cancel handlers are shared
+/// by all connections; each connection gets its own startup handler (it holds the
+/// state of a password exchange).
 pub struct RetinaHandlers {
     queries: Arc<RetinaQueries>,
-    startup: Arc<AnyUserStartup>,
+    authentication: ClientAuthentication,
+    connections: Arc<ConnectionManager>,
+    pids: Arc<RandomPidSecretKeyGenerator>,
     cancel: Arc<DefaultCancelHandler>,
 }
 
 impl RetinaHandlers {
-    pub fn new(session: Arc<RetinaSession>) -> Self {
+    pub fn new(session: Arc<RetinaSession>, authentication: ClientAuthentication) -> Self {
         let connections = Arc::new(ConnectionManager::new());
         Self {
             queries: Arc::new(RetinaQueries { parser: Arc::new(RetinaParser { session }) }),
-            startup: Arc::new(AnyUserStartup { connections: Arc::clone(&connections) }),
+            authentication,
+            connections: Arc::clone(&connections),
+            pids: Arc::new(RandomPidSecretKeyGenerator::default()),
             cancel: Arc::new(DefaultCancelHandler::new(connections)),
         }
     }
@@ -57,24 +63,11 @@ impl PgWireServerHandlers for RetinaHandlers {
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        Arc::clone(&self.startup)
+        Arc::new(RetinaStartup::new(self.authentication.clone(), Arc::clone(&self.connections), Arc::clone(&self.pids)))
     }
 
     fn cancel_handler(&self) -> Arc<impl CancelHandler> {
         Arc::clone(&self.cancel)
-    }
-}
-
-/// Accepts any user and database name (the server listens on loopback by default);
-/// registers each connection so a CancelRequest can find it.
-pub struct AnyUserStartup {
-    connections: Arc<ConnectionManager>,
-}
-
-#[async_trait]
-impl NoopStartupHandler for AnyUserStartup {
-    fn connection_manager(&self) -> Option<Arc<ConnectionManager>> {
-        Some(Arc::clone(&self.connections))
     }
 }
 

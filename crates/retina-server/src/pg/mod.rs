@@ -1,5 +1,8 @@
 //! The PostgreSQL wire protocol front end.
 //!
+//! - [`startup`]: who may connect (trust, or a password over SCRAM-SHA-256 with
+//!   [`scram`]);
+//! - [`password_file`]: `retina serve --password-file`;
 //! - [`statement`]: what a client's SQL becomes: a planned query or a session
 //!   command Retina acknowledges without effect (`SET`, `BEGIN`, ...);
 //! - [`handler`]: the simple and extended query handlers;
@@ -12,5 +15,8 @@ pub mod encode;
 pub mod errors;
 pub mod handler;
 pub mod params;
+pub mod password_file;
+pub mod scram;
 pub mod server;
+pub mod startup;
 pub mod statement;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use retina_query::RetinaSession;
 
 use super::handler::RetinaHandlers;
+use super::startup::ClientAuthentication;
 use crate::accept_loop::AcceptLoop;
 use crate::error::ServerResult;
 
@@ -18,9 +19,18 @@ pub struct PgServer {
 
 impl PgServer {
     /// Binds `listen` (HOST:PORT; port 0 picks a free one) and starts serving on the
-    /// current tokio runtime.
+    /// current tokio runtime, to any user without a password.
     pub async fn start(listen: &str, session: Arc<RetinaSession>) -> ServerResult<Self> {
-        let handlers = Arc::new(RetinaHandlers::new(session));
+        Self::start_with_authentication(listen, session, ClientAuthentication::Trust).await
+    }
+
+    /// [`PgServer::start`] with the given client authentication.
+    pub async fn start_with_authentication(
+        listen: &str,
+        session: Arc<RetinaSession>,
+        authentication: ClientAuthentication,
+    ) -> ServerResult<Self> {
+        let handlers = Arc::new(RetinaHandlers::new(session, authentication));
         let accept = AcceptLoop::bind(listen, move |socket| {
             let handlers = Arc::clone(&handlers);
             tokio::spawn(async move {

@@ -11,7 +11,9 @@ use anyhow::Context;
 use clap::Args;
 use retina_core::{Engine, EngineConfig};
 use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
-use retina_server::{MetricsServer, PgServer, DEFAULT_METRICS_LISTEN, DEFAULT_SQL_LISTEN};
+use retina_server::{
+    scram_from_password_file, ClientAuthentication, MetricsServer, PgServer, DEFAULT_METRICS_LISTEN, DEFAULT_SQL_LISTEN,
+};
 use retina_storage::ParquetLakeStore;
 
 use super::serve_sources::ServedSource;
@@ -38,6 +40,11 @@ pub struct ServeArgs {
     /// Stop after this many seconds (default: run until Ctrl-C / SIGTERM).
     #[arg(long)]
     pub seconds: Option<f64>,
+    /// Require this password from every SQL client (SCRAM-SHA-256; psql reads it from
+    /// PGPASSWORD or prompts). The file's first line is the password, or a PostgreSQL
+    /// SCRAM-SHA-256 verifier. Without it, any user connects without a password.
+    #[arg(long)]
+    pub password_file: Option<PathBuf>,
 }
 
 /// What a serving instance runs on: engine, session and sources. The engine is
@@ -91,21 +98,38 @@ impl Instance {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Read the password before anything starts: a bad file stops nothing half-way.
+    let authentication = match &args.password_file {
+        Some(path) => scram_from_password_file(path)?,
+        None => ClientAuthentication::Trust,
+    };
     let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
-    let served = runtime.block_on(serve(Arc::clone(&instance.session), &args.listen, &args.metrics_listen, args.seconds));
+    let endpoints = Endpoints { listen: &args.listen, metrics_listen: &args.metrics_listen, authentication };
+    let served = runtime.block_on(serve(Arc::clone(&instance.session), endpoints, args.seconds));
     // Connection tasks hold the session; end them before the engine goes.
     runtime.shutdown_timeout(Duration::from_secs(2));
     instance.stop()?;
     served
 }
 
+/// Where and how `retina serve` listens.
+pub struct Endpoints<'a> {
+    pub listen: &'a str,
+    pub metrics_listen: &'a str,
+    pub authentication: ClientAuthentication,
+}
+
 /// Serves until a signal (or `seconds`); prints how to connect.
-pub async fn serve(session: Arc<RetinaSession>, listen: &str, metrics_listen: &str, seconds: Option<f64>) -> anyhow::Result<()> {
-    let sql = PgServer::start(listen, Arc::clone(&session)).await?;
-    let metrics = MetricsServer::start(metrics_listen, session).await?;
+pub async fn serve(session: Arc<RetinaSession>, endpoints: Endpoints<'_>, seconds: Option<f64>) -> anyhow::Result<()> {
+    let password = matches!(endpoints.authentication, ClientAuthentication::ScramSha256(_));
+    let sql = PgServer::start_with_authentication(endpoints.listen, Arc::clone(&session), endpoints.authentication).await?;
+    let metrics = MetricsServer::start(endpoints.metrics_listen, session).await?;
     let addr = sql.local_addr();
     println!("retina serve: SQL (PostgreSQL protocol) on {addr}; metrics on http://{}/metrics", metrics.local_addr());
+    if password {
+        println!("  clients authenticate with the password of --password-file (SCRAM-SHA-256), e.g. PGPASSWORD=...");
+    }
     println!("  connect with: psql -h {} -p {} -U retina retina", addr.ip(), addr.port());
     println!("  or:           retina sql --connect {addr}");
     wait_for_stop(seconds).await;

@@ -1,6 +1,7 @@
 //! `retina sql`: one-shot queries (`-c`, repeatable) or a line-based shell, against a
 //! running server (`--connect`, default 127.0.0.1:5433) or a stopped data dir
-//! (`--data-dir`, an embedded engine). Output as an aligned table, CSV or JSON.
+//! (`--data-dir`, an embedded engine). Output as an aligned table, CSV or JSON. A
+//! server started with `--password-file` takes the password from `PGPASSWORD`.
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use clap::{Args, ValueEnum};
 use futures::StreamExt;
 use retina_core::{Engine, EngineConfig};
 use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
-use retina_server::client::{PgClient, StatementOutcome};
+use retina_server::client::{ClientError, PgClient, StatementOutcome};
 use retina_server::text_result::{OutputFormat, TextResult};
 use retina_storage::ParquetLakeStore;
 
@@ -139,8 +140,16 @@ pub fn run(args: SqlArgs) -> anyhow::Result<()> {
         Some(dir) => Box::new(Embedded::open(dir)?),
         None => {
             let addr = args.connect.clone().unwrap_or_else(|| retina_server::DEFAULT_SQL_LISTEN.to_string());
-            let client = PgClient::connect(&addr, &args.user, &args.database)
-                .with_context(|| format!("is `retina serve` running on {addr}?"))?;
+            // Like libpq: the password of a server started with --password-file comes
+            // from PGPASSWORD (never from the command line, where `ps` would show it).
+            let password = std::env::var("PGPASSWORD").ok();
+            let client = PgClient::connect_with_password(&addr, &args.user, &args.database, password.as_deref())
+                .map_err(|error| match error {
+                    ClientError::Connect { .. } => {
+                        anyhow::Error::new(error).context(format!("is `retina serve` running on {addr}?"))
+                    }
+                    other => anyhow::Error::new(other).context(format!("cannot log in to {addr} as {}", args.user)),
+                })?;
             Box::new(Remote(client))
         }
     };
