@@ -3,16 +3,23 @@
 //!
 //! A query's snapshot normally holds LWM at its ts, which stops memory GC for every
 //! table. When a query runs longer than a threshold, its deleted-rows bitmaps at its
-//! ts are materialized (copied out of the tiles, one bit per row) and its LWM
-//! registration is dropped; from then on it reads the copies, and GC goes on. The
-//! copies are kept in memory here (the same size as writing them to files, 1 bit per
-//! row) and freed with the query.
+//! ts are materialized — copied out of the tiles, one bit per row, and written to
+//! objects in the lake store under `visibility/<query>/<file id>` — and its LWM
+//! registration is dropped; from then on it reads the objects (one per split it
+//! scans), GC goes on, and no memory is held for them. The objects are deleted with
+//! the query, and whatever a crashed process left under `visibility/` when the engine
+//! opens.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 use parking_lot::RwLock;
+
+use crate::error::{CoreError, CoreResult};
+use crate::storage::LakeStore;
 
 use crate::scan::VisibilitySource;
 use crate::table::{TableFiles, TableRuntime};
@@ -28,7 +35,24 @@ enum QueryVisibility {
     /// files: the query keeps reading them even if storage GC swaps them out (a
     /// rewrite drops rows the query may still need). Files created later hold no row
     /// created at or before `ts`.
-    Materialized { bitmaps: HashMap<FileId, Arc<DeleteBitmap>>, files: HashMap<TableId, Arc<TableFiles>> },
+    Materialized { folder: String, objects: HashMap<FileId, String>, files: HashMap<TableId, Arc<TableFiles>>, store: Arc<dyn LakeStore> },
+}
+
+/// Where materialized visibility lives in the lake store.
+pub const VISIBILITY_FOLDER: &str = "visibility";
+
+/// Distinguishes the folders of the queries of one process.
+static NEXT_QUERY: AtomicU64 = AtomicU64::new(0);
+
+fn encode_bitmap(bitmap: &[u64]) -> Vec<u8> {
+    bitmap.iter().flat_map(|word| word.to_le_bytes()).collect()
+}
+
+fn decode_bitmap(bytes: &[u8], path: &str) -> CoreResult<DeleteBitmap> {
+    if bytes.len() % 8 != 0 {
+        return Err(CoreError::Storage(format!("materialized visibility {path} is {} bytes, not whole words", bytes.len())));
+    }
+    Ok(bytes.chunks_exact(8).map(|word| u64::from_le_bytes(word.try_into().expect("chunks of 8"))).collect())
 }
 
 /// A query's snapshot, shared by every scan of the query.
@@ -59,33 +83,45 @@ impl QuerySnapshot {
         matches!(*self.visibility.read(), QueryVisibility::Materialized { .. })
     }
 
-    /// Copies the bitmaps at `ts` of every file of `tables` and releases the LWM
-    /// registration. Returns the bytes the copies take (0 if already done).
-    pub(crate) fn materialize(&self, tables: &[Arc<TableRuntime>]) -> usize {
+    /// Writes the bitmaps at `ts` of every file of `tables` to `store` and releases
+    /// the LWM registration. Returns the bytes written (0 if already done). On a
+    /// write failure the query stays live (holding LWM) and the error is returned.
+    pub(crate) fn materialize(&self, tables: &[Arc<TableRuntime>], store: &Arc<dyn LakeStore>) -> CoreResult<usize> {
         let mut state = self.visibility.write();
         if matches!(*state, QueryVisibility::Materialized { .. }) {
-            return 0;
+            return Ok(0);
         }
-        let mut bitmaps = HashMap::new();
+        let folder = format!("{VISIBILITY_FOLDER}/{}-{}-{}", std::process::id(), self.ts.0, NEXT_QUERY.fetch_add(1, Relaxed));
+        let mut objects = HashMap::new();
         let mut captured = HashMap::new();
         let mut bytes = 0;
-        for table in tables {
-            let files = table.files();
-            captured.insert(table.id(), Arc::clone(&files));
-            for file in &files.flushed {
-                let bitmap = file.visibility.bitmap_at(self.ts, file.meta.row_count as usize);
-                bytes += bitmap.len() * 8;
-                bitmaps.insert(file.meta.file_id, Arc::new(bitmap));
+        let written: CoreResult<()> = (|| {
+            for table in tables {
+                let files = table.files();
+                captured.insert(table.id(), Arc::clone(&files));
+                let flushed = files.flushed.iter().map(|f| (f.meta.file_id, f.visibility.bitmap_at(self.ts, f.meta.row_count as usize)));
+                let buffered = files.virtual_files.iter().map(|f| (f.file_id(), f.visibility().bitmap_at(self.ts, f.capacity())));
+                for (file_id, bitmap) in flushed.chain(buffered) {
+                    // A file with nothing deleted at `ts` needs no object.
+                    if bitmap.iter().all(|&word| word == 0) {
+                        continue;
+                    }
+                    let path = format!("{folder}/{file_id}");
+                    let encoded = encode_bitmap(&bitmap);
+                    bytes += encoded.len();
+                    store.put_object(&path, encoded)?;
+                    objects.insert(file_id, path);
+                }
             }
-            for file in &files.virtual_files {
-                let bitmap = file.visibility().bitmap_at(self.ts, file.capacity());
-                bytes += bitmap.len() * 8;
-                bitmaps.insert(file.file_id(), Arc::new(bitmap));
-            }
+            Ok(())
+        })();
+        if let Err(error) = written {
+            let _ = store.delete_objects(&folder);
+            return Err(error);
         }
         // Dropping the live snapshot here, under the write lock, releases LWM.
-        *state = QueryVisibility::Materialized { bitmaps, files: captured };
-        bytes
+        *state = QueryVisibility::Materialized { folder, objects, files: captured, store: Arc::clone(store) };
+        Ok(bytes)
     }
 
     /// The files of `table` this query must read, once materialized.
@@ -102,14 +138,31 @@ impl VisibilitySource for QuerySnapshot {
         self.ts
     }
 
-    fn deleted_rows(&self, file: FileId, visibility: &RgVisibility, rows: usize) -> DeleteBitmap {
+    fn deleted_rows(&self, file: FileId, visibility: &RgVisibility, rows: usize) -> CoreResult<DeleteBitmap> {
         match &*self.visibility.read() {
-            QueryVisibility::Live { .. } => visibility.bitmap_at(self.ts, rows),
-            QueryVisibility::Materialized { bitmaps, .. } => {
-                let mut bitmap = bitmaps.get(&file).map_or_else(Vec::new, |b| b.as_ref().clone());
+            QueryVisibility::Live { .. } => Ok(visibility.bitmap_at(self.ts, rows)),
+            QueryVisibility::Materialized { objects, store, .. } => {
+                let mut bitmap = match objects.get(&file) {
+                    None => Vec::new(),
+                    Some(path) => {
+                        let bytes = store.get_object(path)?.ok_or_else(|| {
+                            CoreError::Storage(format!("materialized visibility {path} of a running query is missing"))
+                        })?;
+                        decode_bitmap(&bytes, path)?
+                    }
+                };
                 bitmap.resize(rows.div_ceil(64), 0);
-                bitmap
+                Ok(bitmap)
             }
+        }
+    }
+}
+
+impl Drop for QuerySnapshot {
+    fn drop(&mut self) {
+        if let QueryVisibility::Materialized { folder, store, .. } = &*self.visibility.read() {
+            // Best effort: what stays behind is removed when the engine next opens.
+            let _ = store.delete_objects(folder);
         }
     }
 }

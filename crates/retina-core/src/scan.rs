@@ -76,8 +76,9 @@ pub fn read_split(
 pub trait VisibilitySource {
     /// The snapshot ts.
     fn ts(&self) -> Ts;
-    /// Rows of `file` (its first `rows`) deleted at the snapshot.
-    fn deleted_rows(&self, file: FileId, visibility: &RgVisibility, rows: usize) -> DeleteBitmap;
+    /// Rows of `file` (its first `rows`) deleted at the snapshot. Fails only when
+    /// materialized bitmaps cannot be read back.
+    fn deleted_rows(&self, file: FileId, visibility: &RgVisibility, rows: usize) -> CoreResult<DeleteBitmap>;
 }
 
 impl VisibilitySource for Ts {
@@ -85,8 +86,8 @@ impl VisibilitySource for Ts {
         *self
     }
 
-    fn deleted_rows(&self, _file: FileId, visibility: &RgVisibility, rows: usize) -> DeleteBitmap {
-        visibility.bitmap_at(*self, rows)
+    fn deleted_rows(&self, _file: FileId, visibility: &RgVisibility, rows: usize) -> CoreResult<DeleteBitmap> {
+        Ok(visibility.bitmap_at(*self, rows))
     }
 }
 
@@ -123,7 +124,7 @@ pub fn read_split_with(
             columns.dedup();
             // The deleted rows are skipped while decoding; what remains is the
             // `_create_ts` cut for files flushed after the snapshot.
-            let deleted = visibility.deleted_rows(meta.file_id, &file.visibility, meta.row_count as usize);
+            let deleted = visibility.deleted_rows(meta.file_id, &file.visibility, meta.row_count as usize)?;
             let any_deleted = deleted.iter().any(|&word| word != 0);
             let batches = store.read_file(schema, meta, &columns, any_deleted.then_some(&deleted))?;
             let output: Vec<usize> = projection
@@ -148,7 +149,7 @@ pub fn read_split_with(
             if rows == 0 {
                 return Ok(Vec::new());
             }
-            let deleted = visibility.deleted_rows(file.file_id(), file.visibility(), rows);
+            let deleted = visibility.deleted_rows(file.file_id(), file.visibility(), rows)?;
             // In-memory blocks hold rows of transactions above the snapshot too.
             mask_batches(blocks, Some(&deleted), Some(create_ts), projection, qts)
         }

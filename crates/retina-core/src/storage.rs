@@ -67,12 +67,29 @@ pub trait LakeStore: Send + Sync {
 
     /// The latest complete checkpoint, if any.
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>>;
+
+    /// Stores an opaque object at `path` (atomically, like every write): the
+    /// materialized visibility of long queries. Stores that cannot hold objects say so.
+    fn put_object(&self, path: &str, _bytes: Vec<u8>) -> CoreResult<()> {
+        Err(CoreError::Storage(format!("this lake store cannot hold objects (writing {path})")))
+    }
+
+    /// The object at `path`, if any.
+    fn get_object(&self, path: &str) -> CoreResult<Option<Vec<u8>>> {
+        Err(CoreError::Storage(format!("this lake store cannot hold objects (reading {path})")))
+    }
+
+    /// Deletes every object under the folder `prefix` (nothing if there is none).
+    fn delete_objects(&self, prefix: &str) -> CoreResult<()> {
+        Err(CoreError::Storage(format!("this lake store cannot hold objects (deleting {prefix})")))
+    }
 }
 
 /// A lake store in memory, for tests and throwaway runs.
 #[derive(Default)]
 pub struct MemoryLakeStore {
     files: Mutex<HashMap<String, Vec<RecordBatch>>>,
+    objects: Mutex<HashMap<String, Vec<u8>>>,
     catalog: Mutex<Option<CatalogManifest>>,
     checkpoint: Mutex<Option<CheckpointManifest>>,
 }
@@ -80,6 +97,13 @@ pub struct MemoryLakeStore {
 impl MemoryLakeStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The paths of the objects held ([`LakeStore::put_object`]), sorted.
+    pub fn object_paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = self.objects.lock().keys().cloned().collect();
+        paths.sort();
+        paths
     }
 }
 
@@ -151,5 +175,20 @@ impl LakeStore for MemoryLakeStore {
 
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {
         Ok(self.checkpoint.lock().clone())
+    }
+
+    fn put_object(&self, path: &str, bytes: Vec<u8>) -> CoreResult<()> {
+        self.objects.lock().insert(path.to_string(), bytes);
+        Ok(())
+    }
+
+    fn get_object(&self, path: &str) -> CoreResult<Option<Vec<u8>>> {
+        Ok(self.objects.lock().get(path).cloned())
+    }
+
+    fn delete_objects(&self, prefix: &str) -> CoreResult<()> {
+        let folder = format!("{}/", prefix.trim_end_matches('/'));
+        self.objects.lock().retain(|path, _| !path.starts_with(&folder));
+        Ok(())
     }
 }

@@ -215,11 +215,21 @@ fn checkpoints_write_only_new_buffered_rows_and_recover() {
 }
 
 #[test]
-fn long_query_is_materialized_so_gc_goes_on_and_its_results_stay() {
-    let engine = engine(EngineConfig { file_rows: 4096, block_rows: 1024, ..small() });
+fn long_query_is_materialized_to_objects_so_gc_goes_on_and_its_results_stay() {
+    let store = Arc::new(MemoryLakeStore::new());
+    let engine = Engine::start(
+        EngineConfig { file_rows: 4096, block_rows: 1024, ..small() },
+        Arc::new(EmbeddedTransactionService::new()),
+        store.clone(),
+    )
+    .expect("engine");
     let table = engine.create_table(accounts()).expect("table");
-    for id in 0..500 {
+    for id in 0..510 {
         engine.submit(vec![RowChange::Insert { table, row: account(id, "a", 0) }]).expect("insert");
+    }
+    // Rows deleted before the query: its materialized bitmaps are not all zero.
+    for id in 500..510 {
+        engine.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(id)] }]).expect("delete");
     }
     engine.sync().expect("sync");
     let query = engine.query_snapshot().expect("query snapshot");
@@ -241,6 +251,8 @@ fn long_query_is_materialized_so_gc_goes_on_and_its_results_stay() {
     assert_eq!(engine.materialize_long_queries(std::time::Duration::from_secs(3600)), 0, "not old enough");
     assert_eq!(engine.materialize_long_queries(std::time::Duration::ZERO), 1);
     assert!(query.is_materialized());
+    let objects = store.object_paths();
+    assert!(!objects.is_empty() && objects.iter().all(|p| p.starts_with("visibility/")), "{objects:?}");
     let lwm = engine.collect_garbage();
     assert!(lwm > query.ts(), "LWM passes the materialized query");
     for id in 0..500 {
@@ -250,6 +262,8 @@ fn long_query_is_materialized_so_gc_goes_on_and_its_results_stay() {
     engine.collect_garbage();
     assert_eq!(sorted(engine.scan_query(table, &query, None).expect("scan")), before, "results of the query never change");
     assert!(scan_sorted(&engine, table, None).is_empty());
+    drop(query);
+    assert!(store.object_paths().is_empty(), "the query's objects go with it");
 }
 
 #[test]

@@ -83,4 +83,16 @@ impl LakeStore for RecordingStore<'_> {
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {
         self.inner.load_checkpoint()
     }
+
+    fn put_object(&self, path: &str, bytes: Vec<u8>) -> CoreResult<()> {
+        self.inner.put_object(path, bytes)
+    }
+
+    fn get_object(&self, path: &str) -> CoreResult<Option<Vec<u8>>> {
+        self.inner.get_object(path)
+    }
+
+    fn delete_objects(&self, prefix: &str) -> CoreResult<()> {
+        self.inner.delete_objects(prefix)
+    }
 }

@@ -104,6 +104,27 @@ impl ParquetLakeStore {
         Ok(StoredFile { path, size_bytes })
     }
 
+    /// Deletes the objects under the folder `relative` whose path (relative to the
+    /// lake) `doomed` picks.
+    fn delete_under(&self, relative: &str, doomed: impl Fn(&str) -> bool) -> Result<(), StorageError> {
+        let prefix = self.path(relative);
+        let locations: Vec<Path> = self
+            .runtime
+            .block_on(async { self.store.list(Some(&prefix)).map_ok(|meta| meta.location).try_collect::<Vec<_>>().await })
+            .map_err(|source| StorageError::ObjectStore { path: prefix.to_string(), source })?;
+        for location in locations {
+            let relative = location.as_ref().strip_prefix(self.prefix.as_ref()).unwrap_or(location.as_ref());
+            if !doomed(relative.trim_start_matches('/')) {
+                continue;
+            }
+            match self.runtime.block_on(self.store.delete(&location)) {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(source) => return Err(StorageError::ObjectStore { path: location.to_string(), source }),
+            }
+        }
+        Ok(())
+    }
+
     fn get(&self, relative: &str) -> Result<Option<Bytes>, StorageError> {
         let path = self.path(relative);
         let result = self.runtime.block_on(async {
@@ -180,23 +201,7 @@ impl LakeStore for ParquetLakeStore {
         self.put(checkpoint_files::LATEST_PATH, checkpoint_files::encode(checkpoint)?)?;
         // Only now may segments no checkpoint references go: the new one is in place.
         let referenced = checkpoint.referenced_paths();
-        let prefix = self.path(checkpoint_files::SEGMENTS_FOLDER);
-        let stale: Vec<Path> = self
-            .runtime
-            .block_on(async { self.store.list(Some(&prefix)).map_ok(|meta| meta.location).try_collect::<Vec<_>>().await })
-            .map_err(|source| StorageError::ObjectStore { path: prefix.to_string(), source })?
-            .into_iter()
-            .filter(|location| {
-                let relative = location.as_ref().strip_prefix(self.prefix.as_ref()).unwrap_or(location.as_ref());
-                !referenced.contains(relative.trim_start_matches('/'))
-            })
-            .collect();
-        for location in stale {
-            self.runtime
-                .block_on(self.store.delete(&location))
-                .map_err(|source| StorageError::ObjectStore { path: location.to_string(), source })?;
-        }
-        Ok(())
+        Ok(self.delete_under(checkpoint_files::SEGMENTS_FOLDER, |relative| !referenced.contains(relative))?)
     }
 
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {
@@ -204,5 +209,17 @@ impl LakeStore for ParquetLakeStore {
             Some(bytes) => Ok(Some(checkpoint_files::decode(&bytes)?)),
             None => Ok(None),
         }
+    }
+
+    fn put_object(&self, path: &str, bytes: Vec<u8>) -> CoreResult<()> {
+        Ok(self.put(path, bytes)?)
+    }
+
+    fn get_object(&self, path: &str) -> CoreResult<Option<Vec<u8>>> {
+        Ok(self.get(path)?.map(|bytes| bytes.to_vec()))
+    }
+
+    fn delete_objects(&self, prefix: &str) -> CoreResult<()> {
+        Ok(self.delete_under(prefix, |_| true)?)
     }
 }

@@ -84,3 +84,25 @@ fn missing_file_and_bad_location_are_clear_errors() {
     let old = store.load_catalog().expect_err("old format");
     assert!(old.to_string().contains("format version 0"), "{old}");
 }
+
+#[test]
+fn objects_round_trip_and_leftover_visibility_is_purged_when_an_engine_opens() {
+    use retina_core::storage::LakeStore;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+    store.put_object("visibility/1-2-3/7", vec![1, 2, 3]).expect("put");
+    store.put_object("visibility/1-2-3/8", vec![4]).expect("put");
+    store.put_object("other/keep", vec![5]).expect("put");
+    assert_eq!(store.get_object("visibility/1-2-3/7").expect("get"), Some(vec![1, 2, 3]));
+    assert_eq!(store.get_object("visibility/none").expect("get"), None);
+    store.delete_objects("visibility/1-2-3").expect("delete");
+    assert_eq!(store.get_object("visibility/1-2-3/8").expect("get"), None);
+    store.put_object("visibility/9-9-9/1", vec![1]).expect("put");
+    drop(store);
+    // A crashed process left materialized visibility: opening an engine removes it.
+    let store = std::sync::Arc::new(ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store"));
+    let engine = retina_core::Engine::open(retina_core::EngineConfig::default(), store.clone()).expect("engine");
+    assert_eq!(store.get_object("visibility/9-9-9/1").expect("get"), None);
+    assert_eq!(store.get_object("other/keep").expect("get"), Some(vec![5]));
+    drop(engine);
+}

@@ -102,11 +102,18 @@ impl EngineShared {
             return 0;
         }
         let tables = self.registry.read().tables.clone();
+        let mut materialized = 0;
         for query in &long {
-            let bytes = query.materialize(&tables);
-            self.stats.materialized_bytes.fetch_add(bytes as u64, Relaxed);
+            match query.materialize(&tables, &self.store) {
+                Ok(bytes) => {
+                    self.stats.materialized_bytes.fetch_add(bytes as u64, Relaxed);
+                    materialized += 1;
+                }
+                // The query keeps holding LWM; GC waits for it, as without this step.
+                Err(error) => self.record_flush_error(format!("materializing a long query's visibility: {error}")),
+            }
         }
-        long.len()
+        materialized
     }
 
     pub(crate) fn has_failed(&self) -> bool {

@@ -87,6 +87,10 @@ impl Engine {
         store: Arc<dyn LakeStore>,
         state: Option<RecoveredState>,
     ) -> CoreResult<Self> {
+        // Materialized visibility of queries of an earlier process: no query of ours
+        // can use it. (Stores that hold no objects have none; a failure to list only
+        // leaves garbage behind.)
+        let _ = store.delete_objects(crate::query_snapshot::VISIBILITY_FOLDER);
         let mut state = state.unwrap_or_else(|| RecoveredState {
             checkpoint_ts: Ts(0),
             shards: config.shards.max(1),
