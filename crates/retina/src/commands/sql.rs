@@ -200,42 +200,125 @@ fn print_outcomes(outcomes: &[StatementOutcome], format: OutputFormat) -> anyhow
     Ok(())
 }
 
-/// Reads statements from stdin, each ended by `;`; `\q` quits. Errors are printed
-/// and the shell goes on.
-fn shell(backend: &mut dyn Backend, format: OutputFormat) -> anyhow::Result<()> {
-    let stdin = std::io::stdin();
-    let interactive = std::io::IsTerminal::is_terminal(&stdin);
-    if interactive {
-        eprintln!("retina sql: end statements with ';', \\q to quit");
-    }
-    let mut buffer = String::new();
-    let mut failures = 0;
-    let prompt = |buffer: &str| {
-        if interactive {
-            eprint!("{}", if buffer.is_empty() { "retina=> " } else { "retina-> " });
-            let _ = std::io::stderr().flush();
-        }
-    };
-    prompt(&buffer);
-    for line in stdin.lock().lines() {
-        let line = line?;
+/// Statements being typed: lines accumulate until one ends with `;`.
+#[derive(Default)]
+struct StatementBuffer {
+    text: String,
+}
+
+/// What a line of input asks for.
+enum LineOutcome {
+    Quit,
+    /// A complete statement (or several) to run.
+    Run(String),
+    More,
+}
+
+impl StatementBuffer {
+    fn push(&mut self, line: &str) -> LineOutcome {
         let trimmed = line.trim();
-        if buffer.is_empty() && (trimmed == "\\q" || trimmed == "quit" || trimmed == "exit") {
-            break;
+        if self.text.is_empty() && (trimmed == "\\q" || trimmed == "quit" || trimmed == "exit") {
+            return LineOutcome::Quit;
         }
-        buffer.push_str(&line);
-        buffer.push('\n');
+        self.text.push_str(line);
+        self.text.push('\n');
         if trimmed.ends_with(';') {
-            failures += run_and_print(backend, &buffer, format)?;
-            buffer.clear();
+            LineOutcome::Run(std::mem::take(&mut self.text))
+        } else {
+            LineOutcome::More
         }
-        prompt(&buffer);
     }
-    if !buffer.trim().is_empty() {
-        failures += run_and_print(backend, &buffer, format)?;
+
+    fn prompt(&self) -> &'static str {
+        if self.text.is_empty() {
+            "retina=> "
+        } else {
+            "retina-> "
+        }
     }
-    if failures > 0 && !interactive {
+}
+
+/// Reads statements from stdin, each ended by `;`; `\q` quits. Errors are printed
+/// and the shell goes on. On a terminal, lines can be edited and the history is kept
+/// in `~/.retina_sql_history`.
+fn shell(backend: &mut dyn Backend, format: OutputFormat) -> anyhow::Result<()> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return interactive_shell(backend, format);
+    }
+    let mut buffer = StatementBuffer::default();
+    let mut failures = 0;
+    for line in std::io::stdin().lock().lines() {
+        match buffer.push(&line?) {
+            LineOutcome::Quit => break,
+            LineOutcome::Run(sql) => failures += run_and_print(backend, &sql, format)?,
+            LineOutcome::More => {}
+        }
+    }
+    if !buffer.text.trim().is_empty() {
+        failures += run_and_print(backend, &buffer.text, format)?;
+    }
+    if failures > 0 {
         bail!("{failures} statement(s) failed");
     }
     Ok(())
+}
+
+fn history_path() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".retina_sql_history"))
+}
+
+fn interactive_shell(backend: &mut dyn Backend, format: OutputFormat) -> anyhow::Result<()> {
+    use rustyline::error::ReadlineError;
+    eprintln!("retina sql: end statements with ';', \\q to quit");
+    let mut editor = rustyline::DefaultEditor::new().context("starting the line editor")?;
+    let history = history_path();
+    if let Some(path) = &history {
+        // A missing history file is the first session, not an error.
+        let _ = editor.load_history(path);
+    }
+    let mut buffer = StatementBuffer::default();
+    loop {
+        match editor.readline(buffer.prompt()) {
+            Ok(line) => match buffer.push(&line) {
+                LineOutcome::Quit => break,
+                LineOutcome::Run(sql) => {
+                    let _ = editor.add_history_entry(sql.trim());
+                    run_and_print(backend, &sql, format)?;
+                }
+                LineOutcome::More => {}
+            },
+            // Ctrl-C drops the statement being typed, as in psql.
+            Err(ReadlineError::Interrupted) => buffer = StatementBuffer::default(),
+            Err(ReadlineError::Eof) => break,
+            Err(error) => return Err(error).context("reading a line"),
+        }
+    }
+    if let Some(path) = &history {
+        if let Err(error) = editor.save_history(path) {
+            eprintln!("retina sql: could not save the history to {}: {error}", path.display());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_end_at_semicolons_and_quit_only_between_statements() {
+        let mut buffer = StatementBuffer::default();
+        assert_eq!(buffer.prompt(), "retina=> ");
+        assert!(matches!(buffer.push("SELECT 1"), LineOutcome::More));
+        assert_eq!(buffer.prompt(), "retina-> ");
+        // Inside a statement, `\q` is just text.
+        assert!(matches!(buffer.push("\\q"), LineOutcome::More));
+        match buffer.push("  , 2;") {
+            LineOutcome::Run(sql) => assert_eq!(sql, "SELECT 1\n\\q\n  , 2;\n"),
+            _ => panic!("a complete statement"),
+        }
+        assert_eq!(buffer.prompt(), "retina=> ");
+        assert!(matches!(buffer.push(" \\q "), LineOutcome::Quit));
+        assert!(matches!(buffer.push("exit"), LineOutcome::Quit));
+    }
 }
