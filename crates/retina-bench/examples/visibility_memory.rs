@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if last_report.elapsed() >= Duration::from_secs(1) {
             let stats = engine.stats();
             samples.push(stats.visibility_bits_per_tuple());
-            if samples.len() % 10 == 0 {
+            if samples.len() % 10 == 0 || stats.visibility_bits_per_tuple() > 1.3 {
                 println!(
                     "{{\"second\":{},\"bits_per_tuple\":{:.4},\"stored_versions\":{},\"visibility_bytes\":{},\"row_changes\":{changes}}}",
                     samples.len(),
@@ -45,6 +45,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     stats.stored_versions,
                     stats.visibility_bytes
                 );
+            }
+            if std::env::var_os("VISIBILITY_DIAGNOSE").is_some() && stats.visibility_bits_per_tuple() > 1.3 {
+                for table in engine.tables() {
+                    let files = table.files();
+                    let flushed_rows: u64 = files.flushed.iter().map(|f| f.meta.row_count).sum();
+                    let flushed_bytes: usize = files.flushed.iter().map(|f| f.visibility.memory_bytes()).sum();
+                    let small = files.flushed.iter().filter(|f| f.meta.row_count < 4096).count();
+                    let virtual_rows: usize = files.virtual_files.iter().map(|v| v.published_rows()).sum();
+                    let virtual_bytes: usize = files.virtual_files.iter().map(|v| v.visibility().memory_bytes()).sum();
+                    eprintln!(
+                        "  {}: {} flushed files ({small} under 4096 rows), {flushed_rows} rows, {flushed_bytes} B; {} virtual files, {virtual_rows} rows, {virtual_bytes} B",
+                        table.name(),
+                        files.flushed.len(),
+                        files.virtual_files.len()
+                    );
+                }
             }
             last_report = Instant::now();
         }

@@ -139,15 +139,22 @@ impl TableRuntime {
 
     /// Total bytes of visibility structures of this table.
     pub fn visibility_memory_bytes(&self) -> usize {
-        let files = self.files();
-        files.flushed.iter().map(|f| f.visibility.memory_bytes()).sum::<usize>()
-            + files.virtual_files.iter().map(|v| v.visibility().memory_bytes()).sum::<usize>()
+        self.visibility_and_versions().0
     }
 
     /// Row versions stored (flushed rows plus published in-memory rows).
     pub fn stored_versions(&self) -> u64 {
+        self.visibility_and_versions().1
+    }
+
+    /// Both of the above from one list of files, so a file swapped in between (flush,
+    /// storage GC) cannot count in one and not in the other.
+    pub fn visibility_and_versions(&self) -> (usize, u64) {
         let files = self.files();
-        files.flushed.iter().map(|f| f.meta.row_count).sum::<u64>()
-            + files.virtual_files.iter().map(|v| v.published_rows() as u64).sum::<u64>()
+        let bytes = files.flushed.iter().map(|f| f.visibility.memory_bytes()).sum::<usize>()
+            + files.virtual_files.iter().map(|v| v.visibility().memory_bytes()).sum::<usize>();
+        let versions = files.flushed.iter().map(|f| f.meta.row_count).sum::<u64>()
+            + files.virtual_files.iter().map(|v| v.published_rows() as u64).sum::<u64>();
+        (bytes, versions)
     }
 }

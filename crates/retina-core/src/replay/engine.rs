@@ -344,6 +344,10 @@ impl Engine {
 
     pub fn stats(&self) -> EngineStats {
         let tables = self.tables();
+        let (visibility_bytes, stored_versions) = tables
+            .iter()
+            .map(|t| t.visibility_and_versions())
+            .fold((0u64, 0u64), |(bytes, versions), (b, v)| (bytes + b as u64, versions + v));
         let stats = &self.shared.stats;
         EngineStats {
             high_watermark: self.shared.txn.high_watermark(),
@@ -355,8 +359,8 @@ impl Engine {
             checkpoints: stats.checkpoints.load(Relaxed),
             last_checkpoint_ts: Ts(stats.last_checkpoint_ts.load(Relaxed)),
             last_checkpoint_error: self.shared.last_checkpoint_error.lock().clone(),
-            visibility_bytes: tables.iter().map(|t| t.visibility_memory_bytes() as u64).sum(),
-            stored_versions: tables.iter().map(|t| t.stored_versions()).sum(),
+            visibility_bytes,
+            stored_versions,
             last_flush_error: self.shared.last_flush_error.lock().clone(),
         }
     }
