@@ -1,11 +1,14 @@
 //! Taking a checkpoint (DESIGN.md §3.7) while replay and queries go on.
 //!
-//! The checkpoint holds a query snapshot at C = HWM - 1 for its whole duration. That
-//! keeps LWM at or below C, so memory GC cannot fold anything C still needs, and
-//! everything it reads (visibility at C, buffered rows created at or before C) is a
-//! consistent state without stopping replay: its only cost to replay is CPU and I/O.
+//! The checkpoint holds a query snapshot at C = HWM - 1 while it captures what C
+//! needs (visibility bitmaps at C, the buffered blocks with rows created at or before
+//! C). That keeps LWM at or below C, so memory GC cannot fold anything C still needs,
+//! and what it captures is a consistent state without stopping replay. The snapshot
+//! goes before the slow part (writing segments and manifests), so memory GC is held
+//! up for the capture only.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
@@ -29,6 +32,16 @@ fn slice_rows(batches: &[RecordBatch], start: usize, end: usize) -> Vec<RecordBa
         offset += batch.num_rows();
     }
     out
+}
+
+/// Buffered rows a checkpoint still has to write, and where their segment goes.
+struct UnwrittenSegment {
+    /// Indexes into the checkpoint's tables and that table's files.
+    table: usize,
+    file: usize,
+    schema: Arc<TableSchema>,
+    rows: Vec<RecordBatch>,
+    first_row: u64,
 }
 
 /// What one checkpoint did.
@@ -56,6 +69,7 @@ impl EngineShared {
         // Cloned, not taken: if this checkpoint fails, the next one still knows them.
         let mut written = self.checkpoint_segments.lock().clone();
         let mut still_buffered = HashMap::new();
+        let mut unwritten = Vec::new();
         let mut checkpoint_tables = Vec::with_capacity(tables.len());
         let (mut file_count, mut buffered_rows) = (0, 0);
         for table in &tables {
@@ -81,15 +95,20 @@ impl EngineShared {
                 if rows == 0 {
                     continue; // its row ids stay reserved through `next_row_id`
                 }
-                let mut segments = written.remove(&file.file_id()).unwrap_or_default();
+                let segments = written.remove(&file.file_id()).unwrap_or_default();
                 let saved: u64 = segments.iter().map(|s| s.rows).sum();
                 if rows > saved {
-                    let new_rows = slice_rows(&batches, saved as usize, rows as usize);
-                    let stored = self.store.write_checkpoint_segment(&schema, file.file_id(), saved, ts, &new_rows)?;
-                    segments.push(RowSegment { path: stored.path, rows: rows - saved });
+                    // Written after the snapshot is released (below): slow I/O must not
+                    // hold LWM. The rows are immutable blocks captured here.
+                    unwritten.push(UnwrittenSegment {
+                        table: checkpoint_tables.len(),
+                        file: checkpoint_files.len(),
+                        schema: Arc::clone(&schema),
+                        rows: slice_rows(&batches, saved as usize, rows as usize),
+                        first_row: saved,
+                    });
                     buffered_rows += rows - saved;
                 }
-                still_buffered.insert(file.file_id(), segments.clone());
                 checkpoint_files.push(CheckpointFile {
                     file_id: file.file_id(),
                     first_row_id: file.first_row_id(),
@@ -107,6 +126,19 @@ impl EngineShared {
                 next_row_id: table.next_row_id(),
                 files: checkpoint_files,
             });
+        }
+        // Everything that needs C's visibility is captured: let LWM go on, so memory
+        // GC is not stopped while segments and manifests are written.
+        drop(snapshot);
+        for segment in unwritten {
+            let file = &mut checkpoint_tables[segment.table].files[segment.file];
+            let stored = self.store.write_checkpoint_segment(&segment.schema, file.file_id, segment.first_row, ts, &segment.rows)?;
+            file.segments.push(RowSegment { path: stored.path, rows: segment.rows.iter().map(|b| b.num_rows() as u64).sum() });
+        }
+        for table in &checkpoint_tables {
+            for file in table.files.iter().filter(|f| f.meta.is_none()) {
+                still_buffered.insert(file.file_id, file.segments.clone());
+            }
         }
         let manifest = CheckpointManifest {
             format_version: CHECKPOINT_FORMAT_VERSION,
@@ -129,7 +161,6 @@ impl EngineShared {
         *self.durable_sources.lock() = sources;
         self.stats.checkpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.stats.last_checkpoint_ts.store(ts.0, std::sync::atomic::Ordering::Relaxed);
-        drop(snapshot);
         Ok(CheckpointReport { ts, files: file_count, buffered_rows, millis: started.elapsed().as_secs_f64() * 1000.0 })
     }
 }
