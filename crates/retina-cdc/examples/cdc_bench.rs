@@ -52,6 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 base_rows: knob("CDC_BENCH_BASE_ROWS", 1_000_000),
                 row_changes: knob("CDC_BENCH_CHANGES", 5_000_000),
                 shards,
+                gc_interval: Duration::from_millis(knob("CDC_BENCH_GC_MS", 1000)),
                 ..Default::default()
             };
             let report = retina_bench::replay::run(&config, dir.path(), &mut |_, _, _| {})?;
