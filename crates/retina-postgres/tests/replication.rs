@@ -60,6 +60,17 @@ fn rows_of_table(engine: &retina_core::Engine, name: &str) -> Vec<Vec<Value>> {
     rows
 }
 
+/// A fresh cluster that ran `setup_sql`, and a source streaming it into a fresh engine.
+fn streaming_after(setup_sql: &str) -> (PgCluster, tempfile::TempDir, std::sync::Arc<retina_core::Engine>, RunningSource) {
+    let cluster = PgCluster::new();
+    cluster.psql(setup_sql);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open_engine(dir.path());
+    let source = RunningSource::start(&engine, &cluster.url("postgres"));
+    source.wait_streaming();
+    (cluster, dir, engine, source)
+}
+
 #[test]
 fn every_supported_type_round_trips_through_copy_and_stream() {
     let cluster = PgCluster::new();
@@ -196,12 +207,7 @@ fn unsupported_types_as_text_and_tables_without_identity_as_insert_only() {
 
 #[test]
 fn a_schema_change_stops_replay_before_it_and_names_it() {
-    let cluster = PgCluster::new();
-    cluster.psql("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let engine = open_engine(dir.path());
-    let source = RunningSource::start(&engine, &cluster.url("postgres"));
-    source.wait_streaming();
+    let (cluster, _dir, engine, source) = streaming_after("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)");
     cluster.psql("INSERT INTO t VALUES (2, 2)");
     cluster.psql("ALTER TABLE t DROP COLUMN v");
     cluster.psql("INSERT INTO t VALUES (3)");
@@ -212,12 +218,7 @@ fn a_schema_change_stops_replay_before_it_and_names_it() {
 
 #[test]
 fn an_added_column_is_added_to_the_mirror_and_old_rows_read_null() {
-    let cluster = PgCluster::new();
-    cluster.psql("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let engine = open_engine(dir.path());
-    let source = RunningSource::start(&engine, &cluster.url("postgres"));
-    source.wait_streaming();
+    let (cluster, _dir, engine, source) = streaming_after("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t VALUES (1, 1)");
     cluster.psql("INSERT INTO t VALUES (2, 2)");
     // In one transaction: a row of the old shape, the new column, a row of the new one.
     cluster.psql("BEGIN; INSERT INTO t VALUES (3, 3); ALTER TABLE t ADD COLUMN note text; INSERT INTO t VALUES (4, 4, 'four'); UPDATE t SET note = 'one' WHERE id = 1; COMMIT");
