@@ -25,6 +25,10 @@ pub struct DataFileMeta {
     /// their own lineage (a rewrite of a rewrite lists both).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaces: Vec<FileId>,
+    /// Min and max of the file's columns, for skipping it (see
+    /// [`crate::column_ranges`]); empty for files written before they were recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub column_ranges: Vec<crate::column_ranges::ColumnRange>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -12,6 +12,7 @@
 
 pub mod catalog;
 pub mod checkpoint;
+pub mod column_ranges;
 pub mod error;
 pub mod index;
 pub mod query_snapshot;

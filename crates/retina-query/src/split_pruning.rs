@@ -145,7 +145,9 @@ impl<'a> SplitContainers<'a> {
         let files = splits
             .iter()
             .map(|split| match split {
-                ScanSplit::File(file) => statistics.file(table, &file.meta),
+                ScanSplit::File(file) => statistics
+                    .file(table, &file.meta)
+                    .or_else(|| FileStatistics::recorded(&file.meta, schema).map(Arc::new)),
                 ScanSplit::Virtual(_) => None,
             })
             .collect();

@@ -1,6 +1,9 @@
 //! Per-file column statistics (min, max, null count) for pruning splits.
 //!
-//! Where they come from, and why: a flushed file is immutable and its Parquet footer
+//! Files flushed or rewritten by this version have their statistics in the catalog
+//! (`DataFileMeta::column_ranges`, recorded at write time; [`FileStatistics::recorded`]),
+//! so they prune from the first query on and after restarts. For older files:
+//! a flushed file is immutable and its Parquet footer
 //! holds exactly these statistics, but neither the footer nor statistics in
 //! `DataFileMeta` are reachable through `retina_core::storage::LakeStore` today (its
 //! only read is a whole-column decode). Reading each footer would cost one more
@@ -29,6 +32,7 @@ use datafusion::functions_aggregate::min_max::{MaxAccumulator, MinAccumulator};
 use datafusion::logical_expr::Accumulator;
 use parking_lot::Mutex;
 use retina_core::catalog::DataFileMeta;
+use retina_core::column_ranges::RangeValue;
 use retina_core::{FileId, TableId};
 
 /// Longest string min/max kept, in bytes.
@@ -56,6 +60,25 @@ pub struct FileStatistics {
 }
 
 impl FileStatistics {
+    /// The statistics the catalog recorded when the file was written
+    /// (`DataFileMeta::column_ranges`), typed by `schema`; `None` if it recorded none.
+    pub fn recorded(file: &DataFileMeta, schema: &datafusion::arrow::datatypes::Schema) -> Option<Self> {
+        if file.column_ranges.is_empty() {
+            return None;
+        }
+        let columns = file
+            .column_ranges
+            .iter()
+            .filter_map(|range| {
+                let field = schema.field_with_name(&range.column).ok()?;
+                let min = scalar_of(&range.min, field.data_type())?;
+                let max = scalar_of(&range.max, field.data_type())?;
+                Some((range.column.clone(), Some(ColumnStatistics { min, max, null_count: range.null_count })))
+            })
+            .collect();
+        Some(Self { path: file.path.clone(), row_count: file.row_count, columns })
+    }
+
     /// The statistics of column `name`, if learned and usable as `data_type`.
     pub fn column(&self, name: &str, data_type: &DataType) -> Option<&ColumnStatistics> {
         self.columns.get(name)?.as_ref().filter(|stats| &stats.min.data_type() == data_type)
@@ -86,6 +109,10 @@ impl SplitStatistics {
 
     /// Whether some of `names` are not learned yet for `file`.
     pub fn lacks_any(&self, table: TableId, file: &DataFileMeta, names: &[&str]) -> bool {
+        // Recorded at write time: nothing to learn (the same types are left out).
+        if !file.column_ranges.is_empty() {
+            return false;
+        }
         match self.file(table, file) {
             Some(stats) => names.iter().any(|name| !stats.columns.contains_key(*name)),
             None => !names.is_empty(),
@@ -160,6 +187,24 @@ fn column_statistics(data_type: &DataType, arrays: &[ArrayRef]) -> Option<Column
     Some(ColumnStatistics { min, max, null_count })
 }
 
+/// A recorded bound as a value of the column's type (`None` if they do not match).
+fn scalar_of(value: &RangeValue, data_type: &DataType) -> Option<ScalarValue> {
+    use datafusion::arrow::datatypes::TimeUnit;
+    Some(match (value, data_type) {
+        (RangeValue::Int(v), DataType::Int16) => ScalarValue::Int16(Some(i16::try_from(*v).ok()?)),
+        (RangeValue::Int(v), DataType::Int32) => ScalarValue::Int32(Some(i32::try_from(*v).ok()?)),
+        (RangeValue::Int(v), DataType::Int64) => ScalarValue::Int64(Some(*v)),
+        (RangeValue::Int(v), DataType::Date32) => ScalarValue::Date32(Some(i32::try_from(*v).ok()?)),
+        (RangeValue::Int(v), DataType::Time64(TimeUnit::Microsecond)) => ScalarValue::Time64Microsecond(Some(*v)),
+        (RangeValue::Int(v), DataType::Time64(TimeUnit::Nanosecond)) => ScalarValue::Time64Nanosecond(Some(*v)),
+        (RangeValue::Int(v), DataType::Timestamp(TimeUnit::Microsecond, zone)) => ScalarValue::TimestampMicrosecond(Some(*v), zone.clone()),
+        (RangeValue::Int(v), DataType::Timestamp(TimeUnit::Nanosecond, zone)) => ScalarValue::TimestampNanosecond(Some(*v), zone.clone()),
+        (RangeValue::Bool(v), DataType::Boolean) => ScalarValue::Boolean(Some(*v)),
+        (RangeValue::Text(v), DataType::Utf8) => ScalarValue::Utf8(Some(v.clone())),
+        _ => return None,
+    })
+}
+
 fn is_supported_non_primitive(data_type: &DataType) -> bool {
     matches!(data_type, DataType::Boolean | DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
 }
@@ -182,6 +227,7 @@ mod tests {
             max_create_ts: Ts(2),
             size_bytes: 0,
             replaces: Vec::new(),
+            column_ranges: Vec::new(),
         }
     }
 

@@ -74,6 +74,7 @@ fn missing_file_and_bad_location_are_clear_errors() {
         max_create_ts: retina_core::Ts(1),
         size_bytes: 1,
         replaces: Vec::new(),
+        column_ranges: Vec::new(),
     };
     let error = store.read_file(&schema(), &meta, &[0], None).expect_err("missing");
     assert!(error.to_string().contains("0000000000000007.parquet"), "{error}");

@@ -79,6 +79,7 @@ fn flush(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
         max_create_ts,
         size_bytes: stored.size_bytes,
         replaces: Vec::new(),
+        column_ranges: crate::column_ranges::column_ranges(&schema, &batches),
     };
     job.table
         .replace_with_flushed(file.file_id(), FlushedFile { meta, visibility: Arc::clone(file.visibility()) });

@@ -152,6 +152,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
                     max_create_ts: ts,
                     size_bytes: 0,
                     replaces: Vec::new(),
+                    column_ranges: Vec::new(),
                 };
                 let segment_batches = store.read_file(schema, &segment_meta, &all_columns, None)?;
                 let rows: u64 = segment_batches.iter().map(|b| b.num_rows() as u64).sum();

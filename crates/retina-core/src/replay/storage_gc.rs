@@ -143,6 +143,7 @@ impl EngineShared {
                 // The whole lineage, so recovery can tell that a rewrite of a rewrite
                 // still holds rows of a file its checkpoint has.
                 replaces: old.meta.replaces.iter().copied().chain([old.meta.file_id]).collect(),
+                column_ranges: crate::column_ranges::column_ranges(&schema, &live),
             };
             Some(FlushedFile { meta, visibility: Arc::new(RgVisibility::new(kept)) })
         };
