@@ -73,7 +73,7 @@ impl Shard {
                     }
                 }
                 ShardMessage::SwapFile(swap) => match self.table_mut(swap.table) {
-                    Ok(table) => apply_swap(&swap, &mut table.index, &mut table.main, &table.runtime),
+                    Ok(table) => apply_swap(*swap, &mut table.index, &mut table.main, &table.runtime),
                     Err(error) => self.shared.fail(error.to_string()),
                 },
                 ShardMessage::CollectIndexGarbage { lwm } => {

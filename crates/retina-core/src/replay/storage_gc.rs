@@ -191,9 +191,12 @@ impl RgVisibility {
     }
 }
 
-/// Applies a swap in the owning shard (called from the shard's thread).
+/// Applies a swap in the owning shard (called from the shard's thread). Consumes the
+/// swap and lets go of the old file before reporting done: the old file may be
+/// deleted as soon as no one holds its visibility, and the storage-GC thread checks
+/// that right after.
 pub(crate) fn apply_swap(
-    swap: &FileSwap,
+    swap: FileSwap,
     index: &mut crate::index::SinglePointIndex,
     main: &mut crate::index::MainIndex,
     table: &TableRuntime,
@@ -221,5 +224,7 @@ pub(crate) fn apply_swap(
     }
     main.remove_file(old_meta.file_id);
     table.replace_flushed(old_meta.file_id, swap.new.clone());
-    let _ = swap.done.send(());
+    let FileSwap { done, old, new, moves, .. } = swap;
+    drop((old, new, moves));
+    let _ = done.send(());
 }
