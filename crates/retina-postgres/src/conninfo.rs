@@ -3,7 +3,9 @@
 //! Options: `publication=NAME` (default `retina`), `slot=NAME` (default
 //! `retina_slot`), `tables=SCHEMA.TABLE,...` (default: all tables), `protocol=1|2`
 //! (default 2: large transactions stream before they commit), `copy_workers=N`
-//! (default 2), `unsupported_types=error|text`, `no_identity=error|insert_only`.
+//! (default 2), `unsupported_types=error|text`, `no_identity=error|insert_only`,
+//! `slot_wait=SECONDS` (default 30: how long a restart waits for the server to release
+//! the slot from a previous connection).
 
 use std::time::Duration;
 
@@ -22,6 +24,7 @@ pub struct PgSourceOptions {
     pub copy_workers: usize,
     pub unsupported_types_as_text: bool,
     pub insert_only_without_identity: bool,
+    pub slot_wait: Duration,
 }
 
 fn percent_decode(text: &str) -> PgSourceResult<String> {
@@ -101,6 +104,7 @@ impl PgSourceOptions {
             copy_workers: 2,
             unsupported_types_as_text: false,
             insert_only_without_identity: false,
+            slot_wait: Duration::from_secs(30),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').ok_or_else(|| PgSourceError::Config(format!("option '{pair}' has no value")))?;
@@ -131,7 +135,8 @@ impl PgSourceOptions {
                     _ => return Err(bad()),
                 },
                 "application_name" => options.connect.application_name = value,
-                _ => return Err(PgSourceError::Config(format!("unknown option '{key}' (known: publication, slot, tables, protocol, copy_workers, unsupported_types, no_identity, application_name)"))),
+                "slot_wait" => options.slot_wait = Duration::from_secs(value.parse().map_err(|_| bad())?),
+                _ => return Err(PgSourceError::Config(format!("unknown option '{key}' (known: publication, slot, tables, protocol, copy_workers, unsupported_types, no_identity, slot_wait, application_name)"))),
             }
         }
         Ok(options)

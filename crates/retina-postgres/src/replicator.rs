@@ -168,8 +168,19 @@ impl PgSource {
     ) -> PgSourceResult<Lsn> {
         let options = &self.options;
         if let Some(slot) = setup::find_slot(catalog, &options.slot)? {
-            if slot.active {
-                return Err(PgSourceError::Setup(format!("replication slot {} is in use by another connection", options.slot)));
+            // A previous run's walsender may still be letting go of it.
+            let mut active = slot.active;
+            let deadline = Instant::now() + options.slot_wait;
+            while active && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+                active = setup::find_slot(catalog, &options.slot)?.is_some_and(|slot| slot.active);
+            }
+            if active {
+                return Err(PgSourceError::Setup(format!(
+                    "replication slot {} has been in use by another connection for {} s (option slot_wait)",
+                    options.slot,
+                    options.slot_wait.as_secs()
+                )));
             }
             // Ours, from a copy that did not finish: its data goes too (below).
             setup::drop_slot(catalog, &options.slot)?;
@@ -215,11 +226,23 @@ impl PgSource {
         replication.simple_query(SESSION_SETTINGS)?;
         let protocol = if options.protocol_version >= 2 && replication.server_major_version().unwrap_or(0) >= 14 { 2 } else { 1 };
         let streaming = if protocol >= 2 { ", streaming 'on'" } else { "" };
-        replication.start_copy_both(&format!(
+        let command = format!(
             "START_REPLICATION SLOT {} LOGICAL {start} (proto_version '{protocol}', publication_names {}{streaming})",
             quote_identifier(&options.slot),
             quote_literal(&quote_identifier(&options.publication)),
-        ))?;
+        );
+        // After a restart the walsender of our previous connection may still hold the
+        // slot for a moment (until the server notices the connection is gone).
+        let deadline = Instant::now() + options.slot_wait;
+        loop {
+            match replication.start_copy_both(&command) {
+                Ok(()) => break,
+                Err(error) if error.code() == Some("55006") && Instant::now() < deadline && !self.stop.load(Ordering::Relaxed) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
         {
             let mut status = self.status.lock();
             status.phase = Phase::Streaming;

@@ -103,7 +103,11 @@ pub fn find_slot(connection: &mut PgConnection, slot: &str) -> PgSourceResult<Op
 }
 
 pub fn drop_slot(connection: &mut PgConnection, slot: &str) -> PgSourceResult<()> {
-    connection.simple_query(&format!("SELECT pg_catalog.pg_drop_replication_slot({})", quote_literal(slot)))?;
+    // No error if it is gone already.
+    connection.simple_query(&format!(
+        "SELECT pg_catalog.pg_drop_replication_slot(slot_name) FROM pg_catalog.pg_replication_slots WHERE slot_name = {}",
+        quote_literal(slot)
+    ))?;
     Ok(())
 }
 

@@ -239,3 +239,23 @@ fn an_added_column_is_added_to_the_mirror_and_old_rows_read_null() {
     });
     source.stop().expect("stops cleanly");
 }
+
+#[test]
+fn a_slot_held_by_another_connection_is_waited_for_then_a_clear_error() {
+    let cluster = PgCluster::new();
+    cluster.psql("CREATE TABLE t (id int PRIMARY KEY); CREATE PUBLICATION retina FOR ALL TABLES");
+    let mut holder = cluster.connect_replication("postgres");
+    holder.simple_query("CREATE_REPLICATION_SLOT retina_slot LOGICAL pgoutput").expect("create slot");
+    holder
+        .start_copy_both("START_REPLICATION SLOT retina_slot LOGICAL 0/0 (proto_version '1', publication_names 'retina')")
+        .expect("hold the slot");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open_engine(dir.path());
+    let started = std::time::Instant::now();
+    let error = RunningSource::start(&engine, &format!("{}?slot_wait=1", cluster.url("postgres")))
+        .wait_for_end(Duration::from_secs(30))
+        .expect_err("the slot is busy");
+    assert!(error.to_string().contains("replication slot retina_slot has been in use by another connection for 1 s"), "{error}");
+    assert!(started.elapsed() >= Duration::from_secs(1), "it waited for the slot first");
+    drop(holder);
+}
