@@ -56,7 +56,7 @@ async fn select_star_returns_the_visible_rows_without_create_ts() {
 
     let error = session.collect("SELECT _create_ts FROM items").await.expect_err("hidden column");
     assert_eq!(error.sqlstate(), "42703", "{error}");
-    assert!(no_live_snapshots(&engine));
+    assert!(released_soon(&engine).await, "no query snapshot stays registered");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,7 +79,7 @@ async fn one_partition_per_split_and_projection_pushed_down() {
     assert!(text.contains("RetinaScanExec: table=items, snapshot_ts="), "{text}");
     assert!(text.contains(&format!("splits={splits}, projection=[qty]")), "{text}");
     drop(snapshot);
-    assert!(no_live_snapshots(&engine));
+    assert!(released_soon(&engine).await, "no query snapshot stays registered");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,7 +134,7 @@ async fn user_errors_have_sqlstates_and_leave_no_snapshot() {
         assert_eq!(error.sqlstate(), code, "{sql}: {error}");
     }
     assert!(matches!(session.collect("INSERT INTO items VALUES (1, 2, 'x')").await, Err(QueryError::ReadOnly { .. })));
-    assert!(no_live_snapshots(&engine));
+    assert!(released_soon(&engine).await, "no query snapshot stays registered");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
