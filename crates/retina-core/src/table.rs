@@ -137,18 +137,9 @@ impl TableRuntime {
         self.files.store(Arc::new(files));
     }
 
-    /// Total bytes of visibility structures of this table.
-    pub fn visibility_memory_bytes(&self) -> usize {
-        self.visibility_and_versions().0
-    }
-
-    /// Row versions stored (flushed rows plus published in-memory rows).
-    pub fn stored_versions(&self) -> u64 {
-        self.visibility_and_versions().1
-    }
-
-    /// Both of the above from one list of files, so a file swapped in between (flush,
-    /// storage GC) cannot count in one and not in the other.
+    /// Bytes of visibility structures and row versions stored (flushed rows plus
+    /// published in-memory rows), from one list of files so that a file swapped in
+    /// between (flush, storage GC) cannot count in one and not in the other.
     pub fn visibility_and_versions(&self) -> (usize, u64) {
         let files = self.files();
         let bytes = files.flushed.iter().map(|f| f.visibility.memory_bytes()).sum::<usize>()

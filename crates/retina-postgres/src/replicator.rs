@@ -12,7 +12,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use retina_core::rows::rows_of;
 use retina_core::{Engine, RowChange, TableId};
 
 use crate::conninfo::PgSourceOptions;
@@ -197,7 +196,7 @@ impl PgSource {
         // An interrupted copy left rows behind: they go in one transaction first.
         let mut leftovers = Vec::new();
         for relation in &bound {
-            leftovers.extend(live_keys(engine, relation.table)?.into_iter().map(|key| RowChange::Delete { table: relation.table, key }));
+            leftovers.extend(engine.live_keys(relation.table)?.into_iter().map(|key| RowChange::Delete { table: relation.table, key }));
         }
         if !leftovers.is_empty() {
             engine.submit_from(&self.name, COPY_POSITION.to_string(), leftovers)?;
@@ -474,16 +473,6 @@ fn types_missing(types: &TypeCatalog, body: &crate::pgoutput::RelationBody) -> b
     body.columns.iter().any(|c| types.column_kind(c.type_oid, c.type_modifier).is_none())
 }
 
-/// The keys of every row of `table` visible once everything submitted so far is.
-fn live_keys(engine: &Engine, table: TableId) -> PgSourceResult<Vec<Vec<retina_core::Value>>> {
-    engine.sync()?;
-    let snapshot = engine.snapshot()?;
-    let runtime = engine.table(table)?;
-    let key_columns = runtime.schema().primary_key().to_vec();
-    let batches = engine.scan(table, &snapshot, Some(&key_columns))?;
-    Ok(rows_of(&batches)?)
-}
-
 /// A TRUNCATE empties its table at its point of the transaction: the transaction's
 /// earlier changes to that table are dropped and every row that existed before the
 /// transaction is deleted (the engine has no truncate operation).
@@ -496,7 +485,7 @@ fn expand_truncates(engine: &Engine, changes: Vec<SourceChange>) -> PgSourceResu
                 // Also drops an earlier TRUNCATE's deletes of the same table: the
                 // rows from before the transaction are deleted once, here.
                 out.retain(|c| c.table() != table);
-                out.extend(live_keys(engine, table)?.into_iter().map(|key| RowChange::Delete { table, key }));
+                out.extend(engine.live_keys(table)?.into_iter().map(|key| RowChange::Delete { table, key }));
             }
         }
     }

@@ -153,6 +153,7 @@ impl SystemView {
                 schema.primary_key().iter().map(|&i| columns.field(i).name().as_str()).collect::<Vec<_>>().join(", ")
             })
             .collect();
+        let memory: Vec<(usize, u64)> = tables.iter().map(|t| t.visibility_and_versions()).collect();
         vec![
             Arc::new(StringArray::from_iter_values(names.iter().map(|n| n.0))),
             Arc::new(StringArray::from_iter_values(names.iter().map(|n| n.1))),
@@ -160,8 +161,8 @@ impl SystemView {
             Arc::new(StringArray::from_iter_values(keys)),
             Arc::new(Int64Array::from_iter_values(files.iter().map(|f| f.flushed.len() as i64))),
             Arc::new(Int64Array::from_iter_values(files.iter().map(|f| f.virtual_files.len() as i64))),
-            Arc::new(Int64Array::from_iter_values(tables.iter().map(|t| t.stored_versions() as i64))),
-            Arc::new(Int64Array::from_iter_values(tables.iter().map(|t| t.visibility_memory_bytes() as i64))),
+            Arc::new(Int64Array::from_iter_values(memory.iter().map(|(_, versions)| *versions as i64))),
+            Arc::new(Int64Array::from_iter_values(memory.iter().map(|(bytes, _)| *bytes as i64))),
         ]
     }
 

@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use retina_core::rows::rows_of;
 use retina_core::value::encode_key;
 use retina_core::{Engine, RowChange, TableId, Value};
 
@@ -16,19 +15,13 @@ use crate::error::CdcResult;
 pub fn expand(engine: &Engine, changes: Vec<SinkChange>) -> CdcResult<Vec<RowChange>> {
     let truncated: HashSet<TableId> =
         changes.iter().filter_map(|c| if let SinkChange::Truncate(t) = c { Some(*t) } else { None }).collect();
-    // Everything submitted before this transaction becomes visible first, so the
-    // snapshot below holds exactly the rows this transaction starts from.
-    engine.sync()?;
-    let snapshot = engine.snapshot()?;
+    // Everything submitted before this transaction is visible first, so these are
+    // exactly the rows this transaction starts from.
     let mut live: HashMap<TableId, HashMap<Vec<u8>, Vec<Value>>> = HashMap::new();
     for &table in &truncated {
-        let runtime = engine.table(table)?;
-        let key_columns = runtime.schema().primary_key().to_vec();
-        let batches = engine.scan(table, &snapshot, Some(&key_columns))?;
-        let keys = rows_of(&batches)?;
+        let keys = engine.live_keys(table)?;
         live.insert(table, keys.into_iter().map(|key| (encode_key(&key), key)).collect());
     }
-    drop(snapshot);
     let mut out = Vec::with_capacity(changes.len());
     for change in changes {
         match change {

@@ -112,6 +112,16 @@ impl Engine {
         Ok(id)
     }
 
+    /// The primary keys of every row of `table` visible once everything submitted so
+    /// far is: what a TRUNCATE at this point deletes (the engine has no truncate
+    /// operation of its own).
+    pub fn live_keys(&self, table: TableId) -> CoreResult<Vec<Vec<Value>>> {
+        self.sync()?;
+        let snapshot = self.snapshot()?;
+        let key_columns = self.table(table)?.schema().primary_key().to_vec();
+        crate::rows::rows_of(&self.scan(table, &snapshot, Some(&key_columns))?)
+    }
+
     /// Adds a nullable column at the end of a table's schema and records it in the
     /// catalog. Nothing stored is rewritten: rows written before read the column as
     /// NULL. Everything submitted before is applied first (rows of the old shape),
