@@ -25,8 +25,9 @@ fn open(dir: &std::path::Path) -> Engine {
     engine
 }
 
-#[test]
-fn reopened_lakehouse_resumes_after_the_last_applied_transaction() {
+/// The generator's initial load and 300 transactions: the changes of each mirror
+/// transaction, and the Debezium JSON lines of all of them.
+fn chbench_stream() -> (Vec<Vec<retina_core::RowChange>>, Vec<String>) {
     let ids: Vec<TableId> = (0..9).map(TableId).collect();
     let mut generator = ChBenchGenerator::new(3, ChBenchScale::for_base_rows(2_000), ChBenchTables::from_ids(&ids));
     let mut encoder = DebeziumEncoder::new(&schemas(), EncoderOptions::default()).expect("encoder");
@@ -42,7 +43,12 @@ fn reopened_lakehouse_resumes_after_the_last_applied_transaction() {
     for changes in &stream {
         encoder.encode_transaction(changes, &mut text).expect("encode");
     }
-    let lines: Vec<String> = text.lines().map(String::from).collect();
+    (stream, text.lines().map(String::from).collect())
+}
+
+#[test]
+fn reopened_lakehouse_resumes_after_the_last_applied_transaction() {
+    let (stream, lines) = chbench_stream();
     // Cut inside a transaction half-way: after a BEGIN and one event.
     let cut = lines[..lines.len() / 2].iter().rposition(|l| l.contains("\"BEGIN\"")).map(|begin| begin + 2).expect("a BEGIN");
 
@@ -76,4 +82,34 @@ fn engine_with_direct_replay(stream: &[Vec<retina_core::RowChange>]) -> TestEngi
     }
     test.engine.sync().expect("sync");
     test
+}
+
+#[test]
+fn a_reader_stopped_mid_transaction_drops_it_unapplied_and_the_restart_applies_it_once() {
+    let (stream, lines) = chbench_stream();
+    let cut = lines[..lines.len() / 2].iter().rposition(|l| l.contains("\"BEGIN\"")).map(|begin| begin + 2).expect("a BEGIN");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let engine = open(dir.path());
+    let mut sink = retina_cdc::Sink::new(&engine, "file:test.jsonl", SinkOptions::default()).expect("sink");
+    for (number, line) in lines[..cut].iter().enumerate() {
+        sink.handle(retina_cdc::Position::line(number as u64 + 1), line).expect("handle");
+    }
+    // A server shutting down: no error, the open transaction is not applied.
+    assert_eq!(sink.stop().expect("stop"), 1, "one transaction was open at the cut");
+    let applied = sink.stats().transactions_applied;
+    drop(sink);
+    let partial = engine_with_direct_replay(&stream[..applied as usize]);
+    for schema in schemas() {
+        assert_eq!(rows(&engine, schema.name()), rows(&partial.engine, schema.name()), "{} before the restart", schema.name());
+    }
+    engine.close().expect("close with a checkpoint");
+
+    let engine = open(dir.path());
+    let second = ingest(&engine, &lines, SinkOptions::default()).expect("resume");
+    assert_eq!(applied + second.stats.transactions_applied, stream.len() as u64, "each transaction applied exactly once");
+    let expected = engine_with_direct_replay(&stream);
+    for schema in schemas() {
+        assert_eq!(rows(&engine, schema.name()), rows(&expected.engine, schema.name()), "{}", schema.name());
+    }
 }

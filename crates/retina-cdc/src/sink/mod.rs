@@ -179,6 +179,17 @@ impl<'e> Sink<'e> {
         Ok(())
     }
 
+    /// The reader stops before the stream ends (a server shutting down): what is
+    /// complete is applied and waited for; transactions still open are dropped, not
+    /// applied. Their messages come after the recorded position of the last applied
+    /// transaction, so a restart reads them again. Returns how many were dropped.
+    pub fn stop(&mut self) -> CdcResult<usize> {
+        self.submit_completed()?;
+        let dropped = self.reconstructor.abandon_open();
+        self.engine.sync().map_err(|e| self.explain(e))?;
+        Ok(dropped)
+    }
+
     fn reject(&mut self, rejected: Rejected) -> CdcResult<()> {
         let Some(writer) = self.dead_letter.as_mut().filter(|_| rejected.error.is_dead_letterable()) else {
             return Err(*rejected.error);

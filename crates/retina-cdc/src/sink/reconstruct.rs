@@ -229,6 +229,16 @@ impl Reconstructor {
         }
     }
 
+    /// The reader stops while the stream goes on: transactions still open (and a
+    /// pending no-metadata group, which the next event could still extend) are
+    /// dropped unapplied. Returns how many.
+    pub fn abandon_open(&mut self) -> usize {
+        let dropped = self.open_transactions();
+        self.open.clear();
+        self.group = None;
+        dropped
+    }
+
     /// At the end of a finite stream: transactions still open are incomplete.
     pub fn finish(&mut self, position: Position, out: &mut Vec<CompletedTransaction>) -> Result<(), Rejected> {
         self.close_group(out);

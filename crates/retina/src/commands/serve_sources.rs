@@ -162,7 +162,7 @@ fn replay(uri: &str, engine: &Engine, registry: &SourceRegistry, stop: &AtomicBo
                 last_report = Instant::now();
             }
         }
-        sink.finish()?;
+        sink.stop()?;
         Ok("stopped")
     })();
     match outcome {
