@@ -1,11 +1,12 @@
 //! `TileVisibility`: the visibility of 4096 consecutive row versions.
 
-use std::ptr;
-use std::sync::atomic::{AtomicPtr, Ordering::{AcqRel, Acquire, Relaxed, Release}};
+use std::sync::atomic::{AtomicPtr, Ordering::{AcqRel, Acquire, Relaxed}};
 
-use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned};
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 
-use super::delete_ts_block::{pack_entry, unpack_entry, DeleteTsBlock, ENTRIES_PER_BLOCK};
+use super::delete_ts_block::{
+    list_blocks, pack_entry, unpack_entry, visit_entries, Append, DeleteTsBlock, ENTRIES_PER_BLOCK,
+};
 use crate::types::Ts;
 
 /// Rows per tile; a row offset inside a tile fits the entry's 12 bits.
@@ -18,7 +19,8 @@ pub const TILE_WORDS: usize = TILE_ROWS / 64;
 struct VisibilitySnapshot {
     base_ts: u64,
     /// First block that may hold entries with ts > `base_ts` (entries <= `base_ts` in
-    /// it are already folded; OR-ing them again is harmless).
+    /// it are already folded; OR-ing them again is harmless); null when memory GC
+    /// folded the whole list.
     head: *mut DeleteTsBlock,
     bitmap: [u64; TILE_WORDS],
 }
@@ -33,9 +35,17 @@ struct VisibilitySnapshot {
 /// - at most one thread at a time calls [`TileVisibility::collect_garbage`] with a
 ///   true LWM (every running and future query has `qts >= lwm`).
 ///
-/// Memory: a tile that never saw a delete holds no snapshot (two null pointers).
-/// Retired snapshots and blocks are freed through crossbeam-epoch once no reader
-/// that could see them is pinned.
+/// Invariants:
+/// - while the current snapshot's `head` is not null, `tail` is the last block of
+///   the list starting there (or a block memory GC has just sealed);
+/// - the snapshot is replaced by memory GC, and by the writer only when it starts a
+///   new list: the first delete, or after GC sealed the list (folded all of it).
+///
+/// Memory: a tile that never saw a delete holds no snapshot (two null pointers); one
+/// whose deletes are all folded holds its snapshot and no block. Retired snapshots
+/// and blocks are freed through crossbeam-epoch once no thread that could see them
+/// is pinned; the writer is pinned while it touches `tail`, so a block GC seals and
+/// retires under it stays valid until it notices the seal.
 pub struct TileVisibility {
     snapshot: Atomic<VisibilitySnapshot>,
     /// Last block of the list; only the writer reads or writes it.
@@ -56,7 +66,7 @@ impl Default for TileVisibility {
 
 impl TileVisibility {
     pub fn new() -> Self {
-        Self { snapshot: Atomic::null(), tail: AtomicPtr::new(ptr::null_mut()) }
+        Self { snapshot: Atomic::null(), tail: AtomicPtr::new(std::ptr::null_mut()) }
     }
 
     /// A tile whose rows in `bitmap` are deleted at or before `base_ts` (recovery).
@@ -64,39 +74,79 @@ impl TileVisibility {
     pub fn with_base(bitmap: [u64; TILE_WORDS], base_ts: Ts) -> Self {
         let tile = Self::new();
         if bitmap.iter().any(|&word| word != 0) {
-            let block = Box::into_raw(DeleteTsBlock::empty());
-            tile.tail.store(block, Relaxed);
-            let snapshot = VisibilitySnapshot { base_ts: base_ts.0, head: block, bitmap };
-            tile.snapshot.store(Owned::new(snapshot), Release);
+            let snapshot = VisibilitySnapshot { base_ts: base_ts.0, head: std::ptr::null_mut(), bitmap };
+            tile.snapshot.store(Owned::new(snapshot), Relaxed);
         }
         tile
     }
 
     /// Marks row `offset` deleted at `ts`. Writer only (see the type's contract).
+    ///
+    /// Pins the epoch; a shard that holds a guard across a batch makes that a counter
+    /// increment.
     pub fn delete(&self, offset: u16, ts: Ts) {
+        let guard = epoch::pin();
         let entry = pack_entry(offset, ts);
-        let tail = self.tail.load(Relaxed);
-        if tail.is_null() {
-            let block = Box::into_raw(DeleteTsBlock::with_first(entry));
-            self.tail.store(block, Relaxed);
-            let snapshot = VisibilitySnapshot { base_ts: 0, head: block, bitmap: [0; TILE_WORDS] };
-            // Only the writer installs the first snapshot, and GC ignores a null one,
-            // so a plain release store cannot lose a concurrent update.
-            self.snapshot.store(Owned::new(snapshot), Release);
-            return;
-        }
-        // SAFETY: `tail` is never freed while the tile lives: GC frees only blocks
-        // strictly before the snapshot head, and the head is at or before the tail.
-        let tail_block = unsafe { &*tail };
-        for slot in &tail_block.entries {
-            if slot.load(Relaxed) == 0 {
-                slot.store(entry, Release);
-                return;
+        let current = self.snapshot.load(Acquire, &guard);
+        // SAFETY: loaded under `guard`.
+        if unsafe { current.as_ref() }.is_some_and(|snapshot| !snapshot.head.is_null()) {
+            // SAFETY: by the type's invariant `tail` is the end of the current list,
+            // or a block GC sealed after we pinned, which stays allocated while pinned.
+            let tail = unsafe { &*self.tail.load(Relaxed) };
+            match tail.try_append(entry) {
+                Append::Done => return,
+                Append::Full => {
+                    let block = Box::into_raw(DeleteTsBlock::with_first(entry));
+                    if tail.try_link(block) {
+                        self.tail.store(block, Relaxed);
+                    } else {
+                        self.start_list(block, &guard);
+                    }
+                    return;
+                }
+                Append::Sealed => {}
             }
         }
-        let block = Box::into_raw(DeleteTsBlock::with_first(entry));
-        tail_block.next.store(block, Release);
-        self.tail.store(block, Relaxed);
+        self.start_list(Box::into_raw(DeleteTsBlock::with_first(entry)), &guard);
+    }
+
+    /// Writer: makes `block` the whole list, in a new snapshot. When memory GC sealed
+    /// the old list but has not swapped its snapshot in yet, the writer folds that
+    /// list itself (every entry in it is at or below GC's LWM): it never waits for GC.
+    fn start_list(&self, block: *mut DeleteTsBlock, guard: &Guard) {
+        loop {
+            let current = self.snapshot.load(Acquire, guard);
+            // SAFETY: loaded under `guard`.
+            let (replacement, folded) = match unsafe { current.as_ref() } {
+                None => (VisibilitySnapshot { base_ts: 0, head: block, bitmap: [0; TILE_WORDS] }, Vec::new()),
+                Some(old) if old.head.is_null() => {
+                    (VisibilitySnapshot { base_ts: old.base_ts, head: block, bitmap: old.bitmap }, Vec::new())
+                }
+                Some(old) => {
+                    let (mut bitmap, mut base_ts) = (old.bitmap, old.base_ts);
+                    // SAFETY: the list hangs off a snapshot loaded under `guard`.
+                    unsafe {
+                        visit_entries(old.head, |entry| {
+                            let (offset, ts) = unpack_entry(entry);
+                            bitmap[offset / 64] |= 1 << (offset % 64);
+                            base_ts = base_ts.max(ts);
+                            true
+                        })
+                    };
+                    // SAFETY: as above.
+                    let folded = unsafe { list_blocks(old.head) };
+                    (VisibilitySnapshot { base_ts, head: block, bitmap }, folded)
+                }
+            };
+            if self.snapshot.compare_exchange(current, Owned::new(replacement), AcqRel, Acquire, guard).is_ok() {
+                self.tail.store(block, Relaxed);
+                // SAFETY: the old snapshot and the folded list are unreachable from the
+                // new snapshot; pinned readers delay their destruction.
+                unsafe { retire(guard, current, &folded) };
+                return;
+            }
+            // Memory GC swapped its snapshot in first: build on that one.
+        }
     }
 
     /// The rows deleted at or before `qts`, as a bitmap: copy the base bitmap and OR in
@@ -117,29 +167,25 @@ impl TileVisibility {
         };
         debug_assert!(qts.0 >= snapshot.base_ts, "query at {qts} below tile base ts {}", snapshot.base_ts);
         *out = snapshot.bitmap;
-        let mut block = snapshot.head;
-        while !block.is_null() {
-            // SAFETY: blocks reachable from a snapshot loaded under `guard` are freed
-            // only after that snapshot is retired and the guard released.
-            let current = unsafe { &*block };
-            for slot in &current.entries {
-                let entry = slot.load(Acquire);
-                if entry == 0 {
-                    return;
-                }
+        // SAFETY: blocks reachable from a snapshot loaded under `guard` are freed only
+        // after that snapshot is retired and the guard released.
+        unsafe {
+            visit_entries(snapshot.head, |entry| {
                 let (offset, ts) = unpack_entry(entry);
                 if ts > qts.0 {
-                    return; // entries are in ts order
+                    return false; // entries are in ts order
                 }
                 out[offset / 64] |= 1 << (offset % 64);
-            }
-            block = current.next.load(Acquire);
-        }
+                true
+            })
+        };
     }
 
     /// Memory GC: folds every entry with `delete_ts <= lwm` into a new snapshot with
-    /// `base_ts = lwm`, swaps it in atomically and retires the folded blocks. Blocks
-    /// neither the writer nor readers. Returns the number of blocks retired.
+    /// `base_ts = lwm`, swaps it in atomically and retires the folded blocks. When the
+    /// whole list is folded it is sealed and retired too, so a tile with no pending
+    /// delete holds no block. Blocks neither the writer nor readers. Returns the
+    /// number of blocks retired.
     pub fn collect_garbage(&self, lwm: Ts) -> usize {
         let guard = epoch::pin();
         let current = self.snapshot.load(Acquire, &guard);
@@ -150,27 +196,37 @@ impl TileVisibility {
         }
         let mut bitmap = snapshot.bitmap;
         let mut head = snapshot.head;
-        let mut retired = Vec::new();
-        'blocks: loop {
-            // SAFETY: `head` is reachable from the pinned snapshot; see `bitmap_at_pinned`.
+        let mut folded = Vec::new();
+        'blocks: while !head.is_null() {
+            // SAFETY: `head` is reachable from the pinned snapshot.
             let block = unsafe { &*head };
-            for slot in &block.entries {
-                let entry = slot.load(Acquire);
-                if entry == 0 {
-                    break 'blocks; // end of the list so far: keep this block
-                }
+            let mut slot = 0;
+            while slot < ENTRIES_PER_BLOCK {
+                let Some(entry) = block.entry(slot) else {
+                    // The end of the list, all of it folded: seal it so the writer
+                    // starts a new one. If the writer appended first, look again.
+                    if block.try_seal_slot(slot).is_ok() {
+                        folded.push(head);
+                        head = std::ptr::null_mut();
+                        break 'blocks;
+                    }
+                    continue;
+                };
                 let (offset, ts) = unpack_entry(entry);
                 if ts > lwm.0 {
-                    break 'blocks; // first unfolded entry is in this block
+                    break 'blocks; // the first unfolded entry is in this block: keep it
                 }
                 bitmap[offset / 64] |= 1 << (offset % 64);
+                slot += 1;
             }
-            let next = block.next.load(Acquire);
-            if next.is_null() {
-                break; // the tail stays, the writer appends to it
-            }
-            retired.push(head);
-            head = next;
+            folded.push(head);
+            head = match block.next_block() {
+                next if !next.is_null() => next,
+                _ => match block.try_seal_next() {
+                    Ok(()) => std::ptr::null_mut(),
+                    Err(linked) => linked,
+                },
+            };
         }
         let replacement = Owned::new(VisibilitySnapshot { base_ts: lwm.0, head, bitmap });
         match self.snapshot.compare_exchange(current, replacement, AcqRel, Acquire, &guard) {
@@ -178,16 +234,12 @@ impl TileVisibility {
                 // SAFETY: the old snapshot and the folded blocks are unreachable from
                 // the new snapshot; readers that still see them are pinned, so
                 // destruction waits for them.
-                unsafe {
-                    guard.defer_destroy(current);
-                    for block in &retired {
-                        let block = *block as usize;
-                        guard.defer_unchecked(move || drop(Box::from_raw(block as *mut DeleteTsBlock)));
-                    }
-                }
-                retired.len()
+                unsafe { retire(&guard, current, &folded) };
+                folded.len()
             }
-            Err(_) => 0, // another collector won; its snapshot is at least as new
+            // Only the writer replaces a snapshot meanwhile, after it found our seal:
+            // it folded the sealed list itself and retires it.
+            Err(_) => 0,
         }
     }
 
@@ -199,22 +251,16 @@ impl TileVisibility {
         // SAFETY: loaded under `guard`; see `bitmap_at_pinned`.
         let Some(snapshot) = (unsafe { snapshot.as_ref() }) else { return };
         debug_assert!(after.0 >= snapshot.base_ts, "deletes after {after} were folded at {}", snapshot.base_ts);
-        let mut block = snapshot.head;
-        while !block.is_null() {
-            // SAFETY: reachable from the pinned snapshot.
-            let current = unsafe { &*block };
-            for slot in &current.entries {
-                let entry = slot.load(Acquire);
-                if entry == 0 {
-                    return;
-                }
+        // SAFETY: reachable from the pinned snapshot.
+        unsafe {
+            visit_entries(snapshot.head, |entry| {
                 let (offset, ts) = unpack_entry(entry);
                 if ts > after.0 {
                     out.push((base + offset as u32, Ts(ts)));
                 }
-            }
-            block = current.next.load(Acquire);
-        }
+                true
+            })
+        };
     }
 
     /// The snapshot's base ts (0 when the tile never saw a delete).
@@ -231,12 +277,8 @@ impl TileVisibility {
         // SAFETY: loaded under `guard`.
         if let Some(snapshot) = unsafe { self.snapshot.load(Acquire, &guard).as_ref() } {
             bytes += std::mem::size_of::<VisibilitySnapshot>();
-            let mut block = snapshot.head;
-            while !block.is_null() {
-                bytes += std::mem::size_of::<DeleteTsBlock>();
-                // SAFETY: reachable from the pinned snapshot.
-                block = unsafe { &*block }.next.load(Acquire);
-            }
+            // SAFETY: reachable from the pinned snapshot.
+            bytes += unsafe { list_blocks(snapshot.head) }.len() * std::mem::size_of::<DeleteTsBlock>();
         }
         bytes
     }
@@ -248,21 +290,33 @@ impl TileVisibility {
         // SAFETY: loaded under `guard`.
         let Some(snapshot) = (unsafe { self.snapshot.load(Acquire, &guard).as_ref() }) else { return 0 };
         let mut count = 0;
-        let mut block = snapshot.head;
-        while !block.is_null() {
-            // SAFETY: reachable from the pinned snapshot.
-            let current = unsafe { &*block };
-            count += current
-                .entries
-                .iter()
-                .filter(|slot| {
-                    let entry = slot.load(Acquire);
-                    entry != 0 && unpack_entry(entry).1 > snapshot.base_ts
-                })
-                .count();
-            block = current.next.load(Acquire);
-        }
+        // SAFETY: reachable from the pinned snapshot.
+        unsafe {
+            visit_entries(snapshot.head, |entry| {
+                count += usize::from(unpack_entry(entry).1 > snapshot.base_ts);
+                true
+            })
+        };
         count
+    }
+}
+
+/// Defers the destruction of a replaced snapshot and the blocks folded into its
+/// successor.
+///
+/// # Safety
+/// `snapshot` (when not null) and `blocks` must be unreachable for threads that pin
+/// after this call, and retired once only.
+unsafe fn retire(guard: &Guard, snapshot: Shared<'_, VisibilitySnapshot>, blocks: &[*mut DeleteTsBlock]) {
+    // SAFETY: per this function's contract.
+    unsafe {
+        if !snapshot.is_null() {
+            guard.defer_destroy(snapshot);
+        }
+        for block in blocks {
+            let block = *block as usize;
+            guard.defer_unchecked(move || drop(Box::from_raw(block as *mut DeleteTsBlock)));
+        }
     }
 }
 
@@ -274,10 +328,8 @@ impl Drop for TileVisibility {
             let guard = epoch::unprotected();
             let snapshot = self.snapshot.load(Relaxed, guard);
             if let Some(snap) = snapshot.as_ref() {
-                let mut block = snap.head;
-                while !block.is_null() {
-                    let owned = Box::from_raw(block);
-                    block = owned.next.load(Relaxed);
+                for block in list_blocks(snap.head) {
+                    drop(Box::from_raw(block));
                 }
                 drop(snapshot.into_owned());
             }
@@ -331,11 +383,104 @@ mod tests {
         // The writer keeps appending after GC, also into the retained tail block.
         tile.delete(4000, Ts(31));
         assert!(deleted_rows(&tile, 31).contains(&4000));
-        // Folding everything keeps the tail block only.
+        // Folding everything seals and retires the whole list: only the snapshot stays.
         tile.collect_garbage(Ts(31));
         assert_eq!(tile.pending_entries(), 0);
         assert_eq!(deleted_rows(&tile, 40).len(), 31);
+        assert_eq!(tile.memory_bytes(), folded_tile_bytes());
         assert_eq!(tile.collect_garbage(Ts(20)), 0, "lwm never moves backwards");
+        // The writer starts a new list on the folded snapshot.
+        tile.delete(4001, Ts(32));
+        assert_eq!(deleted_rows(&tile, 31).len(), 31);
+        assert_eq!(deleted_rows(&tile, 32).len(), 32);
+        assert_eq!(tile.pending_entries(), 1);
+    }
+
+    fn folded_tile_bytes() -> usize {
+        std::mem::size_of::<TileVisibility>() + std::mem::size_of::<VisibilitySnapshot>()
+    }
+
+    #[test]
+    fn a_full_tail_block_is_sealed_through_its_next_and_the_writer_goes_on() {
+        let tile = TileVisibility::new();
+        for ts in 1..=ENTRIES_PER_BLOCK as u64 {
+            tile.delete(ts as u16, Ts(ts));
+        }
+        assert_eq!(tile.collect_garbage(Ts(8)), 1, "the one full block is folded and retired");
+        assert_eq!(tile.memory_bytes(), folded_tile_bytes());
+        tile.delete(100, Ts(9));
+        assert_eq!(deleted_rows(&tile, 9), vec![1, 2, 3, 4, 5, 6, 7, 8, 100]);
+    }
+
+    /// GC sealed the list but has not swapped its snapshot in when the writer comes:
+    /// the writer folds the sealed list itself and GC's swap then fails harmlessly.
+    #[test]
+    fn a_writer_that_finds_a_seal_before_gc_swaps_folds_the_list_itself() {
+        let tile = TileVisibility::new();
+        for ts in 1..=3u64 {
+            tile.delete(ts as u16 * 10, Ts(ts));
+        }
+        // What GC does before its swap: seal the end of the list.
+        let guard = epoch::pin();
+        let stale = tile.snapshot.load(Acquire, &guard);
+        // SAFETY: loaded under `guard`.
+        let head = unsafe { stale.as_ref() }.expect("a snapshot").head;
+        // SAFETY: the list hangs off the pinned snapshot.
+        assert_eq!(unsafe { &*head }.try_seal_slot(3), Ok(()));
+        tile.delete(40, Ts(4));
+        assert_eq!(deleted_rows(&tile, 3), vec![10, 20, 30]);
+        assert_eq!(deleted_rows(&tile, 4), vec![10, 20, 30, 40]);
+        assert_eq!(tile.base_ts(), Ts(3), "the writer folded the sealed entries");
+        assert_eq!(tile.pending_entries(), 1);
+        // GC's swap from the snapshot it started with fails.
+        let late = Owned::new(VisibilitySnapshot { base_ts: 3, head: std::ptr::null_mut(), bitmap: [0; TILE_WORDS] });
+        assert!(tile.snapshot.compare_exchange(stale, late, AcqRel, Acquire, &guard).is_err());
+        drop(guard);
+        assert_eq!(tile.collect_garbage(Ts(4)), 1);
+        assert_eq!(deleted_rows(&tile, 9), vec![10, 20, 30, 40]);
+    }
+
+    /// Deletes in the race tests: a whole tile, fewer under Miri (an interpreter).
+    const RACE_DELETES: u64 = if cfg!(miri) { 120 } else { TILE_ROWS as u64 };
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: if cfg!(miri) { 4 } else { proptest::prelude::ProptestConfig::default().cases }, ..Default::default() })]
+        /// Single-threaded model check: random deletes (ts increasing), GC at random
+        /// LWMs and reads at random snapshots at or above LWM, against a plain list
+        /// of (row, delete ts).
+        #[test]
+        fn tile_matches_a_list_of_deletes(ops in proptest::collection::vec((0u8..4, 0u16..4096, 0u64..6), 1..300)) {
+            let tile = TileVisibility::new();
+            let mut model: Vec<(usize, u64)> = Vec::new();
+            let (mut ts, mut lwm) = (0u64, 0u64);
+            for (kind, offset, step) in ops {
+                match kind {
+                    0 | 1 => {
+                        if model.iter().any(|&(row, _)| row == offset as usize) {
+                            continue; // a row version is deleted once
+                        }
+                        ts += 1;
+                        tile.delete(offset, Ts(ts));
+                        model.push((offset as usize, ts));
+                    }
+                    2 => {
+                        lwm = (lwm + step).min(ts);
+                        tile.collect_garbage(Ts(lwm));
+                    }
+                    _ => {
+                        let qts = (lwm + step).min(ts.max(lwm));
+                        let mut expected: Vec<usize> = model.iter().filter(|&&(_, at)| at <= qts).map(|&(row, _)| row).collect();
+                        expected.sort_unstable();
+                        proptest::prop_assert_eq!(deleted_rows(&tile, qts), expected, "at {}", qts);
+                    }
+                }
+            }
+            tile.collect_garbage(Ts(ts));
+            if ts > 0 {
+                proptest::prop_assert_eq!(tile.memory_bytes(), folded_tile_bytes());
+            }
+            proptest::prop_assert_eq!(deleted_rows(&tile, ts).len(), model.len());
+        }
     }
 
     #[test]
@@ -364,17 +509,31 @@ mod tests {
     /// `qts`, whatever GC does meanwhile.
     #[test]
     fn gc_racing_readers_and_writer_keeps_bitmaps_exact() {
+        race_gc_readers_and_writer(false);
+    }
+
+    /// The writer yields between deletes, so GC often folds the whole list and seals
+    /// it while the writer is about to append.
+    #[test]
+    fn gc_sealing_under_a_slow_writer_keeps_bitmaps_exact() {
+        race_gc_readers_and_writer(true);
+    }
+
+    fn race_gc_readers_and_writer(slow_writer: bool) {
         let tile = Arc::new(TileVisibility::new());
         let registry = Arc::new(SnapshotRegistry::new(8));
         let hwm = Arc::new(AtomicU64::new(1)); // every delete with ts < hwm is appended
         let stop = Arc::new(AtomicBool::new(false));
-        // Row `ts - 1` is deleted at ts, ts = 1..=4096.
+        // Row `ts - 1` is deleted at ts, ts = 1..=RACE_DELETES.
         let writer = {
             let (tile, hwm) = (Arc::clone(&tile), Arc::clone(&hwm));
             std::thread::spawn(move || {
-                for ts in 1..=TILE_ROWS as u64 {
+                for ts in 1..=RACE_DELETES {
                     tile.delete((ts - 1) as u16, Ts(ts));
                     hwm.store(ts + 1, SeqCst);
+                    if slow_writer {
+                        std::thread::yield_now();
+                    }
                 }
             })
         };
@@ -417,7 +576,7 @@ mod tests {
         for reader in readers {
             assert!(reader.join().expect("reader") > 0);
         }
-        tile.collect_garbage(Ts(TILE_ROWS as u64));
-        assert_eq!(deleted_rows(&tile, TILE_ROWS as u64).len(), TILE_ROWS);
+        tile.collect_garbage(Ts(RACE_DELETES));
+        assert_eq!(deleted_rows(&tile, RACE_DELETES).len(), RACE_DELETES as usize);
     }
 }
