@@ -18,6 +18,7 @@ fn knob(name: &str, default: u64) -> u64 {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let which = std::env::args().nth(1).unwrap_or_else(|| "replay".into());
     let shards = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let background_nice = knob("CDC_BENCH_NICE", retina_core::EngineConfig::default().background_nice as u64) as i32;
     let dir = tempfile::tempdir()?;
     match which.as_str() {
         "replay" => {
@@ -39,6 +40,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 query_interval: Duration::from_millis(10),
                 gc_interval: match std::env::var("CDC_BENCH_GC_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
                     None => retina_core::EngineConfig::default().gc_interval,
+                    Some(0) => None,
+                    Some(ms) => Some(Duration::from_millis(ms)),
+                },
+                background_nice,
+                checkpoint_interval: match std::env::var("CDC_BENCH_CHECKPOINT_MS").ok().and_then(|v| v.parse::<u64>().ok()) {
+                    None => retina_core::EngineConfig::default().checkpoint_interval,
                     Some(0) => None,
                     Some(ms) => Some(Duration::from_millis(ms)),
                 },

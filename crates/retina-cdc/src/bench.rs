@@ -22,10 +22,9 @@ use crate::source::generator::EncodedChunk;
 use crate::source::generator::{now_micros, pre_encode, GeneratorSource};
 use crate::source::uri::GeneratorSpec;
 
-fn start_engine(data_dir: &std::path::Path, shards: usize, gc_interval: Option<Duration>) -> CdcResult<Engine> {
+fn start_engine(data_dir: &std::path::Path, config: EngineConfig) -> CdcResult<Engine> {
     let location = data_dir.to_str().ok_or_else(|| CdcError::InvalidOption(format!("{} is not UTF-8", data_dir.display())))?;
     let store = Arc::new(ParquetLakeStore::open(location).map_err(|e| CdcError::InvalidOption(format!("data dir {location}: {e}")))?);
-    let config = EngineConfig { shards, gc_interval, ..EngineConfig::default() };
     Ok(Engine::start(config, Arc::new(EmbeddedTransactionService::new()), store)?)
 }
 
@@ -64,7 +63,9 @@ pub struct DebeziumReplayReport {
 pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path) -> CdcResult<DebeziumReplayReport> {
     let spec = GeneratorSpec { base_rows: config.base_rows, seed: config.seed, ..GeneratorSpec::default() };
     let (load, changes) = pre_encode(&spec, config.row_changes, EncoderOptions::default())?;
-    let engine = start_engine(data_dir, config.shards, Some(Duration::from_secs(1)))?;
+    let engine_config =
+        EngineConfig { shards: config.shards, gc_interval: Some(Duration::from_secs(1)), ..EngineConfig::default() };
+    let engine = start_engine(data_dir, engine_config)?;
     for schema in schemas() {
         engine.create_table(schema)?;
     }
@@ -130,6 +131,10 @@ pub struct FreshnessConfig {
     pub query_interval: Duration,
     /// The engine's memory-GC period (`None`: no periodic GC).
     pub gc_interval: Option<Duration>,
+    /// The engine's checkpoint period (`None`: none while it runs).
+    pub checkpoint_interval: Option<Duration>,
+    /// The engine's `background_nice`.
+    pub background_nice: i32,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -148,7 +153,14 @@ pub struct FreshnessReport {
 /// Streams `generator:chbench` at `rate` through the sink while a query thread takes
 /// snapshots and measures `now − max(district.fresh_ts)` (HyBench's freshness).
 pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcResult<FreshnessReport> {
-    let engine = Arc::new(start_engine(data_dir, config.shards, config.gc_interval)?);
+    let engine_config = EngineConfig {
+        shards: config.shards,
+        gc_interval: config.gc_interval,
+        checkpoint_interval: config.checkpoint_interval,
+        background_nice: config.background_nice,
+        ..EngineConfig::default()
+    };
+    let engine = Arc::new(start_engine(data_dir, engine_config)?);
     let spec = GeneratorSpec {
         rate: Some(config.rate),
         duration: Some(Duration::from_secs_f64(config.seconds)),
@@ -158,11 +170,16 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
     let mut source = GeneratorSource::start(spec)?;
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));
-    let samples = Arc::new(Mutex::new(Vec::<f64>::new()));
+    // (query start, newest fresh_ts seen), both in microseconds.
+    let samples = Arc::new(Mutex::new(Vec::<(i64, i64)>::new()));
     let query_thread = {
         let (engine, stop, measuring, samples, interval) =
             (Arc::clone(&engine), Arc::clone(&stop), Arc::clone(&measuring), Arc::clone(&samples), config.query_interval);
         std::thread::spawn(move || -> CdcResult<()> {
+            // RETINA_FRESHNESS_TRACE=1: print every sample above 20 ms with what the
+            // engine was doing (for finding where the tail comes from).
+            let trace = std::env::var_os("RETINA_FRESHNESS_TRACE").is_some();
+            let trace_start = Instant::now();
             while !stop.load(SeqCst) {
                 std::thread::sleep(interval);
                 let Some(district) = engine.table_id(DISTRICT) else { continue };
@@ -171,8 +188,16 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
                 // district.fresh_ts is column 6; nearly every transaction updates a district.
                 let newest = retina_bench::queries::newest_fresh_ts(&engine, district, 6, &snapshot)?;
                 if let (true, Some(newest)) = (measuring.load(SeqCst), newest) {
+                    let sample = (started - newest).max(0) as f64 / 1000.0;
+                    if trace && sample > 20.0 {
+                        let stats = engine.stats();
+                        eprintln!(
+                            "trace: {:.3} s freshness {sample:.1} ms flushed {} checkpoints {} gc {} hwm {}",
+                            trace_start.elapsed().as_secs_f64(), stats.files_flushed, stats.checkpoints, stats.gc_runs, stats.high_watermark.0
+                        );
+                    }
                     if let Ok(mut samples) = samples.lock() {
-                        samples.push((started - newest).max(0) as f64 / 1000.0);
+                        samples.push((started, newest));
                     }
                 }
             }
@@ -196,6 +221,9 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
             while engine_for_sink.stats().high_watermark.0 <= load_transactions && engine_for_sink.failure().is_none() {
                 std::thread::sleep(Duration::from_millis(2));
             }
+            // The load's files are still being written for a second or two, which is
+            // a start-up transient, not the steady state the figure is about.
+            let _ = engine_for_sink.wait_for_flushes();
             std::thread::sleep(Duration::from_millis(500));
             flag.store(true, SeqCst);
         });
@@ -208,7 +236,7 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
     let (report, seconds) = result;
     let report = report?;
     queries??;
-    let samples = samples.lock().map(|s| s.clone()).unwrap_or_default();
+    let samples = freshness_samples(&samples.lock().map(|s| s.clone()).unwrap_or_default());
     let (p50, p99, max) = percentiles(samples.clone());
     let row_changes = report.stats.row_changes_applied.saturating_sub(base_rows_of(config.base_rows));
     Ok(FreshnessReport {
@@ -226,6 +254,18 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
 
 fn base_rows_of(target: u64) -> u64 {
     ChBenchScale::for_base_rows(target).base_rows()
+}
+
+/// Freshness in ms of each (query start, newest fresh_ts seen) sample taken while the
+/// stream was still producing: a query that starts after the last transaction was
+/// generated measures how long the stream has been over, not how fresh the data is.
+fn freshness_samples(samples: &[(i64, i64)]) -> Vec<f64> {
+    let last_generated = samples.iter().map(|&(_, newest)| newest).max().unwrap_or(0);
+    samples
+        .iter()
+        .filter(|&&(started, _)| started <= last_generated)
+        .map(|&(started, newest)| (started - newest).max(0) as f64 / 1000.0)
+        .collect()
 }
 
 /// p50, p99 and max of `samples` (zeros when empty).
@@ -285,5 +325,19 @@ impl MessageSource for ChunkSource<'_> {
             return Ok(SourceEvent::Message(Position::generated(self.position)));
         }
         Ok(SourceEvent::End)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_taken_after_the_stream_ended_are_not_freshness() {
+        // The last transaction was generated at 1_000; queries at 1_010 and 1_020
+        // still see it, and only measure the idle time since.
+        let samples = [(900, 890), (1_000, 990), (1_010, 1_000), (1_020, 1_000)];
+        assert_eq!(freshness_samples(&samples), vec![0.01, 0.01]);
+        assert!(freshness_samples(&[]).is_empty());
     }
 }

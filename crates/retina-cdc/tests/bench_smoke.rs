@@ -17,7 +17,7 @@ fn debezium_replay_reports_decode_and_end_to_end_rates() {
 #[test]
 fn freshness_is_measured_after_the_load() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = FreshnessConfig { base_rows: 3_000, rate: 5_000, seconds: 1.5, shards: 2, query_interval: Duration::from_millis(10), gc_interval: Some(Duration::from_millis(200)) };
+    let config = FreshnessConfig { base_rows: 3_000, rate: 5_000, seconds: 1.5, shards: 2, query_interval: Duration::from_millis(10), gc_interval: Some(Duration::from_millis(200)), checkpoint_interval: Some(Duration::from_millis(500)), background_nice: 5 };
     let report = freshness(&config, dir.path()).expect("bench");
     assert!(report.queries > 10, "{report:?}");
     assert!(report.row_changes > 2_000, "{report:?}");

@@ -12,7 +12,7 @@ fn engine(config: EngineConfig) -> Engine {
 }
 
 fn small() -> EngineConfig {
-    EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 3, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5 }
+    EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 3, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 }
 }
 
 fn accounts() -> TableSchema {

@@ -64,7 +64,7 @@ fn schema() -> TableSchema {
 }
 
 fn config() -> EngineConfig {
-    EngineConfig { shards: 1, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5 }
+    EngineConfig { shards: 1, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 }
 }
 
 fn count(engine: &Engine) -> usize {

@@ -54,6 +54,7 @@ fn run() -> Result<(), String> {
         materialize_queries_after: None,
         storage_gc_interval: Some(Duration::from_millis(40)),
         storage_gc_threshold: 0.3,
+        background_nice: 5,
     };
     let store = ParquetLakeStore::open(dir).map_err(|e| e.to_string())?;
     let engine = Engine::open(config, Arc::new(store)).map_err(|e| e.to_string())?;

@@ -24,6 +24,11 @@ pub struct EngineConfig {
     pub storage_gc_interval: Option<Duration>,
     /// Share of a file's rows stale at LWM above which storage GC rewrites it.
     pub storage_gc_threshold: f64,
+    /// Nice value of the background threads (flusher, checkpoints, memory and
+    /// storage GC; Linux): positive values let replay and queries have the CPU first
+    /// when both cores are busy, so background bursts do not become freshness spikes.
+    /// 0 keeps them at the replay threads' priority.
+    pub background_nice: i32,
 }
 
 impl Default for EngineConfig {
@@ -38,6 +43,7 @@ impl Default for EngineConfig {
             materialize_queries_after: Some(Duration::from_secs(30)),
             storage_gc_interval: Some(Duration::from_secs(60)),
             storage_gc_threshold: 0.5,
+            background_nice: 5,
         }
     }
 }

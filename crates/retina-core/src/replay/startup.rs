@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crossbeam_channel::bounded;
 use parking_lot::{Mutex, RwLock};
 
-use super::background::{collect_garbage, sleep_unless_stopped, spawn};
+use super::background::{collect_garbage, sleep_unless_stopped, spawn, spawn_background};
 use super::engine::{Engine, PendingBatch};
 use super::flusher;
 use super::recovery::{recover, RecoveredState, RecoveryReport};
@@ -128,7 +128,7 @@ impl Engine {
         });
         let mut threads = Vec::new();
         let flusher_shared = Arc::clone(&shared);
-        threads.push(spawn("retina-flusher", move || flusher::run(flusher_shared, flush_inbox))?);
+        threads.push(spawn_background("retina-flusher", shared.config.background_nice, move || flusher::run(flusher_shared, flush_inbox))?);
         let mut restored = std::mem::take(&mut state.shard_tables).into_iter();
         let mut shard_inboxes = Vec::with_capacity(shards);
         for index in 0..shards {
@@ -147,7 +147,7 @@ impl Engine {
         if let Some(interval) = shared.config.gc_interval {
             let (gc_shared, gc_inboxes, stop) =
                 (Arc::clone(&shared), shard_inboxes.clone(), Arc::clone(&stop_background));
-            threads.push(spawn("retina-gc", move || {
+            threads.push(spawn_background("retina-gc", shared.config.background_nice, move || {
                 while !stop.load(SeqCst) {
                     sleep_unless_stopped(interval, &stop);
                     if let Some(after) = gc_shared.config.materialize_queries_after {
@@ -160,7 +160,7 @@ impl Engine {
         if let Some(interval) = shared.config.storage_gc_interval {
             let (gc_shared, gc_inboxes, stop) =
                 (Arc::clone(&shared), shard_inboxes.clone(), Arc::clone(&stop_background));
-            threads.push(spawn("retina-storage-gc", move || {
+            threads.push(spawn_background("retina-storage-gc", shared.config.background_nice, move || {
                 while !stop.load(SeqCst) {
                     sleep_unless_stopped(interval, &stop);
                     if stop.load(SeqCst) || gc_shared.has_failed() {
@@ -175,7 +175,7 @@ impl Engine {
         }
         if let Some(interval) = shared.config.checkpoint_interval {
             let (checkpoint_shared, stop) = (Arc::clone(&shared), Arc::clone(&stop_background));
-            threads.push(spawn("retina-checkpoint", move || {
+            threads.push(spawn_background("retina-checkpoint", shared.config.background_nice, move || {
                 while !stop.load(SeqCst) {
                     sleep_unless_stopped(interval, &stop);
                     if stop.load(SeqCst) || checkpoint_shared.has_failed() {

@@ -68,6 +68,8 @@ pub fn run_freshness(args: FreshnessArgs) -> anyhow::Result<()> {
             Some(0) => None,
             Some(ms) => Some(Duration::from_millis(ms)),
         },
+        checkpoint_interval: retina_core::EngineConfig::default().checkpoint_interval,
+        background_nice: retina_core::EngineConfig::default().background_nice,
     };
     let report = freshness(&config, dir.path())?;
     println!(
