@@ -5,9 +5,11 @@
 //! schema `public` (the default). Schema `retina` is the system schema
 //! ([`crate::system`]); it shadows user tables whose names start with `retina.`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider};
@@ -28,11 +30,14 @@ pub struct RetinaCatalog {
     engine: Arc<Engine>,
     figures: Arc<FiguresCollector>,
     scans: Arc<ScanContext>,
+    /// Schemas registered by the session (`pg_catalog`); they shadow engine tables of
+    /// the same schema name.
+    registered: RwLock<BTreeMap<String, Arc<dyn SchemaProvider>>>,
 }
 
 impl RetinaCatalog {
     pub fn new(engine: Arc<Engine>, figures: Arc<FiguresCollector>, scans: Arc<ScanContext>) -> Self {
-        Self { engine, figures, scans }
+        Self { engine, figures, scans, registered: RwLock::new(BTreeMap::new()) }
     }
 }
 
@@ -48,10 +53,18 @@ impl CatalogProvider for RetinaCatalog {
             self.engine.tables().iter().map(|t| split_table_name(t.name()).0.to_string()).collect();
         names.insert(DEFAULT_SCHEMA.to_string());
         names.insert(SYSTEM_SCHEMA.to_string());
+        names.extend(self.registered.read().keys().cloned());
         names.into_iter().collect()
     }
 
+    fn register_schema(&self, name: &str, schema: Arc<dyn SchemaProvider>) -> Result<Option<Arc<dyn SchemaProvider>>> {
+        Ok(self.registered.write().insert(name.to_string(), schema))
+    }
+
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        if let Some(schema) = self.registered.read().get(name) {
+            return Some(Arc::clone(schema));
+        }
         if name == SYSTEM_SCHEMA {
             return Some(Arc::new(SystemSchema { engine: Arc::clone(&self.engine), figures: Arc::clone(&self.figures) }));
         }

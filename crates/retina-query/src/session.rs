@@ -19,6 +19,8 @@ use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{execute_stream, RecordBatchStream, SendableRecordBatchStream};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
+use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
+use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::{Stream, StreamExt};
 use retina_core::{Engine, Snapshot, Ts};
@@ -63,6 +65,7 @@ pub struct RetinaSession {
     options: SessionOptions,
     metrics: Arc<QueryMetrics>,
     figures: Arc<FiguresCollector>,
+    compatibility: PostgresCompatibilityParser,
 }
 
 impl RetinaSession {
@@ -82,7 +85,11 @@ impl RetinaSession {
             prune_splits: options.prune_splits,
         });
         context.register_catalog(CATALOG, Arc::new(RetinaCatalog::new(Arc::clone(&engine), Arc::clone(&figures), scans)));
-        Self { engine, context, options, metrics, figures }
+        if let Err(error) = datafusion_pg_catalog::setup_pg_catalog(&context, CATALOG, EmptyContextProvider) {
+            // Only introspection by clients needs it; queries of Retina tables do not.
+            eprintln!("retina: pg_catalog emulation is unavailable: {error}");
+        }
+        Self { engine, context, options, metrics, figures, compatibility: PostgresCompatibilityParser::new() }
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
@@ -98,8 +105,15 @@ impl RetinaSession {
         self.figures.collect()
     }
 
-    /// Splits `sql` into statements (PostgreSQL dialect).
+    /// Splits `sql` into statements (PostgreSQL dialect). PostgreSQL-only forms that
+    /// clients use to introspect (`OPERATOR(pg_catalog.~)`, `::regclass`, `COLLATE
+    /// pg_catalog.default`, catalog queries DataFusion cannot plan) are rewritten to
+    /// what DataFusion runs on the emulated `pg_catalog`. What that parser refuses
+    /// goes to DataFusion's own parser (its statements and its error messages).
     pub fn parse(&self, sql: &str) -> QueryResult<Vec<Statement>> {
+        if let Ok(statements) = self.compatibility.parse(sql) {
+            return Ok(statements.into_iter().map(|statement| Statement::Statement(Box::new(statement))).collect());
+        }
         let statements: VecDeque<Statement> = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})
             .map_err(|e| QueryError::DataFusion(DataFusionError::from(e)))?;
         Ok(statements.into())

@@ -442,3 +442,31 @@ fn binding_a_used_port_is_a_clear_error() {
     let error = runtime.block_on(PgServer::start(&taken, session)).err().expect("port in use");
     assert!(error.to_string().contains(&taken), "{error}");
 }
+
+/// psql's own catalog commands and the introspection queries drivers and BI tools
+/// send at connect time run on the emulated `pg_catalog`.
+#[test]
+fn psql_describe_commands_and_catalog_introspection_work() {
+    let fx = Fixture::new();
+    // \dt lists the tables of a schema (psql's query uses OPERATOR(pg_catalog.~),
+    // pg_table_is_visible and COLLATE pg_catalog.default).
+    let tables = fx.psql_ok("\\dt shop.*");
+    assert!(tables.contains("shop|items|table"), "{tables}");
+    let schemas = fx.psql_ok("\\dn");
+    assert!(schemas.contains("shop") && schemas.contains("test"), "{schemas}");
+    // \d TABLE: the columns with their PostgreSQL types.
+    let described = fx.psql_ok("\\d shop.items");
+    for column in ["id|bigint", "qty|integer", "price|numeric", "name|text", "ok|boolean", "weight|double precision"] {
+        assert!(described.contains(column), "{column} in:\n{described}");
+    }
+    // What JDBC and psycopg ask: type OIDs by name, the server version, the schema.
+    assert_eq!(fx.psql_ok("SELECT oid FROM pg_catalog.pg_type WHERE typname = 'int8'"), "20");
+    assert_eq!(fx.psql_ok("SELECT current_schema()"), "public");
+    let columns = fx.psql_ok(
+        "SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON a.attrelid = c.oid \
+         WHERE c.relname = 'items' AND a.attnum > 0 ORDER BY a.attnum",
+    );
+    assert_eq!(columns, "id\nqty\nprice\nname\nok\nweight");
+    // The hidden `_create_ts` column stays hidden from the catalog too.
+    assert!(!described.contains("_create_ts"), "{described}");
+}

@@ -118,6 +118,6 @@ proptest! {
         batch_changes in 1..12usize,
         steps in proptest::collection::vec(step(), 10..120),
     ) {
-        run(EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5 }, steps);
+        run(EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 }, steps);
     }
 }

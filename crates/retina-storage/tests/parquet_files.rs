@@ -23,7 +23,7 @@ fn schema() -> TableSchema {
 fn flushed_files_are_standard_parquet_with_create_ts_statistics() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store"));
-    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, batch_changes: 8, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5 };
+    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, batch_changes: 8, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 };
     let engine = Engine::start(config, Arc::new(EmbeddedTransactionService::new()), store.clone()).expect("engine");
     let table = engine.create_table(schema()).expect("table");
     for id in 0..100 {
