@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use retina_core::{CoreError, CoreResult, Engine, EngineConfig};
+use retina_core::{CoreError, CoreResult, Engine, EngineConfig, RowChange};
 use retina_storage::ParquetLakeStore;
 use serde::Serialize;
 
@@ -78,24 +78,69 @@ struct QuerySamples {
     violations: u64,
 }
 
+/// A feed's failure (its own error type, e.g. the CDC sink's).
+pub type FeedError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How the generated transactions reach the engine.
+pub trait ChangeFeed {
+    /// Hands one generated source transaction to the engine (submitted, not
+    /// necessarily visible yet).
+    fn apply(&mut self, changes: Vec<RowChange>) -> Result<(), FeedError>;
+    /// Nothing more is due right now: make what was applied visible (group commit).
+    fn idle(&mut self) -> Result<(), FeedError>;
+}
+
+/// Builds the feed once the engine exists.
+pub trait ChangeFeedFactory {
+    fn feed<'e>(&mut self, engine: &'e Engine) -> Result<Box<dyn ChangeFeed + 'e>, FeedError>;
+}
+
+/// Submits the generated row changes as they are (no source format in between).
+pub struct DirectFeed;
+
+impl ChangeFeedFactory for DirectFeed {
+    fn feed<'e>(&mut self, engine: &'e Engine) -> Result<Box<dyn ChangeFeed + 'e>, FeedError> {
+        Ok(Box::new(DirectSubmit { engine }))
+    }
+}
+
+struct DirectSubmit<'e> {
+    engine: &'e Engine,
+}
+
+impl ChangeFeed for DirectSubmit<'_> {
+    fn apply(&mut self, changes: Vec<RowChange>) -> Result<(), FeedError> {
+        self.engine.submit(changes)?;
+        Ok(())
+    }
+
+    fn idle(&mut self) -> Result<(), FeedError> {
+        Ok(self.engine.flush_batch()?)
+    }
+}
+
+fn feed_failed(error: FeedError) -> CoreError {
+    CoreError::EngineStopped { reason: format!("the change feed failed: {error}") }
+}
+
 /// Runs the live workload in `data_dir` (Parquet files and catalog stay there).
 pub fn run(config: &LiveConfig, data_dir: &Path, progress: Progress) -> CoreResult<LiveReport> {
-    let (report, engine) = run_with(config, data_dir, progress, &mut |_| {})?;
+    let (report, engine) = run_with(config, data_dir, progress, &mut DirectFeed, &mut |_| {})?;
     // Clean shutdown: a final checkpoint, so the data dir opens again as it is now.
-    if let Ok(engine) = Arc::try_unwrap(engine) {
-        engine.close()?;
-    }
+    engine.flush_and_checkpoint()?;
     Ok(report)
 }
 
-/// [`run`], calling `on_loaded` once the base data is visible (e.g. to start SQL
-/// queries or a SQL endpoint beside the built-in queries), and returning the engine
-/// so the caller can keep serving its data after the workload ends (and should
-/// `close` it for a final checkpoint).
+/// [`run`] with the change stream going through `feeds` (e.g. encoded as Debezium
+/// JSON and replayed by the CDC sink), calling `on_loaded` once the base data is
+/// visible (e.g. to start SQL queries or a SQL endpoint beside the built-in queries),
+/// and returning the engine so the caller can keep serving its data after the
+/// workload ends (and should `close` it for a final checkpoint).
 pub fn run_with(
     config: &LiveConfig,
     data_dir: &Path,
     progress: Progress,
+    feeds: &mut dyn ChangeFeedFactory,
     on_loaded: &mut dyn FnMut(&Arc<Engine>),
 ) -> CoreResult<(LiveReport, Arc<Engine>)> {
     let location = data_dir.to_str().ok_or_else(|| CoreError::Storage(format!("{} is not UTF-8", data_dir.display())))?;
@@ -131,22 +176,24 @@ pub fn run_with(
     let tick = Duration::from_millis(2);
     let (mut changes, mut transactions) = (0u64, 0u64);
     let mut last_report = Instant::now();
+    let mut feed = feeds.feed(&engine).map_err(feed_failed)?;
     while start.elapsed() < duration {
-        // Submit what the rate allows so far, then make it visible (group commit).
+        // Apply what the rate allows so far, then make it visible (group commit).
         let due = (start.elapsed().as_secs_f64() * config.rate as f64) as u64;
         while changes < due {
             let (_, txn) = generator.next_transaction(now_micros());
             changes += txn.len() as u64;
             transactions += 1;
-            engine.submit(txn)?;
+            feed.apply(txn).map_err(feed_failed)?;
         }
-        engine.flush_batch()?;
+        feed.idle().map_err(feed_failed)?;
         if last_report.elapsed() > Duration::from_millis(100) {
             progress("replaying", (start.elapsed().as_secs_f64() * 1000.0) as u64, (config.seconds * 1000.0) as u64);
             last_report = Instant::now();
         }
         std::thread::sleep(tick);
     }
+    drop(feed);
     engine.sync()?;
     let seconds = start.elapsed().as_secs_f64();
     stop.store(true, SeqCst);

@@ -79,6 +79,13 @@ impl Engine {
     /// Clean shutdown: makes everything submitted visible, flushes full files and
     /// takes a final checkpoint.
     pub fn close(self) -> CoreResult<CheckpointReport> {
+        self.flush_and_checkpoint()
+    }
+
+    /// [`Self::close`] through a shared handle (a server whose connection tasks may
+    /// still hold the engine for a moment): the same final checkpoint, so the data dir
+    /// reopens as it is now, without waiting to be the last owner.
+    pub fn flush_and_checkpoint(&self) -> CoreResult<CheckpointReport> {
         self.wait_for_flushes()?;
         self.checkpoint()
     }

@@ -1,6 +1,7 @@
-//! `retina demo`: the embedded main job. A CH-benCHmark-like change stream is
-//! replayed into a data dir at a target rate while analytical queries run on fresh
-//! snapshots; a summary follows.
+//! `retina demo`: the embedded main job. A CH-benCHmark-like change stream, encoded
+//! as Debezium JSON and replayed by the CDC sink ([`super::demo_feed`]), goes into a
+//! data dir at a target rate while analytical queries run on fresh snapshots; a
+//! summary follows.
 
 use std::path::{Path, PathBuf};
 
@@ -61,6 +62,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         &config,
         &args.data_dir,
         &mut |phase, done, total| progress.update(phase, done, total),
+        &mut super::demo_feed::DebeziumFeed,
         &mut |engine| sql = Some(super::demo_sql::DemoSql::start(engine, listen)),
     )?;
     progress.finish();
@@ -98,9 +100,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     drop(sql);
     // Clean shutdown: a final checkpoint, so the data dir opens again as it is now.
-    if let Ok(engine) = std::sync::Arc::try_unwrap(engine) {
-        engine.close()?;
-    }
+    // Through the shared handle: a query task may still hold the engine for a moment,
+    // and skipping the checkpoint then would lose everything not yet in a checkpoint.
+    engine.flush_and_checkpoint().context("closing the lakehouse (flush and checkpoint)")?;
     Ok(())
 }
 

@@ -91,8 +91,7 @@ impl Instance {
         // Checkpoint through the shared handle: a connection task may still hold the
         // session (and so the engine) for a moment, and a plain sync would leave the
         // last changes to be lost on reopen.
-        self.engine.wait_for_flushes().context("final flush")?;
-        self.engine.checkpoint().context("final checkpoint")?;
+        self.engine.flush_and_checkpoint().context("final flush and checkpoint")?;
         Ok(())
     }
 }
