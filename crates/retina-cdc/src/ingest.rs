@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use retina_core::Engine;
 
 use crate::error::{CdcError, CdcResult};
-use crate::pipeline::{DecodeStage, LineBatch, PreparedBatch, BATCH_LINES};
+use crate::pipeline::{DecodeStage, LineBatch, PreparedBatch, BATCH_LINES, DECODE_WORKERS};
 use crate::sink::{Sink, SinkOptions, SinkStats};
 use crate::source::generator::GeneratorSource;
 use crate::source::lines::LineSource;
@@ -114,8 +114,8 @@ fn replay(sink: &mut Sink<'_>, source: &mut dyn MessageSource, stop: StopWhen) -
                 batch.push((position, std::mem::replace(&mut buffer, String::with_capacity(capacity))));
                 if batch.len() >= BATCH_LINES {
                     stage.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH_LINES)))?;
-                    // Keep one batch decoding while the previous one is applied.
-                    if stage.in_flight() > 1 {
+                    // Keep every decode worker busy while the oldest batch is applied.
+                    if stage.in_flight() > DECODE_WORKERS {
                         if let Some(prepared) = stage.receive()? {
                             apply(sink, source, prepared, &mut handled)?;
                         }
