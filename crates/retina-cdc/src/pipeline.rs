@@ -123,3 +123,32 @@ impl Drop for DecodeStage {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Batches come back in the order sent whichever worker decoded them, also when
+    /// some are received late (several in flight).
+    #[test]
+    fn batches_come_back_in_the_order_sent() {
+        let mut stage = DecodeStage::start(Arc::new(RwLock::new(KnownBindings::default()))).expect("stage");
+        let batch = |n: u64| -> LineBatch { (0..3).map(|i| (Position::line(n * 10 + i), format!("not json {n}"))).collect() };
+        let mut received = Vec::new();
+        for n in 0..20 {
+            stage.send(batch(n)).expect("send");
+            if n % 3 == 2 {
+                while stage.in_flight() > 1 {
+                    received.push(stage.receive().expect("receive").expect("a batch"));
+                }
+            }
+        }
+        while let Some(prepared) = stage.receive().expect("receive") {
+            received.push(prepared);
+        }
+        let firsts: Vec<u64> = received.iter().map(|b| b[0].0.value).collect();
+        assert_eq!(firsts, (0..20).map(|n| n * 10).collect::<Vec<_>>());
+        // Undecodable lines come back unprepared, for the sink to report.
+        assert!(received.iter().flatten().all(|(_, _, prepared)| prepared.is_none()));
+    }
+}
