@@ -228,6 +228,11 @@ impl TileVisibility {
                 },
             };
         }
+        if folded.is_empty() {
+            // No block to free: a new snapshot would only raise `base_ts`, and an idle
+            // tile would get a fresh 528-byte copy on every GC run.
+            return 0;
+        }
         let replacement = Owned::new(VisibilitySnapshot { base_ts: lwm.0, head, bitmap });
         match self.snapshot.compare_exchange(current, replacement, AcqRel, Acquire, &guard) {
             Ok(_) => {

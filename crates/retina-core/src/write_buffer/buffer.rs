@@ -20,7 +20,8 @@ pub struct WriteBuffer {
     schema: Arc<TableSchema>,
     block_rows: usize,
     builder: BlockBuilder,
-    /// Published blocks, in row order; the last `active_pieces` form the active block.
+    /// Published blocks, in row order; the last `active_pieces` form the active block,
+    /// each of them more than twice as large as the next (`merge_small_pieces`).
     blocks: Vec<RecordBatch>,
     active_pieces: usize,
     active_rows: usize,
@@ -77,8 +78,29 @@ impl WriteBuffer {
         self.blocks.push(piece);
         if self.active_rows >= self.block_rows || self.is_full() {
             self.seal_active_block();
+        } else {
+            self.merge_small_pieces();
         }
         self.file.set_blocks(self.blocks.clone());
+    }
+
+    /// Keeps the active block's pieces geometric: each at least twice as large as the
+    /// next. A trickle of small commits (a few rows per table per batch) would
+    /// otherwise leave thousands of one-row batches for every scan to walk; this way a
+    /// reader sees O(log block_rows) pieces and every row is copied O(log block_rows)
+    /// times before the block is sealed.
+    fn merge_small_pieces(&mut self) {
+        while self.active_pieces >= 2 {
+            let count = self.blocks.len();
+            if self.blocks[count - 1].num_rows() * 2 < self.blocks[count - 2].num_rows() {
+                break;
+            }
+            let merged = concat_batches(&self.schema.stored_schema(), &self.blocks[count - 2..])
+                .expect("pieces of the active block share the stored schema");
+            self.blocks.truncate(count - 2);
+            self.blocks.push(merged);
+            self.active_pieces -= 1;
+        }
     }
 
     /// Merges the active block's pieces into one immutable block.
@@ -150,6 +172,28 @@ mod tests {
         let blocks = buffer.file().blocks();
         assert_eq!(blocks.len(), 1, "two pieces reaching 4 rows are sealed into one block");
         assert_eq!(blocks[0].num_rows(), 5);
+    }
+
+    /// One-row commits into a 4096-row block: readers see a handful of pieces, in
+    /// row order, not one batch per commit.
+    #[test]
+    fn a_trickle_of_small_commits_is_merged_into_few_pieces() {
+        let mut buffer = buffer(4096, 8192);
+        for i in 0..1000 {
+            buffer.append(&[Value::Int64(i)], Ts(i as u64 + 1));
+            buffer.publish();
+            let blocks = buffer.file().blocks();
+            assert!(blocks.len() <= 12, "{} pieces after {} commits", blocks.len(), i + 1);
+            let sizes: Vec<usize> = blocks.iter().map(RecordBatch::num_rows).collect();
+            assert!(sizes.windows(2).all(|w| w[0] > w[1]), "pieces shrink geometrically: {sizes:?}");
+        }
+        let ids: Vec<i64> = buffer
+            .file()
+            .blocks()
+            .iter()
+            .flat_map(|b| b.column(0).as_any().downcast_ref::<arrow_array::Int64Array>().expect("ids").values().to_vec())
+            .collect();
+        assert_eq!(ids, (0..1000).collect::<Vec<_>>());
     }
 
     #[test]
