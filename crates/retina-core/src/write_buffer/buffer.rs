@@ -10,6 +10,10 @@ use crate::schema::TableSchema;
 use crate::types::Ts;
 use crate::value::Value;
 
+/// Pieces of the active block at least this large are not merged before the block
+/// is sealed (see `WriteBuffer::merge_small_pieces`).
+const MERGE_PIECES_BELOW: usize = 256;
+
 /// The writer side of a virtual file: the active block's builders, its published
 /// pieces, and the immutable blocks before it.
 ///
@@ -21,7 +25,7 @@ pub struct WriteBuffer {
     block_rows: usize,
     builder: BlockBuilder,
     /// Published blocks, in row order; the last `active_pieces` form the active block,
-    /// each of them more than twice as large as the next (`merge_small_pieces`).
+    /// few of them small (`merge_small_pieces`).
     blocks: Vec<RecordBatch>,
     active_pieces: usize,
     active_rows: usize,
@@ -84,15 +88,19 @@ impl WriteBuffer {
         self.file.set_blocks(self.blocks.clone());
     }
 
-    /// Keeps the active block's pieces geometric: each at least twice as large as the
-    /// next. A trickle of small commits (a few rows per table per batch) would
-    /// otherwise leave thousands of one-row batches for every scan to walk; this way a
-    /// reader sees O(log block_rows) pieces and every row is copied O(log block_rows)
-    /// times before the block is sealed.
+    /// Merges small pieces of the active block geometrically (a piece is merged into
+    /// the one before while that one is below [`MERGE_PIECES_BELOW`] rows and not more
+    /// than twice as large). A trickle of small commits (a few rows per table per
+    /// batch) would otherwise leave thousands of one-row batches for every scan to
+    /// walk; this way a block has at most `block_rows / MERGE_PIECES_BELOW +
+    /// log2(MERGE_PIECES_BELOW)` pieces, a row is copied at most
+    /// `log2(MERGE_PIECES_BELOW)` times, and the large pieces of a busy replay are
+    /// not copied at all before the block is sealed.
     fn merge_small_pieces(&mut self) {
         while self.active_pieces >= 2 {
             let count = self.blocks.len();
-            if self.blocks[count - 1].num_rows() * 2 < self.blocks[count - 2].num_rows() {
+            let previous = self.blocks[count - 2].num_rows();
+            if previous >= MERGE_PIECES_BELOW || self.blocks[count - 1].num_rows() * 2 < previous {
                 break;
             }
             let merged = concat_batches(&self.schema.stored_schema(), &self.blocks[count - 2..])
@@ -183,9 +191,11 @@ mod tests {
             buffer.append(&[Value::Int64(i)], Ts(i as u64 + 1));
             buffer.publish();
             let blocks = buffer.file().blocks();
-            assert!(blocks.len() <= 12, "{} pieces after {} commits", blocks.len(), i + 1);
+            // 1000 rows: at most three pieces of 256+ rows and the geometric rest.
+            assert!(blocks.len() <= 3 + 9, "{} pieces after {} commits", blocks.len(), i + 1);
             let sizes: Vec<usize> = blocks.iter().map(RecordBatch::num_rows).collect();
-            assert!(sizes.windows(2).all(|w| w[0] > w[1]), "pieces shrink geometrically: {sizes:?}");
+            let small = sizes.iter().skip_while(|&&rows| rows >= MERGE_PIECES_BELOW).copied().collect::<Vec<_>>();
+            assert!(small.windows(2).all(|w| w[0] > w[1]), "small pieces shrink geometrically: {sizes:?}");
         }
         let ids: Vec<i64> = buffer
             .file()
