@@ -14,7 +14,7 @@ use arrow_select::filter::filter_record_batch;
 
 use crate::error::CoreResult;
 use crate::schema::TableSchema;
-use crate::storage::LakeStore;
+use crate::storage::{LakeStore, PageBound};
 use crate::table::{FlushedFile, TableFiles, TableRuntime};
 use crate::types::{FileId, Ts};
 use crate::visibility::{DeleteBitmap, RgVisibility};
@@ -99,6 +99,20 @@ pub fn read_split_with(
     visibility: &dyn VisibilitySource,
     projection: Option<&[usize]>,
 ) -> CoreResult<Vec<RecordBatch>> {
+    read_split_pruned(schema, split, store, visibility, projection, &[]).map(|(batches, _)| batches)
+}
+
+/// [`read_split_with`] that lets the store skip pages of a flushed file whose
+/// statistics prove no row is within `bounds` (see [`LakeStore::read_file_pruned`]);
+/// the rows it returns may still be outside them. Also returns the rows skipped.
+pub fn read_split_pruned(
+    schema: &TableSchema,
+    split: &ScanSplit,
+    store: &dyn LakeStore,
+    visibility: &dyn VisibilitySource,
+    projection: Option<&[usize]>,
+    bounds: &[PageBound],
+) -> CoreResult<(Vec<RecordBatch>, u64)> {
     let qts = visibility.ts();
     let all: Vec<usize>;
     let projection = match projection {
@@ -113,7 +127,7 @@ pub fn read_split_with(
         ScanSplit::File(file) => {
             let meta = &file.meta;
             if meta.row_count == 0 || qts < meta.min_create_ts {
-                return Ok(Vec::new()); // Algorithm 1, lines 3-4
+                return Ok((Vec::new(), 0)); // Algorithm 1, lines 3-4
             }
             let filter_ts = qts < meta.max_create_ts;
             let mut columns: Vec<usize> = projection.to_vec();
@@ -126,13 +140,16 @@ pub fn read_split_with(
             // `_create_ts` cut for files flushed after the snapshot.
             let deleted = visibility.deleted_rows(meta.file_id, &file.visibility, meta.row_count as usize)?;
             let any_deleted = deleted.iter().any(|&word| word != 0);
-            let batches = store.read_file(schema, meta, &columns, any_deleted.then_some(&deleted))?;
+            let (batches, skipped) =
+                store.read_file_pruned(schema, meta, &columns, any_deleted.then_some(&deleted), bounds)?;
             let output: Vec<usize> = projection
                 .iter()
                 .map(|c| columns.binary_search(c).expect("projection columns are read"))
                 .collect();
+            // Skipped pages leave a subsequence of the rows: `_create_ts` still never
+            // decreases, so the cut below stays a prefix cut.
             let ts_column = filter_ts.then(|| columns.binary_search(&create_ts).expect("read above"));
-            mask_batches(&batches, None, ts_column, &output, qts)
+            Ok((mask_batches(&batches, None, ts_column, &output, qts)?, skipped))
         }
         ScanSplit::Virtual(file) => {
             // Blocks written before a column was added (or after, for a reader that
@@ -147,11 +164,11 @@ pub fn read_split_with(
             };
             let rows: usize = blocks.iter().map(RecordBatch::num_rows).sum();
             if rows == 0 {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), 0));
             }
             let deleted = visibility.deleted_rows(file.file_id(), file.visibility(), rows)?;
             // In-memory blocks hold rows of transactions above the snapshot too.
-            mask_batches(blocks, Some(&deleted), Some(create_ts), projection, qts)
+            Ok((mask_batches(blocks, Some(&deleted), Some(create_ts), projection, qts)?, 0))
         }
     }
 }

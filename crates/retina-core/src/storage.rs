@@ -21,6 +21,24 @@ pub struct StoredFile {
     pub size_bytes: u64,
 }
 
+/// Inclusive bounds on the values of one integer-encoded column (integers, dates,
+/// times, timestamps: Parquet INT32/INT64) that a query's filter implies, e.g.
+/// `o_id BETWEEN 10 AND 20` or `d_id = 3`. `None` is unbounded on that side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageBound {
+    /// Index into the table's stored columns.
+    pub column: usize,
+    pub min: Option<i64>,
+    pub max: Option<i64>,
+}
+
+impl PageBound {
+    /// Whether a page whose values lie in `min..=max` may hold a value in bounds.
+    pub fn may_match(&self, min: i64, max: i64) -> bool {
+        self.min.is_none_or(|low| max >= low) && self.max.is_none_or(|high| min <= high)
+    }
+}
+
 pub trait LakeStore: Send + Sync {
     /// Writes `batches` (stored schema: user columns + `_create_ts`) as one data file
     /// with a single row group, under a name derived from `file_id`. A failed write
@@ -39,6 +57,22 @@ pub trait LakeStore: Send + Sync {
         columns: &[usize],
         skip: Option<&DeleteBitmap>,
     ) -> CoreResult<Vec<RecordBatch>>;
+
+    /// [`Self::read_file`] that may also leave out whole pages whose statistics (the
+    /// Parquet page index) prove that no row satisfies every bound in `bounds`.
+    /// Returns the batches and how many rows were skipped that way. An optimization
+    /// only: the caller still filters what comes back. The default skips nothing.
+    fn read_file_pruned(
+        &self,
+        table: &TableSchema,
+        file: &DataFileMeta,
+        columns: &[usize],
+        skip: Option<&DeleteBitmap>,
+        bounds: &[PageBound],
+    ) -> CoreResult<(Vec<RecordBatch>, u64)> {
+        let _ = bounds;
+        Ok((self.read_file(table, file, columns, skip)?, 0))
+    }
 
     /// Deletes a data file that no catalog, checkpoint or query references any more.
     fn delete_file(&self, path: &str) -> CoreResult<()>;

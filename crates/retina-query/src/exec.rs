@@ -35,8 +35,8 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
-use retina_core::scan::{read_split, ScanSplit};
-use retina_core::storage::LakeStore;
+use retina_core::scan::{read_split_pruned, ScanSplit};
+use retina_core::storage::{LakeStore, PageBound};
 use retina_core::table::TableRuntime;
 use retina_core::Snapshot;
 use tokio::sync::Semaphore;
@@ -70,6 +70,8 @@ pub struct RetinaScanExec {
     properties: Arc<PlanProperties>,
     context: Option<Arc<ScanContext>>,
     pruning: Option<ScanPruning>,
+    /// Bounds the store may skip pages of flushed files with ([`crate::page_bounds`]).
+    page_bounds: Arc<[PageBound]>,
     metrics: ExecutionPlanMetricsSet,
 }
 
@@ -101,8 +103,15 @@ impl RetinaScanExec {
             properties: Arc::new(properties),
             context: None,
             pruning: None,
+            page_bounds: Arc::new([]),
             metrics: ExecutionPlanMetricsSet::new(),
         }
+    }
+
+    /// Lets the reads skip pages whose statistics are outside `bounds`.
+    pub fn with_page_bounds(mut self, bounds: Vec<PageBound>) -> Self {
+        self.page_bounds = bounds.into();
+        self
     }
 
     /// Reads through `context` (learning statistics, counting splits), after
@@ -158,10 +167,23 @@ impl DisplayAs for RetinaScanExec {
             self.splits.len(),
             columns.join(", ")
         )?;
-        match &self.pruning {
-            Some(pruning) => write!(f, ", pruned_splits={}, pruning_predicate={}", pruning.pruned_splits, pruning.predicate),
-            None => Ok(()),
+        if let Some(pruning) = &self.pruning {
+            write!(f, ", pruned_splits={}, pruning_predicate={}", pruning.pruned_splits, pruning.predicate)?;
         }
+        if !self.page_bounds.is_empty() {
+            let stored = self.table.schema().stored_schema();
+            let bounds: Vec<String> = self
+                .page_bounds
+                .iter()
+                .map(|bound| {
+                    let name = stored.fields().get(bound.column).map_or("?", |field| field.name().as_str());
+                    let side = |value: Option<i64>| value.map_or(String::new(), |v| v.to_string());
+                    format!("{name} in [{}, {}]", side(bound.min), side(bound.max))
+                })
+                .collect();
+            write!(f, ", page_bounds=[{}]", bounds.join(", "))?;
+        }
+        Ok(())
     }
 }
 
@@ -219,6 +241,8 @@ impl ExecutionPlan for RetinaScanExec {
             )));
         }
         let splits_read = MetricBuilder::new(&self.metrics).counter("splits_read", partition);
+        let rows_skipped = MetricBuilder::new(&self.metrics).counter("rows_skipped_by_page_index", partition);
+        let bounds = Arc::clone(&self.page_bounds);
         if partition == 0 {
             // Once per execution of the plan: every partition is executed once.
             let pruned = self.pruned_split_count();
@@ -242,16 +266,18 @@ impl ExecutionPlan for RetinaScanExec {
                 .await
                 .map_err(|_| DataFusionError::Execution("scan read limiter closed".into()))?;
             splits_read.add(1);
-            tokio::task::spawn_blocking(move || match &context {
+            let (batches, skipped) = tokio::task::spawn_blocking(move || match &context {
                 Some(context) => {
                     context.metrics.count_split_read();
                     let recording = RecordingStore { inner: store.as_ref(), statistics: &context.statistics, table: table_id };
-                    read_visible(&table, &split, &recording, &snapshot, projection.as_deref())
+                    read_visible(&table, &split, &recording, &snapshot, projection.as_deref(), &bounds)
                 }
-                None => read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref()),
+                None => read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref(), &bounds),
             })
             .await
-            .map_err(|error| DataFusionError::ExecutionJoin(Box::new(error)))?
+            .map_err(|error| DataFusionError::ExecutionJoin(Box::new(error)))??;
+            rows_skipped.add(skipped as usize);
+            Ok(batches)
         })
         .flat_map(|result: Result<Vec<RecordBatch>>| match result {
             Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).left_stream(),
@@ -274,22 +300,27 @@ fn leaf_without_children(
 
 /// Reads the visible rows of one split. `snapshot` is borrowed for the whole read, so
 /// the registration outlives the read even if the query is dropped meanwhile.
+/// Returns the visible rows and how many rows the page index let the store skip.
 fn read_visible(
     table: &TableRuntime,
     split: &ScanSplit,
     store: &dyn LakeStore,
     snapshot: &Snapshot,
     projection: Option<&[usize]>,
-) -> Result<Vec<RecordBatch>> {
+    bounds: &[PageBound],
+) -> Result<(Vec<RecordBatch>, u64)> {
     let external = |error: retina_core::CoreError| DataFusionError::External(Box::new(error));
+    let schema = table.schema();
+    let ts = snapshot.ts();
     match projection {
         // Counting rows (`count(*)`) needs no column, but a reader needs one to know
         // how many rows survive: read the first key column and drop it.
         Some([]) => {
-            let key = table.schema().primary_key().first().copied().unwrap_or(0);
-            let batches = read_split(&table.schema(), split, store, snapshot.ts(), Some(&[key])).map_err(external)?;
-            batches.iter().map(|batch| batch.project(&[]).map_err(DataFusionError::from)).collect()
+            let key = schema.primary_key().first().copied().unwrap_or(0);
+            let (batches, skipped) = read_split_pruned(&schema, split, store, &ts, Some(&[key]), bounds).map_err(external)?;
+            let batches = batches.iter().map(|batch| batch.project(&[]).map_err(DataFusionError::from)).collect::<Result<_>>()?;
+            Ok((batches, skipped))
         }
-        projection => read_split(&table.schema(), split, store, snapshot.ts(), projection).map_err(external),
+        projection => read_split_pruned(&schema, split, store, &ts, projection, bounds).map_err(external),
     }
 }

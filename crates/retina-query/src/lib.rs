@@ -21,6 +21,7 @@ pub mod exec;
 pub mod export;
 pub mod figures;
 pub mod metrics;
+pub mod page_bounds;
 pub mod provider;
 pub mod recording_store;
 pub mod session;

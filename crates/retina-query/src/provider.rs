@@ -24,6 +24,7 @@ use retina_core::{Engine, FileId, TableId};
 use crate::exec::{RetinaScanExec, ScanPruning};
 use crate::metrics::QueryMetrics;
 use crate::snapshot::QuerySnapshot;
+use crate::page_bounds::page_bounds;
 use crate::split_pruning::{is_prunable, SplitPruning};
 use crate::split_statistics::SplitStatistics;
 
@@ -107,9 +108,11 @@ impl TableProvider for RetinaTable {
             None => (splits, None),
         };
         let parallel = state.config().target_partitions();
+        let bounds = if self.context.prune_splits { page_bounds(filters, &self.schema) } else { Vec::new() };
         Ok(Arc::new(
             RetinaScanExec::new(table, Arc::clone(self.engine.store()), snapshot.guard(), splits, projection.cloned(), schema, parallel)
-                .with_context(Arc::clone(&self.context), pruning),
+                .with_context(Arc::clone(&self.context), pruning)
+                .with_page_bounds(bounds),
         ))
     }
 

@@ -14,7 +14,7 @@ use datafusion::arrow::record_batch::RecordBatch;
 use retina_core::catalog::{CatalogManifest, DataFileMeta};
 use retina_core::checkpoint::CheckpointManifest;
 use retina_core::scan::drop_deleted_rows;
-use retina_core::storage::{LakeStore, StoredFile};
+use retina_core::storage::{LakeStore, PageBound, StoredFile};
 use retina_core::visibility::DeleteBitmap;
 use retina_core::{CoreResult, FileId, TableId, TableSchema, Ts};
 
@@ -27,6 +27,16 @@ pub struct RecordingStore<'a> {
     pub table: TableId,
 }
 
+impl RecordingStore<'_> {
+    /// Whether some of `columns` of `file` have no statistics yet (a read learns them).
+    fn learning(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize]) -> bool {
+        let stored = table.stored_schema();
+        let names: Vec<&str> =
+            columns.iter().filter_map(|&index| stored.fields().get(index)).map(|field| field.name().as_str()).collect();
+        self.statistics.lacks_any(self.table, file, &names)
+    }
+}
+
 impl LakeStore for RecordingStore<'_> {
     fn read_file(
         &self,
@@ -35,10 +45,7 @@ impl LakeStore for RecordingStore<'_> {
         columns: &[usize],
         skip: Option<&DeleteBitmap>,
     ) -> CoreResult<Vec<RecordBatch>> {
-        let stored = table.stored_schema();
-        let names: Vec<&str> =
-            columns.iter().filter_map(|&index| stored.fields().get(index)).map(|field| field.name().as_str()).collect();
-        if !self.statistics.lacks_any(self.table, file, &names) {
+        if !self.learning(table, file, columns) {
             return self.inner.read_file(table, file, columns, skip);
         }
         let all_rows = self.inner.read_file(table, file, columns, None)?;
@@ -47,6 +54,22 @@ impl LakeStore for RecordingStore<'_> {
             Some(deleted) => drop_deleted_rows(&all_rows, deleted),
             None => Ok(all_rows),
         }
+    }
+
+    /// While statistics are being learned the file is read whole (the learning path
+    /// above); afterwards reads may skip pages.
+    fn read_file_pruned(
+        &self,
+        table: &TableSchema,
+        file: &DataFileMeta,
+        columns: &[usize],
+        skip: Option<&DeleteBitmap>,
+        bounds: &[PageBound],
+    ) -> CoreResult<(Vec<RecordBatch>, u64)> {
+        if self.learning(table, file, columns) {
+            return Ok((self.read_file(table, file, columns, skip)?, 0));
+        }
+        self.inner.read_file_pruned(table, file, columns, skip, bounds)
     }
 
     fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile> {

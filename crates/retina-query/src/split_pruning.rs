@@ -13,9 +13,8 @@
 //! untouched: kept splits are read by `read_split` exactly as before.
 //!
 //! A flushed file is a single row group, so pruning a file is pruning a row group.
-//! Within a file, Parquet's page index could narrow the read further to a
-//! `RowSelection`, but `LakeStore::read_file` takes no selection and decodes whole
-//! columns; that needs a storage change first.
+//! Within a file, the Parquet page index narrows the read further
+//! ([`crate::page_bounds`]).
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -3,7 +3,10 @@
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use bytes::Bytes;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
+use retina_core::storage::PageBound;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::Compression;
 use parquet::errors::ParquetError;
@@ -53,3 +56,92 @@ pub(crate) fn decode(bytes: Bytes, table: &TableSchema, columns: &[usize]) -> Re
         .collect()
 }
 
+
+/// Rows `0..rows` of a file's single row group that may satisfy every bound, from the
+/// page index: a page of a bound column is left out when its min/max lie outside the
+/// bound or it holds only nulls (a null satisfies no comparison). `None` when the
+/// file has no usable page index for any bound or nothing is left out.
+fn selected_rows(metadata: &ParquetMetaData, bounds: &[PageBound], rows: usize) -> Option<Vec<bool>> {
+    let (column_index, offset_index) = (metadata.column_index()?, metadata.offset_index()?);
+    let (pages_min_max, locations) = (column_index.first()?, offset_index.first()?);
+    let mut selected = vec![true; rows];
+    let mut pruned_any = false;
+    for bound in bounds {
+        let (Some(index), Some(offsets)) = (pages_min_max.get(bound.column), locations.get(bound.column)) else { continue };
+        let pages = offsets.page_locations();
+        for (page, location) in pages.iter().enumerate() {
+            let start = usize::try_from(location.first_row_index).ok()?.min(rows);
+            let end = pages.get(page + 1).map_or(Some(rows), |next| usize::try_from(next.first_row_index).ok())?.min(rows);
+            let keep = match index {
+                ColumnIndexMetaData::INT32(index) if index.is_null_page(page) => false,
+                ColumnIndexMetaData::INT64(index) if index.is_null_page(page) => false,
+                ColumnIndexMetaData::INT32(index) => match (index.min_value(page), index.max_value(page)) {
+                    (Some(&min), Some(&max)) => bound.may_match(i64::from(min), i64::from(max)),
+                    _ => true,
+                },
+                ColumnIndexMetaData::INT64(index) => match (index.min_value(page), index.max_value(page)) {
+                    (Some(&min), Some(&max)) => bound.may_match(min, max),
+                    _ => true,
+                },
+                _ => true, // only integer-encoded columns take bounds
+            };
+            if !keep && start < end {
+                selected[start..end].fill(false);
+                pruned_any = true;
+            }
+        }
+    }
+    pruned_any.then_some(selected)
+}
+
+/// [`decode`] that skips the pages [`selected_rows`] leaves out. Returns the batches,
+/// which rows were kept (`None`: all of them) and how many were skipped.
+pub(crate) fn decode_pruned(
+    bytes: Bytes,
+    table: &TableSchema,
+    columns: &[usize],
+    bounds: &[PageBound],
+) -> Result<(Vec<RecordBatch>, Option<Vec<bool>>), ParquetError> {
+    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes.clone(), options)?;
+    let plan = StoredColumns::plan(table, builder.schema().fields().len(), columns);
+    // Flat files of the current layout only: then stored column i is Parquet leaf i.
+    let flat = builder.parquet_schema().num_columns() == builder.schema().fields().len();
+    let rows = builder.metadata().row_groups().first().map_or(0, |group| group.num_rows().max(0) as usize);
+    let selected = match (plan.is_identity() && flat && builder.metadata().num_row_groups() == 1, bounds.is_empty()) {
+        (true, false) => selected_rows(builder.metadata(), bounds, rows),
+        _ => None,
+    };
+    let Some(selected) = selected else {
+        return Ok((decode(bytes, table, columns)?, None));
+    };
+    let ranges = kept_ranges(&selected);
+    let mask = ProjectionMask::roots(builder.parquet_schema(), plan.physical().iter().copied());
+    let reader = builder
+        .with_projection(mask)
+        .with_row_selection(RowSelection::from_consecutive_ranges(ranges.into_iter(), rows))
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()?;
+    let batches = reader.collect::<Result<Vec<_>, _>>()?;
+    Ok((batches, Some(selected)))
+}
+
+/// The runs of `true` in `selected`, as row ranges.
+fn kept_ranges(selected: &[bool]) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut start = None;
+    for (row, &keep) in selected.iter().enumerate() {
+        match (keep, start) {
+            (true, None) => start = Some(row),
+            (false, Some(from)) => {
+                ranges.push(from..row);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = start {
+        ranges.push(from..selected.len());
+    }
+    ranges
+}

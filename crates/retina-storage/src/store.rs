@@ -9,7 +9,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use futures::TryStreamExt;
 use retina_core::catalog::{CatalogManifest, DataFileMeta};
 use retina_core::checkpoint::CheckpointManifest;
-use retina_core::storage::{LakeStore, StoredFile};
+use retina_core::storage::{LakeStore, PageBound, StoredFile};
 use retina_core::visibility::DeleteBitmap;
 use retina_core::{CoreError, CoreResult, FileId, TableSchema, Ts};
 use tokio::runtime::Runtime;
@@ -150,20 +150,44 @@ impl LakeStore for ParquetLakeStore {
         columns: &[usize],
         skip: Option<&DeleteBitmap>,
     ) -> CoreResult<Vec<RecordBatch>> {
+        self.read_file_pruned(table, file, columns, skip, &[]).map(|(batches, _)| batches)
+    }
+
+    fn read_file_pruned(
+        &self,
+        table: &TableSchema,
+        file: &DataFileMeta,
+        columns: &[usize],
+        skip: Option<&DeleteBitmap>,
+        bounds: &[PageBound],
+    ) -> CoreResult<(Vec<RecordBatch>, u64)> {
         let bytes = self.get(&file.path)?.ok_or_else(|| {
             CoreError::Storage(format!("data file {} of the catalog is missing from storage", file.path))
         })?;
-        let batches = parquet_files::decode(bytes, table, columns)
+        let (batches, selected) = parquet_files::decode_pruned(bytes, table, columns, bounds)
             .map_err(|source| StorageError::Parquet { path: file.path.clone(), source })?;
         // Measured on `retina bench scan` (1M rows, 1% scattered deletes): skipping
         // through a Parquet RowSelection cost 1.35x a clean scan, decoding everything
-        // and then applying the mask with Arrow's filter kernel 1.10x. So we filter
-        // after decoding. (Clustered deletes that empty whole pages could still make
-        // skipping pay; measure before switching.)
-        match skip {
-            Some(deleted) => retina_core::scan::drop_deleted_rows(&batches, deleted),
-            None => Ok(batches),
+        // and then applying the mask with Arrow's filter kernel 1.10x. So deleted rows
+        // are filtered after decoding; only whole pages the page index rules out are
+        // skipped while decoding.
+        let Some(deleted) = skip else {
+            let skipped = selected.map_or(0, |kept| kept.iter().filter(|&&keep| !keep).count() as u64);
+            return Ok((batches, skipped));
+        };
+        let Some(selected) = selected else {
+            return Ok((retina_core::scan::drop_deleted_rows(&batches, deleted)?, 0));
+        };
+        // The deleted bits of the rows that were decoded, in their order.
+        let kept = selected.iter().filter(|&&keep| keep).count();
+        let mut kept_deleted = vec![0u64; kept.div_ceil(64)];
+        for (at, (row, _)) in selected.iter().enumerate().filter(|(_, &keep)| keep).enumerate() {
+            if deleted.get(row / 64).is_some_and(|word| word >> (row % 64) & 1 == 1) {
+                kept_deleted[at / 64] |= 1 << (at % 64);
+            }
         }
+        let skipped = (selected.len() - kept) as u64;
+        Ok((retina_core::scan::drop_deleted_rows(&batches, &kept_deleted)?, skipped))
     }
 
     fn delete_file(&self, path: &str) -> CoreResult<()> {

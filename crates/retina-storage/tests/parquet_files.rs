@@ -107,3 +107,60 @@ fn objects_round_trip_and_leftover_visibility_is_purged_when_an_engine_opens() {
     assert_eq!(store.get_object("other/keep").expect("get"), Some(vec![5]));
     drop(engine);
 }
+
+/// A filter on an integer column reads only the pages whose min/max can match (the
+/// page index), and the deleted-rows mask still applies to the rows it decoded.
+#[test]
+fn page_index_skips_pages_that_cannot_match_and_keeps_the_delete_mask() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use retina_core::storage::PageBound;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+    let rows = 65_536i64;
+    let stored = schema().stored_schema();
+    let batch = arrow_array::RecordBatch::try_new(
+        stored,
+        vec![
+            Arc::new(arrow_array::Int64Array::from_iter_values(0..rows)),
+            Arc::new(arrow_array::StringArray::from_iter_values((0..rows).map(|i| format!("n{i}")))),
+            Arc::new(arrow_array::Int64Array::from_iter_values((0..rows).map(|_| 1))),
+        ],
+    )
+    .expect("batch");
+    let written = store.write_file(&schema(), retina_core::FileId(3), &[batch]).expect("write");
+    let meta = retina_core::catalog::DataFileMeta {
+        file_id: retina_core::FileId(3),
+        path: written.path,
+        row_count: rows as u64,
+        first_row_id: retina_core::RowId(0),
+        min_create_ts: retina_core::Ts(1),
+        max_create_ts: retina_core::Ts(1),
+        size_bytes: written.size_bytes,
+        replaces: Vec::new(),
+        column_ranges: Vec::new(),
+    };
+    // Row 40,010 is deleted.
+    let mut deleted = vec![0u64; (rows as usize).div_ceil(64)];
+    deleted[40_010 / 64] |= 1 << (40_010 % 64);
+    let ids = |batches: &[arrow_array::RecordBatch]| -> Vec<i64> {
+        batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect()
+    };
+
+    let bound = PageBound { column: 0, min: Some(40_000), max: Some(40_020) };
+    let (batches, skipped) = store.read_file_pruned(&schema(), &meta, &[0, 1], Some(&deleted), &[bound]).expect("read");
+    assert!(skipped >= rows as u64 / 2, "most pages are skipped, {skipped} rows were");
+    let kept = ids(&batches);
+    assert_eq!(kept.len() as u64, rows as u64 - skipped - 1, "the deleted row is left out of what was decoded");
+    assert!((40_000..=40_020).filter(|&id| id != 40_010).all(|id| kept.contains(&id)), "every matching row is read");
+    assert!(!kept.contains(&40_010));
+    assert!(kept.windows(2).all(|w| w[0] < w[1]), "row order is kept");
+
+    // A bound no page can match skips everything; no bound skips nothing.
+    let none = PageBound { column: 0, min: Some(rows), max: None };
+    let (batches, skipped) = store.read_file_pruned(&schema(), &meta, &[0], None, &[none]).expect("read");
+    assert_eq!((ids(&batches).len(), skipped), (0, rows as u64));
+    let (batches, skipped) = store.read_file_pruned(&schema(), &meta, &[0], Some(&deleted), &[]).expect("read");
+    assert_eq!((ids(&batches).len() as i64, skipped), (rows - 1, 0));
+}
