@@ -6,4 +6,4 @@ mod main_index;
 mod single_point;
 
 pub use main_index::{MainIndex, MainIndexEntry};
-pub use single_point::{KeyVersions, SinglePointIndex};
+pub use single_point::{KeyVersions, SinglePointIndex, INDEX_PARTS};

@@ -66,10 +66,33 @@ impl KeyVersions {
     }
 }
 
+/// Parts of a [`SinglePointIndex`]: index GC walks one part at a time, so it holds
+/// its shard for a sixteenth of a full pass (a full pass over a million keys took
+/// 20–25 ms, a visible freshness bump every time it ran).
+pub const INDEX_PARTS: usize = 16;
+
 /// One shard's single-point index for one table.
-#[derive(Default)]
+///
+/// Invariant: a key lives in part [`part_of`] of it, and only there.
 pub struct SinglePointIndex {
-    keys: HashMap<Box<[u8]>, KeyVersions>,
+    parts: Box<[HashMap<Box<[u8]>, KeyVersions>]>,
+}
+
+impl Default for SinglePointIndex {
+    fn default() -> Self {
+        Self { parts: (0..INDEX_PARTS).map(|_| HashMap::new()).collect() }
+    }
+}
+
+/// The part of `key`, from its last bytes (where encoded keys vary most: the low
+/// bytes of integers, the end of strings before their terminator).
+#[inline]
+fn part_of(key: &[u8]) -> usize {
+    let mut hash = 0u32;
+    for &byte in key.iter().rev().take(12) {
+        hash = hash.wrapping_mul(31) ^ u32::from(byte);
+    }
+    hash as usize % INDEX_PARTS
 }
 
 impl SinglePointIndex {
@@ -77,14 +100,18 @@ impl SinglePointIndex {
         Self::default()
     }
 
+    fn part(&self, key: &[u8]) -> &HashMap<Box<[u8]>, KeyVersions> {
+        &self.parts[part_of(key)]
+    }
+
     /// The live row of `key` as of the newest version (what replay needs).
     pub fn latest(&self, key: &[u8]) -> Option<RowId> {
-        self.keys.get(key).and_then(|versions| versions.latest().1)
+        self.part(key).get(key).and_then(|versions| versions.latest().1)
     }
 
     /// The live row of `key` visible at snapshot `ts`.
     pub fn lookup_at(&self, key: &[u8], ts: Ts) -> Option<RowId> {
-        self.keys.get(key).and_then(|versions| versions.at(ts))
+        self.part(key).get(key).and_then(|versions| versions.at(ts))
     }
 
     /// Records that `key` points to `row` from `ts` on.
@@ -96,7 +123,7 @@ impl SinglePointIndex {
     /// row moved to another file, its content did not change). Returns whether the
     /// newest version was `from`.
     pub fn repoint(&mut self, key: &[u8], from: RowId, to: RowId) -> bool {
-        let Some(versions) = self.keys.get_mut(key) else { return false };
+        let Some(versions) = self.parts[part_of(key)].get_mut(key) else { return false };
         let newest = match versions {
             KeyVersions::One(_, row) => row,
             KeyVersions::Many(list) => &mut list.last_mut().expect("Many holds at least two versions").1,
@@ -115,10 +142,11 @@ impl SinglePointIndex {
     }
 
     fn write(&mut self, key: &[u8], ts: Ts, row: Option<RowId>) {
-        match self.keys.get_mut(key) {
+        let part = &mut self.parts[part_of(key)];
+        match part.get_mut(key) {
             Some(versions) => versions.push(ts, row),
             None => {
-                self.keys.insert(key.into(), KeyVersions::One(ts, row));
+                part.insert(key.into(), KeyVersions::One(ts, row));
             }
         }
     }
@@ -126,20 +154,30 @@ impl SinglePointIndex {
     /// Index GC: drops versions invisible to every snapshot at or above `lwm`, and
     /// keys whose only remaining version is an old tombstone.
     pub fn collect_garbage(&mut self, lwm: Ts) {
-        self.keys.retain(|_, versions| versions.prune(lwm));
+        for part in 0..INDEX_PARTS {
+            self.collect_garbage_part(lwm, part);
+        }
+    }
+
+    /// [`Self::collect_garbage`] over part `part % INDEX_PARTS` only.
+    pub fn collect_garbage_part(&mut self, lwm: Ts, part: usize) {
+        self.parts[part % INDEX_PARTS].retain(|_, versions| versions.prune(lwm));
     }
 
     pub fn len(&self) -> usize {
-        self.keys.len()
+        self.parts.iter().map(HashMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.parts.iter().all(HashMap::is_empty)
     }
 
     /// Iterates over keys with a live newest version (for checkpoints and tests).
     pub fn live_entries(&self) -> impl Iterator<Item = (&[u8], RowId)> {
-        self.keys.iter().filter_map(|(key, versions)| versions.latest().1.map(|row| (key.as_ref(), row)))
+        self.parts
+            .iter()
+            .flat_map(|part| part.iter())
+            .filter_map(|(key, versions)| versions.latest().1.map(|row| (key.as_ref(), row)))
     }
 }
 
@@ -196,5 +234,35 @@ mod tests {
         index.collect_garbage(Ts(5));
         assert_eq!(index.live_entries().count(), 1);
         assert_eq!(index.lookup_at(b"a", Ts(5)), Some(RowId(2)));
+    }
+
+    /// GC part by part ends where a full pass ends; keys spread over the parts.
+    #[test]
+    fn gc_by_parts_equals_a_full_pass_and_keys_spread_over_parts() {
+        let build = || {
+            let mut index = SinglePointIndex::new();
+            for id in 0u64..2_000 {
+                let key = crate::value::encode_key(&[crate::value::Value::Int64(id as i64)]);
+                index.insert(&key, RowId(id), Ts(1));
+                if id % 3 == 0 {
+                    index.delete(&key, Ts(2));
+                }
+            }
+            index
+        };
+        let mut full = build();
+        full.collect_garbage(Ts(5));
+        let mut by_parts = build();
+        for part in 0..INDEX_PARTS {
+            by_parts.collect_garbage_part(Ts(5), part);
+        }
+        assert_eq!(full.len(), by_parts.len());
+        assert_eq!(full.len(), 2_000 - 667, "old tombstones are gone");
+        let busiest = by_parts.parts.iter().map(HashMap::len).max().unwrap_or(0);
+        assert!(busiest < by_parts.len() / 4, "one part holds {busiest} of {} keys", by_parts.len());
+        // One part only: the others keep their tombstones.
+        let mut one = build();
+        one.collect_garbage_part(Ts(5), 0);
+        assert!(one.len() > full.len());
     }
 }

@@ -8,13 +8,15 @@ use crossbeam_channel::Sender;
 
 use super::shard::ShardMessage;
 use super::shared::EngineShared;
+use crate::index::INDEX_PARTS;
 use crate::error::{CoreError, CoreResult};
 use crate::types::Ts;
 
-/// Index GC runs once per this many memory-GC runs: it walks every key of a shard,
-/// while visibility GC only touches tiles, so it would cost replay far more if it
-/// ran as often.
-const INDEX_GC_EVERY: u64 = 50;
+/// Index GC of one part of the shards' indexes runs once per this many memory-GC
+/// runs: it walks keys, while visibility GC only touches tiles, so it would cost
+/// replay far more if it ran as often. A full pass takes `INDEX_PARTS` times this
+/// many runs (48: about 5 s at the default 100 ms).
+const INDEX_GC_EVERY: u64 = 3;
 
 /// Memory GC: fold visibility below LWM in every file, and now and then prune the
 /// shards' indexes.
@@ -31,10 +33,12 @@ pub(crate) fn collect_garbage(shared: &EngineShared, shard_inboxes: &[Sender<Sha
             file.visibility().collect_garbage(lwm);
         }
     }
-    if shared.stats.gc_runs.fetch_add(1, Relaxed) % INDEX_GC_EVERY == 0 {
+    let runs = shared.stats.gc_runs.fetch_add(1, Relaxed);
+    if runs % INDEX_GC_EVERY == 0 {
+        let part = (runs / INDEX_GC_EVERY) as usize % INDEX_PARTS;
         for inbox in shard_inboxes {
             // A full inbox means a busy shard: skip this round rather than block GC.
-            let _ = inbox.try_send(ShardMessage::CollectIndexGarbage { lwm });
+            let _ = inbox.try_send(ShardMessage::CollectIndexGarbage { lwm, part });
         }
     }
     lwm

@@ -20,7 +20,8 @@ use crate::write_buffer::{validate_row, VirtualFile, WriteBuffer};
 
 pub(crate) enum ShardMessage {
     Apply { group: Arc<CommitGroup>, txns: Vec<ShardTxn> },
-    CollectIndexGarbage { lwm: Ts },
+    /// Index GC of one part of every table's index (see `SinglePointIndex`).
+    CollectIndexGarbage { lwm: Ts, part: usize },
     SwapFile(Box<FileSwap>),
 }
 
@@ -76,9 +77,9 @@ impl Shard {
                     Ok(table) => apply_swap(*swap, &mut table.index, &mut table.main, &table.runtime),
                     Err(error) => self.shared.fail(error.to_string()),
                 },
-                ShardMessage::CollectIndexGarbage { lwm } => {
+                ShardMessage::CollectIndexGarbage { lwm, part } => {
                     for table in self.tables.iter_mut().flatten() {
-                        table.index.collect_garbage(lwm);
+                        table.index.collect_garbage_part(lwm, part);
                     }
                 }
             }
