@@ -113,3 +113,47 @@ fn a_reader_stopped_mid_transaction_drops_it_unapplied_and_the_restart_applies_i
         assert_eq!(rows(&engine, schema.name()), rows(&expected.engine, schema.name()), "{}", schema.name());
     }
 }
+
+/// A change event of `s.t` inside transaction `txn` at PostgreSQL LSN `lsn` (so it
+/// carries a source order: `source.sequence` = [last commit LSN, LSN]).
+fn ordered_event(id: i64, txn: &str, total_order: u64, last_commit: u64, lsn: u64) -> String {
+    let line = event("c", id, Some("x"), Some((txn, total_order)));
+    line.replace(r#""txId":"#, &format!(r#""sequence":"[\"{last_commit}\",\"{lsn}\"]","txId":"#))
+}
+
+/// Transactions interleave in the stream (T1 opens, T2 opens and completes, T1
+/// completes) and the process stops between T2's END and T1's END. The recorded
+/// position must not pass T1's BEGIN: the restart reads from there again, drops T2 by
+/// its source order and applies T1, each exactly once.
+#[test]
+fn a_stop_inside_interleaved_transactions_resumes_before_the_open_one() {
+    let lines = vec![
+        begin("t1"),
+        ordered_event(1, "t1", 1, 100, 110),
+        begin("t2"),
+        ordered_event(2, "t2", 1, 100, 120),
+        end("t2", 1, "s.t"),
+        // T2 committed at 125: T1's later events carry it as the last commit.
+        ordered_event(3, "t1", 2, 125, 130),
+        end("t1", 2, "s.t"),
+    ];
+    let cut = 5; // after END t2, with t1 still open
+    let dir = tempfile::tempdir().expect("temp dir");
+    let open = || {
+        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+        let config = EngineConfig { shards: 2, gc_interval: None, ..EngineConfig::default() };
+        Engine::open(config, Arc::new(store)).expect("open")
+    };
+    let engine = open();
+    let first = ingest(&engine, &lines[..cut], SinkOptions::default());
+    assert!(first.expect_err("t1 is still open at the cut").to_string().contains("ended before its END"));
+    assert_eq!(rows(&engine, "s.t").len(), 1, "t2 was applied");
+    engine.close().expect("close with a checkpoint");
+
+    let engine = open();
+    let second = ingest(&engine, &lines, SinkOptions::default()).expect("the restart reads t1 from its BEGIN");
+    assert_eq!(second.stats.transactions_applied, 1, "only t1: t2 is recognized by its source order");
+    assert_eq!(second.stats.duplicate_transactions, 1);
+    let ids: Vec<String> = rows(&engine, "s.t").iter().map(|row| format!("{:?}", row[0])).collect();
+    assert_eq!(ids, vec!["Int64(1)", "Int64(2)", "Int64(3)"]);
+}

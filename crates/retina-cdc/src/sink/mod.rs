@@ -283,6 +283,7 @@ impl<'e> Sink<'e> {
         while self.in_flight.front().is_some_and(|t| t.ts < hwm) {
             self.in_flight.pop_front();
         }
+        let oldest_open = self.reconstructor.oldest_open_begin();
         for transaction in std::mem::take(&mut self.completed) {
             if let (Some(order), Some(last)) = (transaction.order, self.last_order) {
                 if order <= last {
@@ -290,7 +291,7 @@ impl<'e> Sink<'e> {
                     continue;
                 }
             }
-            let position = SinkPosition { transport: transaction.last.value, order: transaction.order };
+            let position = SinkPosition { transport: resume_transport(&transaction, oldest_open), order: transaction.order };
             let count = transaction.changes.len() as u64;
             let changes = if transaction.changes.iter().any(|c| matches!(c.change, SinkChange::Truncate(_))) {
                 let (first, id) = (transaction.first, transaction.id.clone());
@@ -339,3 +340,17 @@ impl<'e> Sink<'e> {
     }
 }
 
+
+/// The transport position a restart may resume after once `transaction` is applied:
+/// its last message, unless a transaction still open began before that (they
+/// interleave). Then the restart must read that one from its BEGIN again, so the
+/// position stays just before it, and the transactions in between are recognized on
+/// the second reading by their source order. Without a source order they could not
+/// be, so the position stays at the last message: a restart then stops with a clear
+/// error about the open transaction's events rather than applying anything twice.
+fn resume_transport(transaction: &reconstruct::CompletedTransaction, oldest_open: Option<Position>) -> u64 {
+    match (oldest_open, transaction.order) {
+        (Some(begin), Some(_)) if begin.value <= transaction.last.value => begin.value.saturating_sub(1),
+        _ => transaction.last.value,
+    }
+}

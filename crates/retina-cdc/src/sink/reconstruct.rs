@@ -103,6 +103,12 @@ impl Reconstructor {
         Self { grouping, keep_raw, open: HashMap::new(), group: None, generated_ids: 0 }
     }
 
+    /// Where the oldest transaction still open (or the pending no-metadata group)
+    /// began: a restart must read from there again to see all of it.
+    pub fn oldest_open_begin(&self) -> Option<Position> {
+        self.open.values().map(|t| t.begin).chain(self.group.as_ref().map(|(_, g)| g.begin)).min_by_key(|p| p.value)
+    }
+
     /// Transactions currently open (BEGIN seen, END not yet).
     pub fn open_transactions(&self) -> usize {
         self.open.len() + usize::from(self.group.is_some())
