@@ -163,6 +163,16 @@ impl Drop for Fixture {
     }
 }
 
+/// A raw StartupMessage (protocol 3.0, user and database `retina`).
+fn send_startup(socket: &mut TcpStream) {
+    let mut startup = Vec::new();
+    startup.extend_from_slice(&196_608i32.to_be_bytes());
+    startup.extend_from_slice(b"user\0retina\0database\0retina\0\0");
+    let mut message = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
+    message.extend_from_slice(&startup);
+    socket.write_all(&message).expect("startup");
+}
+
 fn row(table: TableId, id: i64) -> RowChange {
     RowChange::Insert {
         table,
@@ -258,12 +268,7 @@ fn a_client_that_vanishes_mid_result_leaves_no_snapshot_behind() {
     let fx = Fixture::new();
     for _ in 0..3 {
         let mut socket = TcpStream::connect(fx.addr()).expect("connect");
-        let mut startup = Vec::new();
-        startup.extend_from_slice(&196_608i32.to_be_bytes());
-        startup.extend_from_slice(b"user\0retina\0database\0retina\0\0");
-        let mut message = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
-        message.extend_from_slice(&startup);
-        socket.write_all(&message).expect("startup");
+        send_startup(&mut socket);
         // A big result: 500 x 500 rows.
         let sql = b"SELECT a.id, b.name FROM shop.items a, shop.items b\0";
         let mut query = vec![b'Q'];
@@ -375,12 +380,7 @@ fn a_client_that_skips_authentication_is_disconnected_with_a_protocol_error() {
     let fx = Fixture::with_password("pw");
     let mut socket = TcpStream::connect(fx.addr()).expect("connect");
     socket.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    let mut startup = Vec::new();
-    startup.extend_from_slice(&196_608i32.to_be_bytes());
-    startup.extend_from_slice(b"user\0retina\0database\0retina\0\0");
-    let mut message = ((startup.len() + 4) as i32).to_be_bytes().to_vec();
-    message.extend_from_slice(&startup);
-    socket.write_all(&message).expect("startup");
+    send_startup(&mut socket);
     let (tag, body) = read_backend_message(&mut socket);
     assert_eq!(tag, b'R');
     assert_eq!(&body[..4], &10i32.to_be_bytes(), "AuthenticationSASL");

@@ -94,36 +94,35 @@ fn selected_rows(metadata: &ParquetMetaData, bounds: &[PageBound], rows: usize) 
     pruned_any.then_some(selected)
 }
 
-/// [`decode`] that skips the pages [`selected_rows`] leaves out. Returns the batches,
-/// which rows were kept (`None`: all of them) and how many were skipped.
+/// [`decode`] that skips the pages [`selected_rows`] leaves out. Returns the batches
+/// and which rows were kept (`None`: all of them).
 pub(crate) fn decode_pruned(
     bytes: Bytes,
     table: &TableSchema,
     columns: &[usize],
     bounds: &[PageBound],
 ) -> Result<(Vec<RecordBatch>, Option<Vec<bool>>), ParquetError> {
+    // The common case reads no page index: that would parse more metadata per read.
+    if bounds.is_empty() {
+        return Ok((decode(bytes, table, columns)?, None));
+    }
     let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
     let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes.clone(), options)?;
     let plan = StoredColumns::plan(table, builder.schema().fields().len(), columns);
     // Flat files of the current layout only: then stored column i is Parquet leaf i.
     let flat = builder.parquet_schema().num_columns() == builder.schema().fields().len();
-    let rows = builder.metadata().row_groups().first().map_or(0, |group| group.num_rows().max(0) as usize);
-    let selected = match (plan.is_identity() && flat && builder.metadata().num_row_groups() == 1, bounds.is_empty()) {
-        (true, false) => selected_rows(builder.metadata(), bounds, rows),
-        _ => None,
-    };
-    let Some(selected) = selected else {
+    if !(plan.is_identity() && flat && builder.metadata().num_row_groups() == 1) {
         return Ok((decode(bytes, table, columns)?, None));
-    };
-    let ranges = kept_ranges(&selected);
+    }
+    let rows = builder.metadata().row_groups().first().map_or(0, |group| group.num_rows().max(0) as usize);
+    let selected = selected_rows(builder.metadata(), bounds, rows);
     let mask = ProjectionMask::roots(builder.parquet_schema(), plan.physical().iter().copied());
-    let reader = builder
-        .with_projection(mask)
-        .with_row_selection(RowSelection::from_consecutive_ranges(ranges.into_iter(), rows))
-        .with_batch_size(READ_BATCH_ROWS)
-        .build()?;
-    let batches = reader.collect::<Result<Vec<_>, _>>()?;
-    Ok((batches, Some(selected)))
+    let mut builder = builder.with_projection(mask).with_batch_size(READ_BATCH_ROWS);
+    if let Some(selected) = &selected {
+        builder = builder.with_row_selection(RowSelection::from_consecutive_ranges(kept_ranges(selected).into_iter(), rows));
+    }
+    let batches = builder.build()?.collect::<Result<Vec<_>, _>>()?;
+    Ok((batches, selected))
 }
 
 /// The runs of `true` in `selected`, as row ranges.
