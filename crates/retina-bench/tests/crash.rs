@@ -63,6 +63,7 @@ fn expected(tables: &ChBenchTables, transactions: usize) -> HashMap<TableId, Has
                 RowChange::Delete { table, key } => {
                     assert!(state.get_mut(&table).expect("table").remove(&encode_key(&key)).is_some(), "stream deletes a missing key");
                 }
+                other => panic!("the crash stream has only inserts, updates and deletes: {other:?}"),
             }
         }
     }

@@ -30,6 +30,12 @@ pub enum CoreError {
     #[error("table {table}: {operation} at ts {ts} of key {key} that has no live row")]
     MissingKey { table: String, key: String, operation: &'static str, ts: Ts },
 
+    /// An update that keeps columns of the row it replaces (a source that did not
+    /// send their unchanged values, e.g. PostgreSQL TOAST) found no row to take them
+    /// from. The placeholder is never stored, nor NULL or a default instead.
+    #[error("table {table}: update at ts {ts} of key {key} leaves column {column} unchanged but {reason}, so there is no previous value to keep")]
+    UnavailableValue { table: String, column: String, key: String, ts: Ts, reason: &'static str },
+
     #[error("mirror transaction ts {ts} is not above the last submitted ts {last}")]
     OutOfOrder { ts: Ts, last: Ts },
 

@@ -60,8 +60,42 @@ impl ReferenceModel {
                     self.delete(*table, &encode_key(key), ts);
                     self.insert(*table, row.clone(), ts);
                 }
+                RowChange::Upsert { table, row } => {
+                    let key = self.row_key(*table, row);
+                    if self.live(*table, &key).is_some() {
+                        self.delete(*table, &key, ts);
+                    }
+                    self.insert(*table, row.clone(), ts);
+                }
+                RowChange::UpdateOrInsert { table, key, row } => {
+                    let key = encode_key(key);
+                    if self.live(*table, &key).is_some() {
+                        self.delete(*table, &key, ts);
+                    }
+                    self.insert(*table, row.clone(), ts);
+                }
+                RowChange::DeleteIfPresent { table, key } => {
+                    let key = encode_key(key);
+                    if self.live(*table, &key).is_some() {
+                        self.delete(*table, &key, ts);
+                    }
+                }
+                RowChange::UpdateKeeping { table, key, row, keep } => {
+                    let key = encode_key(key);
+                    let previous = self.live(*table, &key).expect("model: update of a live key").clone();
+                    let mut row = row.clone();
+                    for &column in keep {
+                        row[column] = previous[column].clone();
+                    }
+                    self.delete(*table, &key, ts);
+                    self.insert(*table, row, ts);
+                }
             }
         }
+    }
+
+    fn live(&self, table: TableId, key: &[u8]) -> Option<&Row> {
+        self.versions[&table].iter().find(|v| v.key == key && v.deleted.is_none()).map(|v| &v.row)
     }
 
     fn insert(&mut self, table: TableId, row: Row, ts: Ts) {

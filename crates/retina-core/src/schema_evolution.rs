@@ -102,12 +102,9 @@ pub fn conform_batch(table: &TableSchema, batch: &RecordBatch) -> CoreResult<Rec
 pub fn pad_short_rows(engine: &Engine, tables: &[TableId], changes: &mut [RowChange]) -> CoreResult<()> {
     for &table in tables {
         let width = engine.table(table)?.column_count();
-        for change in changes.iter_mut() {
-            match change {
-                RowChange::Insert { table: t, row } | RowChange::Update { table: t, row, .. } if *t == table && row.len() < width => {
-                    row.resize(width, Value::Null);
-                }
-                _ => {}
+        for change in changes.iter_mut().filter(|c| c.table() == table) {
+            if let Some(row) = change.row_mut().filter(|row| row.len() < width) {
+                row.resize(width, Value::Null);
             }
         }
     }

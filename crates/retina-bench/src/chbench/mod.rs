@@ -33,9 +33,9 @@ mod tests {
         let (mut updates, mut inserts, mut deletes) = (0usize, 0usize, 0usize);
         for change in txns.iter().flatten() {
             match change {
-                RowChange::Update { .. } => updates += 1,
-                RowChange::Insert { .. } => inserts += 1,
-                RowChange::Delete { .. } => deletes += 1,
+                RowChange::Update { .. } | RowChange::UpdateOrInsert { .. } | RowChange::UpdateKeeping { .. } => updates += 1,
+                RowChange::Insert { .. } | RowChange::Upsert { .. } => inserts += 1,
+                RowChange::Delete { .. } | RowChange::DeleteIfPresent { .. } => deletes += 1,
             }
         }
         let total = (updates + inserts + deletes) as f64;

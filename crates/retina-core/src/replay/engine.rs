@@ -14,7 +14,7 @@ use super::background::collect_garbage;
 use super::checkpointer::CheckpointReport;
 use super::commit_group::CommitGroup;
 use super::flusher::FlushMessage;
-use super::operation::{RowChange, ShardOp, ShardTxn};
+use super::operation::{IfAbsent, RowChange, ShardOp, ShardTxn};
 use super::recovery::RecoveryReport;
 use super::routing::shard_of;
 use super::shard::ShardMessage;
@@ -198,17 +198,42 @@ impl Engine {
             match change {
                 RowChange::Insert { table: id, row } => {
                     let key = row_key(schema, &row)?;
-                    routed.push((shard_of(&key, shards), ShardOp::Insert { table: id, key, row }));
+                    routed.push((shard_of(&key, shards), ShardOp::Insert { table: id, key, row, replace: false }));
+                }
+                RowChange::Upsert { table: id, row } => {
+                    let key = row_key(schema, &row)?;
+                    routed.push((shard_of(&key, shards), ShardOp::Insert { table: id, key, row, replace: true }));
                 }
                 RowChange::Delete { table: id, key } => {
                     let key = key_bytes(schema, &key)?;
-                    routed.push((shard_of(&key, shards), ShardOp::Delete { table: id, key, operation: "delete" }));
+                    routed.push((shard_of(&key, shards), ShardOp::Delete { table: id, key, operation: "delete", if_absent: IfAbsent::Fail }));
                 }
-                RowChange::Update { table: id, key, row } => {
+                RowChange::DeleteIfPresent { table: id, key } => {
+                    let key = key_bytes(schema, &key)?;
+                    let if_absent = IfAbsent::CountIgnoredDelete;
+                    routed.push((shard_of(&key, shards), ShardOp::Delete { table: id, key, operation: "delete", if_absent }));
+                }
+                RowChange::Update { table: id, key, row } => route_update(&mut routed, schema, shards, id, &key, row, IfAbsent::Fail)?,
+                RowChange::UpdateOrInsert { table: id, key, row } => {
+                    route_update(&mut routed, schema, shards, id, &key, row, IfAbsent::CountUpsert)?
+                }
+                RowChange::UpdateKeeping { table: id, key, row, keep } => {
                     let old = key_bytes(schema, &key)?;
                     let new = row_key(schema, &row)?;
-                    routed.push((shard_of(&old, shards), ShardOp::Delete { table: id, key: old, operation: "update" }));
-                    routed.push((shard_of(&new, shards), ShardOp::Insert { table: id, key: new, row }));
+                    if old != new {
+                        let column = keep.first().map_or_else(String::new, |&c| column_name(schema, c));
+                        return Err(CoreError::UnavailableValue {
+                            table: schema.name().to_string(),
+                            column,
+                            key: hex(&old),
+                            ts: Ts(0),
+                            reason: "the update changes the primary key",
+                        });
+                    }
+                    if let Some(&bad) = keep.iter().find(|&&c| c >= schema.column_count()) {
+                        return Err(CoreError::ArityMismatch { table: schema.name().to_string(), expected: schema.column_count(), actual: bad + 1 });
+                    }
+                    routed.push((shard_of(&old, shards), ShardOp::UpdateKeeping { table: id, key: old, row, keep }));
                 }
             }
         }
@@ -379,6 +404,8 @@ impl Engine {
             visibility_bytes,
             stored_versions,
             last_flush_error: self.shared.last_flush_error.lock().clone(),
+            absent_row_upserts: stats.absent_row_upserts.load(Relaxed),
+            absent_row_deletes_ignored: stats.absent_row_deletes_ignored.load(Relaxed),
         }
     }
 
@@ -407,6 +434,33 @@ impl Drop for Engine {
             let _ = thread.join();
         }
     }
+}
+
+/// An update: the delete of the old key's row and the insert of the new row, each in
+/// the shard owning its key.
+fn route_update(
+    routed: &mut Vec<(usize, ShardOp)>,
+    schema: &TableSchema,
+    shards: usize,
+    table: TableId,
+    key: &[Value],
+    row: crate::value::Row,
+    if_absent: IfAbsent,
+) -> CoreResult<()> {
+    let old = key_bytes(schema, key)?;
+    let new = row_key(schema, &row)?;
+    routed.push((shard_of(&old, shards), ShardOp::Delete { table, key: old, operation: "update", if_absent }));
+    routed.push((shard_of(&new, shards), ShardOp::Insert { table, key: new, row, replace: false }));
+    Ok(())
+}
+
+fn column_name(schema: &TableSchema, column: usize) -> String {
+    schema.columns().fields().get(column).map_or_else(|| format!("#{column}"), |f| f.name().clone())
+}
+
+/// Keys are shown as hex in errors, as the shards show them.
+fn hex(key: &[u8]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Encodes the primary key taken from a full row image.

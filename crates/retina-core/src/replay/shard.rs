@@ -1,12 +1,14 @@
 //! A replayer shard: applies its part of each mirror transaction.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use crossbeam_channel::Receiver;
 
 use super::shared::EngineShared;
 use super::flusher::FlushJob;
-use super::operation::{ShardOp, ShardTxn};
+use super::operation::{IfAbsent, ShardOp, ShardTxn};
 use super::commit_group::CommitGroup;
 use super::recovery::RestoredShardTable;
 use super::storage_gc::{apply_swap, FileSwap};
@@ -14,8 +16,10 @@ use crate::error::{CoreError, CoreResult};
 use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
 use crate::schema::TableSchema;
 use crate::table::TableRuntime;
-use crate::types::{RowId, TableId, Ts};
-use crate::value::Row;
+use crate::rows::value_at;
+use crate::schema_evolution::conform_batches;
+use crate::types::{RowId, RowLocation, TableId, Ts};
+use crate::value::{Row, Value};
 use crate::write_buffer::{validate_row, VirtualFile, WriteBuffer};
 
 pub(crate) enum ShardMessage {
@@ -93,8 +97,15 @@ impl Shard {
         for txn in txns {
             for op in txn.ops {
                 match op {
-                    ShardOp::Insert { table, key, row } => self.insert(table, &key, row, txn.ts)?,
-                    ShardOp::Delete { table, key, operation } => self.delete(table, &key, operation, txn.ts)?,
+                    ShardOp::Insert { table, key, row, replace: false } => self.insert(table, &key, row, txn.ts)?,
+                    ShardOp::Insert { table, key, row, replace: true } => {
+                        self.delete(table, &key, "upsert", IfAbsent::Ignore, txn.ts)?;
+                        self.insert(table, &key, row, txn.ts)?
+                    }
+                    ShardOp::Delete { table, key, operation, if_absent } => {
+                        self.delete(table, &key, operation, if_absent, txn.ts)?
+                    }
+                    ShardOp::UpdateKeeping { table, key, row, keep } => self.update_keeping(table, &key, row, &keep, txn.ts)?,
                 }
             }
         }
@@ -170,15 +181,24 @@ impl Shard {
         Ok(())
     }
 
-    fn delete(&mut self, table_id: TableId, key: &[u8], operation: &'static str, ts: Ts) -> CoreResult<()> {
+    fn delete(&mut self, table_id: TableId, key: &[u8], operation: &'static str, if_absent: IfAbsent, ts: Ts) -> CoreResult<()> {
         let table = self.table_mut(table_id)?;
         let Some(row_id) = table.index.latest(key) else {
-            return Err(CoreError::MissingKey {
-                table: table.runtime.name().to_string(),
-                key: display_key(key),
-                operation,
-                ts,
-            });
+            let counter = match if_absent {
+                IfAbsent::Fail => {
+                    return Err(CoreError::MissingKey {
+                        table: table.runtime.name().to_string(),
+                        key: display_key(key),
+                        operation,
+                        ts,
+                    })
+                }
+                IfAbsent::Ignore => return Ok(()),
+                IfAbsent::CountUpsert => &self.shared.stats.absent_row_upserts,
+                IfAbsent::CountIgnoredDelete => &self.shared.stats.absent_row_deletes_ignored,
+            };
+            counter.fetch_add(1, Relaxed);
+            return Ok(());
         };
         let (location, visibility) =
             table.main.locate(row_id).expect("every row id in the single-point index has a main-index range");
@@ -186,6 +206,90 @@ impl Shard {
         table.index.delete(key, ts);
         Ok(())
     }
+
+    /// An update keeping the columns `keep` of the row it replaces: their values are
+    /// read from where that row is (this shard's write buffer, another virtual file
+    /// of the table, or a data file), then it is an update like any other.
+    fn update_keeping(&mut self, table_id: TableId, key: &[u8], mut row: Row, keep: &[usize], ts: Ts) -> CoreResult<()> {
+        let shared = Arc::clone(&self.shared);
+        let table = self.table_mut(table_id)?;
+        let unavailable = |table: &ShardTable, reason| CoreError::UnavailableValue {
+            table: table.runtime.name().to_string(),
+            column: keep.first().map_or_else(String::new, |&c| column_name(&table.schema, c)),
+            key: display_key(key),
+            ts,
+            reason,
+        };
+        let Some(row_id) = table.index.latest(key) else {
+            return Err(unavailable(table, "the row is not in the mirror"));
+        };
+        let (location, _) =
+            table.main.locate(row_id).expect("every row id in the single-point index has a main-index range");
+        // A row appended earlier in this batch is not published yet; publishing early
+        // is harmless (readers cut rows by `_create_ts`, and this ts is not visible).
+        if let Some(buffer) = table.buffer.as_mut() {
+            if buffer.file().file_id() == location.file_id && buffer.has_unpublished_rows() {
+                buffer.publish();
+            }
+        }
+        let previous = previous_values(&shared, &table.runtime, location, keep)?;
+        let Some(previous) = previous else {
+            return Err(unavailable(table, "its stored row could not be found"));
+        };
+        for (&column, value) in keep.iter().zip(previous) {
+            if let Some(slot) = row.get_mut(column) {
+                *slot = value;
+            }
+        }
+        self.delete(table_id, key, "update", IfAbsent::Fail, ts)?;
+        self.insert(table_id, key, row, ts)
+    }
+}
+
+/// The values of `columns` of the row stored at `location`: from a virtual file's
+/// published blocks, else from the data file in lake storage. `None` when the file
+/// is in neither list (it cannot be while the index points at it).
+fn previous_values(
+    shared: &EngineShared,
+    runtime: &TableRuntime,
+    location: RowLocation,
+    columns: &[usize],
+) -> CoreResult<Option<Vec<Value>>> {
+    let schema = runtime.schema();
+    let files = runtime.files();
+    let offset = location.offset as usize;
+    let pick = |batches: &[RecordBatch], logical: &[usize]| -> CoreResult<Option<Vec<Value>>> {
+        let mut start = 0usize;
+        for batch in batches {
+            if offset < start + batch.num_rows() {
+                let values = logical
+                    .iter()
+                    .map(|&c| value_at(batch.column(c).as_ref(), offset - start))
+                    .collect::<CoreResult<Vec<Value>>>()?;
+                return Ok(Some(values));
+            }
+            start += batch.num_rows();
+        }
+        Ok(None)
+    };
+    if let Some(file) = files.virtual_files.iter().find(|f| f.file_id() == location.file_id) {
+        // Blocks written before a column was added have the old layout.
+        let blocks = conform_batches(&schema, &file.blocks())?;
+        return pick(&blocks, columns);
+    }
+    if let Some(file) = files.flushed.iter().find(|f| f.meta.file_id == location.file_id) {
+        let mut sorted: Vec<usize> = columns.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let batches = shared.store.read_file(&schema, &file.meta, &sorted, None)?;
+        let read: Vec<usize> = columns.iter().filter_map(|c| sorted.binary_search(c).ok()).collect();
+        return pick(&batches, &read);
+    }
+    Ok(None)
+}
+
+fn column_name(schema: &TableSchema, column: usize) -> String {
+    schema.columns().fields().get(column).map_or_else(|| format!("#{column}"), |f| f.name().clone())
 }
 
 /// Keys are shown as hex in errors: they are an encoding, not the source values.

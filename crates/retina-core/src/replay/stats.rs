@@ -14,6 +14,8 @@ pub(crate) struct SharedStats {
     pub(crate) checkpoints: AtomicU64,
     pub(crate) last_checkpoint_ts: AtomicU64,
     pub(crate) materialized_bytes: AtomicU64,
+    pub(crate) absent_row_upserts: AtomicU64,
+    pub(crate) absent_row_deletes_ignored: AtomicU64,
 }
 
 /// A point-in-time view of the engine's figures.
@@ -31,6 +33,10 @@ pub struct EngineStats {
     pub visibility_bytes: u64,
     pub stored_versions: u64,
     pub last_flush_error: Option<String>,
+    /// [`crate::RowChange::UpdateOrInsert`]s whose row was absent (applied as inserts).
+    pub absent_row_upserts: u64,
+    /// [`crate::RowChange::DeleteIfPresent`]s whose row was absent (ignored).
+    pub absent_row_deletes_ignored: u64,
 }
 
 impl EngineStats {
