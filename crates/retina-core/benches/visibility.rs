@@ -4,22 +4,23 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use retina_core::visibility::{RgVisibility, TileVisibility, TILE_ROWS, TILE_WORDS};
+use retina_core::visibility::{RgWriter, TileWriter, TILE_ROWS, TILE_WORDS};
 use retina_core::Ts;
 
 /// A tile with `pending` delete entries above its base (spread over the rows).
-fn tile_with(pending: usize) -> TileVisibility {
-    let tile = TileVisibility::new();
+fn tile_with(pending: usize) -> TileWriter {
+    let mut writer = TileWriter::new();
     for i in 0..pending {
-        tile.delete(((i * 37) % TILE_ROWS) as u16, Ts(i as u64 + 1));
+        writer.delete(((i * 37) % TILE_ROWS) as u16, Ts(i as u64 + 1));
     }
-    tile
+    writer
 }
 
 fn bitmap_at(c: &mut Criterion) {
     let mut group = c.benchmark_group("tile_bitmap_at");
     for pending in [0usize, 8, 64, 512] {
-        let tile = tile_with(pending);
+        let writer = tile_with(pending);
+        let tile = writer.tile();
         let mut out = [0u64; TILE_WORDS];
         group.bench_with_input(BenchmarkId::from_parameter(pending), &pending, |b, &pending| {
             b.iter(|| {
@@ -34,10 +35,11 @@ fn bitmap_at(c: &mut Criterion) {
 fn row_group_bitmap(c: &mut Criterion) {
     // A 64K-row row group (16 tiles) with 1% of its rows deleted above the base.
     let rows = 16 * TILE_ROWS;
-    let rg = RgVisibility::new(rows);
+    let mut writer = RgWriter::new(rows);
     for (i, offset) in (0..rows as u32).step_by(100).enumerate() {
-        rg.delete(offset, Ts(i as u64 + 1));
+        writer.delete(offset, Ts(i as u64 + 1));
     }
+    let rg = writer.visibility();
     c.bench_function("row_group_bitmap_at_64k_rows_1pct", |b| b.iter(|| black_box(rg.bitmap_at(Ts(u64::from(u32::MAX)), rows))));
 }
 
@@ -46,7 +48,7 @@ fn append_and_gc(c: &mut Criterion) {
         b.iter(|| black_box(tile_with(TILE_ROWS)));
     });
     c.bench_function("tile_gc_fold_4096", |b| {
-        b.iter_batched(|| tile_with(TILE_ROWS), |tile| black_box(tile.collect_garbage(Ts(TILE_ROWS as u64))), criterion::BatchSize::SmallInput);
+        b.iter_batched(|| tile_with(TILE_ROWS), |writer| black_box(writer.tile().collect_garbage(Ts(TILE_ROWS as u64))), criterion::BatchSize::SmallInput);
     });
 }
 

@@ -30,7 +30,7 @@ use crate::storage::LakeStore;
 use crate::table::{FlushedFile, TableFiles, TableRuntime};
 use crate::types::{FileId, RowId, TableId, Ts};
 use crate::value::encode_key;
-use crate::visibility::RgVisibility;
+use crate::visibility::RgWriter;
 use crate::write_buffer::VirtualFile;
 
 /// What one shard owns of one table after recovery.
@@ -127,12 +127,13 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             }
             let key_rows = read_key_columns(store, schema, meta)?;
             mask_created_after(&key_rows, schema, ts, &mut deleted);
-            let visibility = Arc::new(RgVisibility::from_bitmap(rows, &deleted, ts));
+            let writer = RgWriter::from_bitmap(rows, &deleted, ts);
+            let visibility = Arc::clone(writer.visibility());
             let (scanned, restored, owner) =
                 index_visible_rows(schema, &key_rows, &deleted, meta.first_row_id, shards, &mut indexes)?;
             rows_scanned += scanned;
             keys += restored;
-            main_entries.push((owner, main_entry(meta.first_row_id, rows as u64, meta.file_id, &visibility)));
+            main_entries.push((owner, MainIndexEntry { first_row_id: meta.first_row_id, rows: rows as u64, file_id: meta.file_id, writer }));
             next_row_id = next_row_id.max(meta.first_row_id.0 + meta.row_count);
             next_file_id = next_file_id.max(meta.file_id.0 + 1);
             files.flushed.push(FlushedFile { meta: meta.clone(), visibility });
@@ -164,13 +165,13 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
                 }
                 batches.extend(segment_batches);
             }
-            let visibility = RgVisibility::from_bitmap(saved.capacity as usize, &saved.deleted, ts);
+            let writer = RgWriter::from_bitmap(saved.capacity as usize, &saved.deleted, ts);
             let file = Arc::new(VirtualFile::recovered(
                 entry.id,
                 saved.file_id,
                 saved.first_row_id,
                 saved.capacity as usize,
-                visibility,
+                Arc::clone(writer.visibility()),
                 batches,
             ));
             let key_rows = project_key_columns(schema, &file.blocks())?;
@@ -178,7 +179,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
                 index_visible_rows(schema, &key_rows, &saved.deleted, saved.first_row_id, shards, &mut indexes)?;
             rows_scanned += scanned;
             keys += restored;
-            main_entries.push((owner, main_entry(saved.first_row_id, saved.capacity, saved.file_id, file.visibility())));
+            main_entries.push((owner, MainIndexEntry { first_row_id: saved.first_row_id, rows: saved.capacity, file_id: saved.file_id, writer }));
             next_row_id = next_row_id.max(saved.first_row_id.0 + saved.capacity);
             next_file_id = next_file_id.max(saved.file_id.0 + 1);
             files.virtual_files.push(Arc::clone(&file));
@@ -187,14 +188,18 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
         }
         main_entries.sort_by_key(|(_, e): &(usize, MainIndexEntry)| e.first_row_id);
         let table = Arc::new(TableRuntime::restored(entry.id, TableSchema::clone(schema), next_row_id, files));
-        for (shard, index) in indexes.into_iter().enumerate() {
-            // A file's rows all belong to one shard (its keys hash there), so only that
-            // shard gets its range: it is the only one that deletes in it or swaps it.
-            let mut main = MainIndex::new();
-            for (_, entry) in main_entries.iter().filter(|(owner, _)| *owner == shard) {
-                main.push(entry.clone());
-            }
-            shard_tables[shard].push(RestoredShardTable { table: Arc::clone(&table), index, main });
+        // A file's rows all belong to one shard (its keys hash there), so only that
+        // shard gets its range and its visibility's writer: it is the only one that
+        // deletes in it or swaps it.
+        let mut mains: Vec<MainIndex> = (0..shards).map(|_| MainIndex::new()).collect();
+        for (owner, entry) in main_entries {
+            let main = mains.get_mut(owner).ok_or_else(|| {
+                CoreError::Storage(format!("recovery: file {} belongs to shard {owner} of {shards}", entry.file_id.0))
+            })?;
+            main.push(entry);
+        }
+        for ((index, main), shard_table) in indexes.into_iter().zip(mains).zip(shard_tables.iter_mut()) {
+            shard_table.push(RestoredShardTable { table: Arc::clone(&table), index, main });
         }
         registry.by_name.insert(schema.name().to_string(), entry.id);
         registry.tables.push(table);
@@ -243,10 +248,6 @@ fn flushed_files_at(catalog: &[DataFileMeta], checkpointed: &HashMap<FileId, &Ch
     }
     files.sort_by_key(|f| f.first_row_id);
     files
-}
-
-fn main_entry(first_row_id: RowId, rows: u64, file_id: FileId, visibility: &Arc<RgVisibility>) -> MainIndexEntry {
-    MainIndexEntry { first_row_id, rows, file_id, visibility: Arc::clone(visibility) }
 }
 
 /// The primary-key columns followed by `_create_ts` of a flushed file.

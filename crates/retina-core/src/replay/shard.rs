@@ -152,12 +152,12 @@ impl Shard {
         }
         let needs_file = table.buffer.as_ref().is_none_or(WriteBuffer::is_full);
         if needs_file {
-            let file = shared.new_virtual_file(&table.runtime);
+            let (file, writer) = shared.new_virtual_file(&table.runtime);
             table.main.push(MainIndexEntry {
                 first_row_id: file.first_row_id(),
                 rows: file.capacity() as u64,
                 file_id: file.file_id(),
-                visibility: Arc::clone(file.visibility()),
+                writer,
             });
             match table.buffer.as_mut() {
                 Some(buffer) => {
@@ -201,7 +201,7 @@ impl Shard {
             return Ok(());
         };
         let (location, visibility) =
-            table.main.locate(row_id).expect("every row id in the single-point index has a main-index range");
+            table.main.locate_mut(row_id).expect("every row id in the single-point index has a main-index range");
         visibility.delete(location.offset, ts);
         table.index.delete(key, ts);
         Ok(())
@@ -303,14 +303,10 @@ fn at_ts(error: CoreError, ts: Ts) -> CoreError {
 }
 
 /// Used by `EngineShared::new_virtual_file`.
-pub(crate) fn virtual_file_for(shared: &EngineShared, table: &TableRuntime) -> Arc<VirtualFile> {
+pub(crate) fn virtual_file_for(shared: &EngineShared, table: &TableRuntime) -> (Arc<VirtualFile>, RgWriter) {
     let capacity = shared.config.file_rows;
-    let file = Arc::new(VirtualFile::new(
-        table.id(),
-        shared.allocate_file_id(),
-        table.reserve_row_ids(capacity as u64),
-        capacity,
-    ));
+    let (file, writer) = VirtualFile::new(table.id(), shared.allocate_file_id(), table.reserve_row_ids(capacity as u64), capacity);
+    let file = Arc::new(file);
     table.add_virtual_file(Arc::clone(&file));
-    file
+    (file, writer)
 }

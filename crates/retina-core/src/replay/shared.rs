@@ -80,7 +80,7 @@ impl EngineShared {
         FileId(self.next_file_id.fetch_add(1, Relaxed))
     }
 
-    pub(crate) fn new_virtual_file(&self, table: &TableRuntime) -> Arc<VirtualFile> {
+    pub(crate) fn new_virtual_file(&self, table: &TableRuntime) -> (Arc<VirtualFile>, crate::visibility::RgWriter) {
         virtual_file_for(self, table)
     }
 

@@ -29,13 +29,15 @@ use crate::rows::value_at;
 use crate::table::{FlushedFile, TableRuntime};
 use crate::types::{RowId, TableId, Ts};
 use crate::value::encode_key;
-use crate::visibility::RgVisibility;
+use crate::visibility::{RgVisibility, RgWriter};
 
 /// A rewritten file on its way to the shard that owns its keys.
 pub(crate) struct FileSwap {
     pub(crate) table: TableId,
     pub(crate) old: FlushedFile,
-    pub(crate) new: Option<FlushedFile>,
+    /// The new file and the writer of its visibility: made here, written only by the
+    /// shard the swap goes to (dual delete, then its own deletes).
+    pub(crate) new: Option<(FlushedFile, RgWriter)>,
     /// (key, offset in the old file, offset in the new file) of every live row.
     pub(crate) moves: Vec<(Vec<u8>, u32, u32)>,
     pub(crate) rewritten_at: Ts,
@@ -145,7 +147,8 @@ impl EngineShared {
                 replaces: old.meta.replaces.iter().copied().chain([old.meta.file_id]).collect(),
                 column_ranges: crate::column_ranges::column_ranges(&schema, &live),
             };
-            Some(FlushedFile { meta, visibility: Arc::new(RgVisibility::new(kept)) })
+            let writer = RgWriter::new(kept);
+            Some((FlushedFile { meta, visibility: Arc::clone(writer.visibility()) }, writer))
         };
         fail::fail_point!("storage_gc::before-swap", |_| Ok(0));
         let (done, swapped) = bounded(1);
@@ -178,9 +181,9 @@ impl EngineShared {
     }
 }
 
-impl RgVisibility {
+impl RgWriter {
     /// Replays `deletes` (old offset, ts), in ts order, onto the rows that moved.
-    pub(crate) fn replay_moved_deletes(&self, deletes: &[(u32, Ts)], old_to_new: &[u32]) {
+    pub(crate) fn replay_moved_deletes(&mut self, deletes: &[(u32, Ts)], old_to_new: &[u32]) {
         for &(old_offset, ts) in deletes {
             if let Some(&new_offset) = old_to_new.get(old_offset as usize) {
                 if new_offset != u32::MAX {
@@ -201,14 +204,16 @@ pub(crate) fn apply_swap(
     main: &mut crate::index::MainIndex,
     table: &TableRuntime,
 ) {
-    let old_meta = &swap.old.meta;
-    if let Some(new) = &swap.new {
+    let FileSwap { old, new, moves, rewritten_at, done, .. } = swap;
+    let old_meta = &old.meta;
+    let mut new_file = None;
+    if let Some((new, mut writer)) = new {
         let mut old_to_new = vec![u32::MAX; old_meta.row_count as usize];
-        for (_, old_offset, new_offset) in &swap.moves {
+        for (_, old_offset, new_offset) in &moves {
             old_to_new[*old_offset as usize] = *new_offset;
         }
-        new.visibility.replay_moved_deletes(&swap.old.visibility.deletes_after(swap.rewritten_at), &old_to_new);
-        for (key, old_offset, new_offset) in &swap.moves {
+        writer.replay_moved_deletes(&old.visibility.deletes_after(rewritten_at), &old_to_new);
+        for (key, old_offset, new_offset) in &moves {
             index.repoint(
                 key,
                 RowId(old_meta.first_row_id.0 + *old_offset as u64),
@@ -219,12 +224,12 @@ pub(crate) fn apply_swap(
             first_row_id: new.meta.first_row_id,
             rows: new.meta.row_count,
             file_id: new.meta.file_id,
-            visibility: Arc::clone(&new.visibility),
+            writer,
         });
+        new_file = Some(new);
     }
     main.remove_file(old_meta.file_id);
-    table.replace_flushed(old_meta.file_id, swap.new.clone());
-    let FileSwap { done, old, new, moves, .. } = swap;
-    drop((old, new, moves));
+    table.replace_flushed(old_meta.file_id, new_file);
+    drop((old, moves));
     let _ = done.send(());
 }

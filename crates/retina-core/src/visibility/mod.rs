@@ -7,8 +7,8 @@ mod delete_ts_block;
 mod row_group;
 mod tile;
 
-pub use row_group::RgVisibility;
-pub use tile::{TileVisibility, TILE_ROWS, TILE_WORDS};
+pub use row_group::{RgVisibility, RgWriter};
+pub use tile::{TileVisibility, TileWriter, TILE_ROWS, TILE_WORDS};
 
 /// A deleted-rows bitmap: bit `i` (word `i / 64`, bit `i % 64`) set means row `i`
 /// is deleted at the snapshot the bitmap was taken for.

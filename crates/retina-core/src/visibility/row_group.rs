@@ -1,4 +1,6 @@
-//! `RgVisibility`: the tiles of one row group.
+//! `RgVisibility`: the tiles of one row group, and `RgWriter`, their one writer.
+
+use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
 
@@ -7,21 +9,82 @@ use super::DeleteBitmap;
 use crate::types::Ts;
 
 /// Visibility of a row group of up to `capacity` rows, split into 4096-row tiles.
-/// The same contract as [`TileVisibility`]: one writer (the owning shard), many
-/// readers, one collector.
+/// The contract of [`TileVisibility`]: one writer, many readers, one collector. The
+/// writer is the row group's [`RgWriter`], made with it; through `&RgVisibility`
+/// (what readers and memory GC share) nothing can be deleted.
 pub struct RgVisibility {
     tiles: Box<[TileVisibility]>,
     capacity: usize,
 }
 
-impl RgVisibility {
+/// The single writer of one row group's visibility: the only way to mark its rows
+/// deleted.
+///
+/// Contract: a row group exists only together with its one writer (both are made by
+/// [`RgWriter::new`] or [`RgWriter::from_bitmap`]); the writer is not `Clone`, and
+/// [`RgWriter::delete`] takes `&mut self`. So two deletes on one row group's tiles
+/// never run at once, which their lock-free delete-ts lists rely on (a second
+/// concurrent writer would free blocks under the first). The writer may move between
+/// threads: the replayer shard that owns the row group's keys holds it in its main
+/// index (storage GC makes a rewritten file's writer and hands it to that shard).
+/// Deletes must come in non-decreasing ts order (checked in debug builds).
+///
+/// ```
+/// use retina_core::visibility::RgWriter;
+/// use retina_core::Ts;
+///
+/// let mut writer = RgWriter::new(10);
+/// let readers = std::sync::Arc::clone(writer.visibility());
+/// writer.delete(3, Ts(1));
+/// assert!(readers.is_deleted_at(3, Ts(1)));
+/// ```
+///
+/// A second writer cannot be made from safe code. The writer cannot be cloned:
+///
+/// ```compile_fail,E0599
+/// use retina_core::visibility::RgWriter;
+///
+/// let writer = RgWriter::new(10);
+/// let _second = writer.clone();
+/// ```
+///
+/// The shared visibility cannot delete:
+///
+/// ```compile_fail,E0599
+/// use retina_core::visibility::RgWriter;
+/// use retina_core::Ts;
+///
+/// let writer = RgWriter::new(10);
+/// writer.visibility().delete(3, Ts(1));
+/// ```
+///
+/// And two threads cannot use one writer at once:
+///
+/// ```compile_fail,E0499
+/// use retina_core::visibility::RgWriter;
+/// use retina_core::Ts;
+///
+/// let mut writer = RgWriter::new(10);
+/// std::thread::scope(|scope| {
+///     scope.spawn(|| writer.delete(1, Ts(1)));
+///     scope.spawn(|| writer.delete(2, Ts(2)));
+/// });
+/// ```
+pub struct RgWriter {
+    visibility: Arc<RgVisibility>,
+    /// The ts of the latest delete, for the order check.
+    last_ts: Ts,
+}
+
+impl RgWriter {
+    /// A row group of `capacity` rows with no deletes, and its writer.
     pub fn new(capacity: usize) -> Self {
         let tiles = (0..capacity.div_ceil(TILE_ROWS)).map(|_| TileVisibility::new()).collect();
-        Self { tiles, capacity }
+        Self { visibility: Arc::new(RgVisibility { tiles, capacity }), last_ts: Ts(0) }
     }
 
     /// A row group whose rows set in `deleted` are deleted at or before `base_ts`
-    /// (recovery from a checkpoint).
+    /// (recovery from a checkpoint), and its writer.
     pub fn from_bitmap(capacity: usize, deleted: &[u64], base_ts: Ts) -> Self {
         let tiles = (0..capacity.div_ceil(TILE_ROWS))
             .map(|tile| {
@@ -32,21 +95,33 @@ impl RgVisibility {
                 TileVisibility::with_base(words, base_ts)
             })
             .collect();
-        Self { tiles, capacity }
+        Self { visibility: Arc::new(RgVisibility { tiles, capacity }), last_ts: Ts(0) }
     }
 
-    pub fn capacity(&self) -> usize {
-        self.capacity
+    /// The row group's visibility, for readers and memory GC.
+    pub fn visibility(&self) -> &Arc<RgVisibility> {
+        &self.visibility
     }
 
-    /// Marks row `offset` of the row group deleted at `ts`. Writer only.
+    /// Marks row `offset` of the row group deleted at `ts`.
     ///
     /// # Panics
     /// If `offset >= capacity`: row locations come from the index, never from input.
-    pub fn delete(&self, offset: u32, ts: Ts) {
+    pub fn delete(&mut self, offset: u32, ts: Ts) {
         let offset = offset as usize;
-        assert!(offset < self.capacity, "row offset {offset} outside row group of {}", self.capacity);
-        self.tiles[offset / TILE_ROWS].delete((offset % TILE_ROWS) as u16, ts);
+        let visibility = &*self.visibility;
+        assert!(offset < visibility.capacity, "row offset {offset} outside row group of {}", visibility.capacity);
+        debug_assert!(ts >= self.last_ts, "row-group delete at {ts} after one at {}", self.last_ts);
+        self.last_ts = ts;
+        // SAFETY: the tiles of a row group are made only inside its one writer, which
+        // is not Clone, and `&mut self` makes this the only delete running on them.
+        unsafe { visibility.tiles[offset / TILE_ROWS].delete((offset % TILE_ROWS) as u16, ts) }
+    }
+}
+
+impl RgVisibility {
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Deleted-rows bitmap for the first `rows` rows at snapshot `qts`.
@@ -106,10 +181,11 @@ mod tests {
 
     #[test]
     fn deletes_route_to_their_tile_and_bitmap_is_trimmed() {
-        let rg = RgVisibility::new(3 * TILE_ROWS);
-        rg.delete(5, Ts(1));
-        rg.delete(TILE_ROWS as u32 + 7, Ts(2));
-        rg.delete(2 * TILE_ROWS as u32 + 9, Ts(3));
+        let mut writer = RgWriter::new(3 * TILE_ROWS);
+        let rg = Arc::clone(writer.visibility());
+        writer.delete(5, Ts(1));
+        writer.delete(TILE_ROWS as u32 + 7, Ts(2));
+        writer.delete(2 * TILE_ROWS as u32 + 9, Ts(3));
         let bitmap = rg.bitmap_at(Ts(2), 2 * TILE_ROWS + 100);
         assert_eq!(bitmap.len(), (2 * TILE_ROWS + 100).div_ceil(64));
         let ones: u32 = bitmap.iter().map(|w| w.count_ones()).sum();
@@ -121,10 +197,12 @@ mod tests {
 
     #[test]
     fn deletes_after_lists_newer_deletes_in_ts_order() {
-        let rg = RgVisibility::new(2 * TILE_ROWS);
-        rg.delete(TILE_ROWS as u32 + 1, Ts(3));
-        rg.delete(2, Ts(4));
-        rg.delete(5, Ts(1));
+        let mut writer = RgWriter::new(2 * TILE_ROWS);
+        let rg = Arc::clone(writer.visibility());
+        // Tile by tile the deletes are (5, 1), (2, 4), (4097, 3).
+        writer.delete(5, Ts(1));
+        writer.delete(TILE_ROWS as u32 + 1, Ts(3));
+        writer.delete(2, Ts(4));
         assert_eq!(rg.deletes_after(Ts(2)), vec![(TILE_ROWS as u32 + 1, Ts(3)), (2, Ts(4))]);
         assert!(rg.deletes_after(Ts(4)).is_empty());
     }
@@ -136,18 +214,20 @@ mod tests {
         for row in [1usize, 4097, rows - 1] {
             deleted[row / 64] |= 1 << (row % 64);
         }
-        let rg = RgVisibility::from_bitmap(rows, &deleted, Ts(9));
+        let mut writer = RgWriter::from_bitmap(rows, &deleted, Ts(9));
+        let rg = Arc::clone(writer.visibility());
         assert_eq!(rg.bitmap_at(Ts(9), rows), deleted);
-        rg.delete(2, Ts(10));
+        writer.delete(2, Ts(10));
         assert!(rg.is_deleted_at(2, Ts(10)) && !rg.is_deleted_at(2, Ts(9)));
     }
 
     #[test]
     fn bits_per_tuple_of_a_fully_collected_row_group_is_near_one() {
         let rows = 16 * TILE_ROWS;
-        let rg = RgVisibility::new(rows);
+        let mut writer = RgWriter::new(rows);
+        let rg = Arc::clone(writer.visibility());
         for offset in (0..rows as u32).step_by(7) {
-            rg.delete(offset, Ts(offset as u64 + 1));
+            writer.delete(offset, Ts(offset as u64 + 1));
         }
         rg.collect_garbage(Ts(rows as u64 + 1));
         let bits = rg.memory_bytes() as f64 * 8.0 / rows as f64;

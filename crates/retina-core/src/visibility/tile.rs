@@ -1,6 +1,7 @@
 //! `TileVisibility`: the visibility of 4096 consecutive row versions.
 
 use std::sync::atomic::{AtomicPtr, Ordering::{AcqRel, Acquire, Relaxed}};
+use std::sync::Arc;
 
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 
@@ -29,8 +30,11 @@ struct VisibilitySnapshot {
 /// append-only delete-ts array.
 ///
 /// Concurrency contract:
-/// - exactly one thread (the owning replayer shard) calls [`TileVisibility::delete`],
-///   in non-decreasing ts order;
+/// - exactly one writer appends deletes, in non-decreasing ts order. A second
+///   concurrent writer would race on `tail` and free blocks under the first, so
+///   writing is not possible through `&TileVisibility`: it takes the tile's one
+///   [`TileWriter`] (or, inside a row group, its one
+///   [`RgWriter`](super::RgWriter)), by `&mut`;
 /// - any number of readers call [`TileVisibility::bitmap_at`] with `qts >= LWM`;
 /// - at most one thread at a time calls [`TileVisibility::collect_garbage`] with a
 ///   true LWM (every running and future query has `qts >= lwm`).
@@ -58,20 +62,88 @@ pub struct TileVisibility {
 unsafe impl Send for TileVisibility {}
 unsafe impl Sync for TileVisibility {}
 
-impl Default for TileVisibility {
+/// The single writer of one standalone tile: the only way to append deletes to it.
+///
+/// It cannot be cloned and its [`TileWriter::delete`] takes `&mut self`, and a tile
+/// is only made together with its writer, so safe code cannot get a second writer
+/// of a tile. Readers share [`TileWriter::tile`].
+///
+/// ```
+/// use retina_core::visibility::{TileWriter, TILE_WORDS};
+/// use retina_core::Ts;
+///
+/// let mut writer = TileWriter::new();
+/// let tile = std::sync::Arc::clone(writer.tile());
+/// writer.delete(7, Ts(1));
+/// let mut bitmap = [0u64; TILE_WORDS];
+/// tile.bitmap_at(Ts(1), &mut bitmap);
+/// assert_eq!(bitmap[0], 1 << 7);
+/// ```
+///
+/// The shared handle cannot write:
+///
+/// ```compile_fail,E0624
+/// use retina_core::visibility::{TileWriter};
+/// use retina_core::Ts;
+///
+/// let writer = TileWriter::new();
+/// writer.tile().delete(7, Ts(1));
+/// ```
+///
+/// Nor can the writer be cloned:
+///
+/// ```compile_fail,E0599
+/// use retina_core::visibility::TileWriter;
+///
+/// let writer = TileWriter::new();
+/// let _second = writer.clone();
+/// ```
+pub struct TileWriter {
+    tile: Arc<TileVisibility>,
+    last_ts: Ts,
+}
+
+impl Default for TileWriter {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl TileVisibility {
+impl TileWriter {
+    /// A tile with no deletes, and its writer.
     pub fn new() -> Self {
+        Self { tile: Arc::new(TileVisibility::new()), last_ts: Ts(0) }
+    }
+
+    /// A tile whose rows in `bitmap` are deleted at or before `base_ts`, and its writer.
+    pub fn with_base(bitmap: [u64; TILE_WORDS], base_ts: Ts) -> Self {
+        Self { tile: Arc::new(TileVisibility::with_base(bitmap, base_ts)), last_ts: Ts(0) }
+    }
+
+    /// The tile, for readers and the collector.
+    pub fn tile(&self) -> &Arc<TileVisibility> {
+        &self.tile
+    }
+
+    /// Marks row `offset` deleted at `ts`; `ts` must not be below an earlier delete's.
+    pub fn delete(&mut self, offset: u16, ts: Ts) {
+        debug_assert!(ts >= self.last_ts, "tile delete at {ts} after one at {}", self.last_ts);
+        self.last_ts = ts;
+        // SAFETY: a tile is made only inside its one writer, which is not Clone, and
+        // `&mut self` makes this the only delete running on it.
+        unsafe { self.tile.delete(offset, ts) }
+    }
+}
+
+impl TileVisibility {
+    /// Tiles are made only with their writer: a [`TileWriter`] or a row group's.
+    pub(super) fn new() -> Self {
         Self { snapshot: Atomic::null(), tail: AtomicPtr::new(std::ptr::null_mut()) }
     }
 
     /// A tile whose rows in `bitmap` are deleted at or before `base_ts` (recovery).
     /// An empty bitmap keeps the tile snapshot-free.
-    pub fn with_base(bitmap: [u64; TILE_WORDS], base_ts: Ts) -> Self {
+    pub(super) fn with_base(bitmap: [u64; TILE_WORDS], base_ts: Ts) -> Self {
         let tile = Self::new();
         if bitmap.iter().any(|&word| word != 0) {
             let snapshot = VisibilitySnapshot { base_ts: base_ts.0, head: std::ptr::null_mut(), bitmap };
@@ -80,11 +152,16 @@ impl TileVisibility {
         tile
     }
 
-    /// Marks row `offset` deleted at `ts`. Writer only (see the type's contract).
+    /// Marks row `offset` deleted at `ts`. Reached through the tile's writer only.
     ///
     /// Pins the epoch; a shard that holds a guard across a batch makes that a counter
     /// increment.
-    pub fn delete(&self, offset: u16, ts: Ts) {
+    ///
+    /// # Safety
+    /// No other `delete` of this tile may run at the same time: the caller is the
+    /// tile's one writer (see the type). Bitmaps are also only right when `ts` is not
+    /// below an earlier delete's.
+    pub(super) unsafe fn delete(&self, offset: u16, ts: Ts) {
         let guard = epoch::pin();
         let entry = pack_entry(offset, ts);
         let current = self.snapshot.load(Acquire, &guard);
@@ -360,10 +437,11 @@ mod tests {
 
     #[test]
     fn bitmap_at_sees_deletes_at_or_before_qts() {
-        let tile = TileVisibility::new();
+        let mut writer = TileWriter::new();
+        let tile = Arc::clone(writer.tile());
         assert_eq!(deleted_rows(&tile, 100), Vec::<usize>::new());
         for (i, ts) in (1..=20u64).enumerate() {
-            tile.delete((i * 100) as u16, Ts(ts));
+            writer.delete((i * 100) as u16, Ts(ts));
         }
         assert_eq!(deleted_rows(&tile, 0), Vec::<usize>::new());
         assert_eq!(deleted_rows(&tile, 1), vec![0]);
@@ -373,9 +451,10 @@ mod tests {
 
     #[test]
     fn gc_folds_below_lwm_and_keeps_newer_entries() {
-        let tile = TileVisibility::new();
+        let mut writer = TileWriter::new();
+        let tile = Arc::clone(writer.tile());
         for ts in 1..=30u64 {
-            tile.delete(ts as u16, Ts(ts));
+            writer.delete(ts as u16, Ts(ts));
         }
         let before = tile.memory_bytes();
         let retired = tile.collect_garbage(Ts(17));
@@ -386,7 +465,7 @@ mod tests {
         assert_eq!(deleted_rows(&tile, 25), (1..=25).collect::<Vec<_>>());
         assert_eq!(tile.pending_entries(), 13);
         // The writer keeps appending after GC, also into the retained tail block.
-        tile.delete(4000, Ts(31));
+        writer.delete(4000, Ts(31));
         assert!(deleted_rows(&tile, 31).contains(&4000));
         // Folding everything seals and retires the whole list: only the snapshot stays.
         tile.collect_garbage(Ts(31));
@@ -395,7 +474,7 @@ mod tests {
         assert_eq!(tile.memory_bytes(), folded_tile_bytes());
         assert_eq!(tile.collect_garbage(Ts(20)), 0, "lwm never moves backwards");
         // The writer starts a new list on the folded snapshot.
-        tile.delete(4001, Ts(32));
+        writer.delete(4001, Ts(32));
         assert_eq!(deleted_rows(&tile, 31).len(), 31);
         assert_eq!(deleted_rows(&tile, 32).len(), 32);
         assert_eq!(tile.pending_entries(), 1);
@@ -407,13 +486,14 @@ mod tests {
 
     #[test]
     fn a_full_tail_block_is_sealed_through_its_next_and_the_writer_goes_on() {
-        let tile = TileVisibility::new();
+        let mut writer = TileWriter::new();
+        let tile = Arc::clone(writer.tile());
         for ts in 1..=ENTRIES_PER_BLOCK as u64 {
-            tile.delete(ts as u16, Ts(ts));
+            writer.delete(ts as u16, Ts(ts));
         }
         assert_eq!(tile.collect_garbage(Ts(8)), 1, "the one full block is folded and retired");
         assert_eq!(tile.memory_bytes(), folded_tile_bytes());
-        tile.delete(100, Ts(9));
+        writer.delete(100, Ts(9));
         assert_eq!(deleted_rows(&tile, 9), vec![1, 2, 3, 4, 5, 6, 7, 8, 100]);
     }
 
@@ -421,9 +501,10 @@ mod tests {
     /// the writer folds the sealed list itself and GC's swap then fails harmlessly.
     #[test]
     fn a_writer_that_finds_a_seal_before_gc_swaps_folds_the_list_itself() {
-        let tile = TileVisibility::new();
+        let mut writer = TileWriter::new();
+        let tile = Arc::clone(writer.tile());
         for ts in 1..=3u64 {
-            tile.delete(ts as u16 * 10, Ts(ts));
+            writer.delete(ts as u16 * 10, Ts(ts));
         }
         // What GC does before its swap: seal the end of the list.
         let guard = epoch::pin();
@@ -432,7 +513,7 @@ mod tests {
         let head = unsafe { stale.as_ref() }.expect("a snapshot").head;
         // SAFETY: the list hangs off the pinned snapshot.
         assert_eq!(unsafe { &*head }.try_seal_slot(3), Ok(()));
-        tile.delete(40, Ts(4));
+        writer.delete(40, Ts(4));
         assert_eq!(deleted_rows(&tile, 3), vec![10, 20, 30]);
         assert_eq!(deleted_rows(&tile, 4), vec![10, 20, 30, 40]);
         assert_eq!(tile.base_ts(), Ts(3), "the writer folded the sealed entries");
@@ -455,7 +536,8 @@ mod tests {
         /// of (row, delete ts).
         #[test]
         fn tile_matches_a_list_of_deletes(ops in proptest::collection::vec((0u8..4, 0u16..4096, 0u64..6), 1..300)) {
-            let tile = TileVisibility::new();
+            let mut writer = TileWriter::new();
+        let tile = Arc::clone(writer.tile());
             let mut model: Vec<(usize, u64)> = Vec::new();
             let (mut ts, mut lwm) = (0u64, 0u64);
             for (kind, offset, step) in ops {
@@ -465,7 +547,7 @@ mod tests {
                             continue; // a row version is deleted once
                         }
                         ts += 1;
-                        tile.delete(offset, Ts(ts));
+                        writer.delete(offset, Ts(ts));
                         model.push((offset as usize, ts));
                     }
                     2 => {
@@ -492,19 +574,21 @@ mod tests {
     fn tile_restored_from_a_base_bitmap() {
         let mut base = [0u64; TILE_WORDS];
         base[0] = 0b101;
-        let tile = TileVisibility::with_base(base, Ts(50));
+        let mut writer = TileWriter::with_base(base, Ts(50));
+        let tile = Arc::clone(writer.tile());
         assert_eq!(tile.base_ts(), Ts(50));
         assert_eq!(deleted_rows(&tile, 50), vec![0, 2]);
-        tile.delete(7, Ts(51));
+        writer.delete(7, Ts(51));
         assert_eq!(deleted_rows(&tile, 51), vec![0, 2, 7]);
         assert_eq!(deleted_rows(&tile, 50), vec![0, 2]);
-        let empty = TileVisibility::with_base([0; TILE_WORDS], Ts(50));
-        assert_eq!(empty.memory_bytes(), std::mem::size_of::<TileVisibility>());
+        let empty = TileWriter::with_base([0; TILE_WORDS], Ts(50));
+        assert_eq!(empty.tile().memory_bytes(), std::mem::size_of::<TileVisibility>());
     }
 
     #[test]
     fn tile_without_deletes_holds_no_snapshot() {
-        let tile = TileVisibility::new();
+        let writer = TileWriter::new();
+        let tile = writer.tile();
         assert_eq!(tile.memory_bytes(), std::mem::size_of::<TileVisibility>());
         assert_eq!(tile.collect_garbage(Ts(10)), 0);
     }
@@ -525,16 +609,17 @@ mod tests {
     }
 
     fn race_gc_readers_and_writer(slow_writer: bool) {
-        let tile = Arc::new(TileVisibility::new());
+        let mut writer = TileWriter::new();
+        let tile = Arc::clone(writer.tile());
         let registry = Arc::new(SnapshotRegistry::new(8));
         let hwm = Arc::new(AtomicU64::new(1)); // every delete with ts < hwm is appended
         let stop = Arc::new(AtomicBool::new(false));
         // Row `ts - 1` is deleted at ts, ts = 1..=RACE_DELETES.
-        let writer = {
-            let (tile, hwm) = (Arc::clone(&tile), Arc::clone(&hwm));
+        let writing = {
+            let hwm = Arc::clone(&hwm);
             std::thread::spawn(move || {
                 for ts in 1..=RACE_DELETES {
-                    tile.delete((ts - 1) as u16, Ts(ts));
+                    writer.delete((ts - 1) as u16, Ts(ts));
                     hwm.store(ts + 1, SeqCst);
                     if slow_writer {
                         std::thread::yield_now();
@@ -574,7 +659,7 @@ mod tests {
                 })
             })
             .collect();
-        writer.join().expect("writer");
+        writing.join().expect("writer");
         std::thread::sleep(std::time::Duration::from_millis(20));
         stop.store(true, SeqCst);
         collector.join().expect("collector");

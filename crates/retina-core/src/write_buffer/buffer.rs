@@ -161,7 +161,7 @@ mod tests {
 
     fn buffer(block_rows: usize, capacity: usize) -> WriteBuffer {
         let schema = Arc::new(TableSchema::from_columns("t", &[("id", DataType::Int64, false)], &["id"]).expect("schema"));
-        let file = Arc::new(VirtualFile::new(TableId(0), FileId(1), RowId(0), capacity));
+        let file = Arc::new(VirtualFile::new(TableId(0), FileId(1), RowId(0), capacity).0);
         WriteBuffer::new(schema, block_rows, file)
     }
 
@@ -213,7 +213,7 @@ mod tests {
             buffer.append(&[Value::Int64(i)], Ts(1));
         }
         assert!(buffer.is_full());
-        let next = Arc::new(VirtualFile::new(TableId(0), FileId(2), RowId(3), 3));
+        let next = Arc::new(VirtualFile::new(TableId(0), FileId(2), RowId(3), 3).0);
         let done = buffer.rotate(next);
         assert!(done.is_complete());
         assert_eq!(done.published_rows(), 3);

@@ -7,7 +7,7 @@ use arc_swap::ArcSwap;
 use arrow_array::RecordBatch;
 
 use crate::types::{FileId, RowId, TableId};
-use crate::visibility::RgVisibility;
+use crate::visibility::{RgVisibility, RgWriter};
 
 /// The in-memory blocks of one shard's write buffer for one table, with a
 /// pre-assigned file id and one row group of `capacity` rows. When full it is written
@@ -31,16 +31,20 @@ pub struct VirtualFile {
 }
 
 impl VirtualFile {
-    pub fn new(table_id: TableId, file_id: FileId, first_row_id: RowId, capacity: usize) -> Self {
-        Self {
+    /// An empty virtual file and the writer of its visibility (for the shard that
+    /// appends to it).
+    pub fn new(table_id: TableId, file_id: FileId, first_row_id: RowId, capacity: usize) -> (Self, RgWriter) {
+        let writer = RgWriter::new(capacity);
+        let file = Self {
             table_id,
             file_id,
             first_row_id,
             capacity,
-            visibility: Arc::new(RgVisibility::new(capacity)),
+            visibility: Arc::clone(writer.visibility()),
             blocks: ArcSwap::from_pointee(Vec::new()),
             complete: AtomicBool::new(false),
-        }
+        };
+        (file, writer)
     }
 
     /// A complete virtual file rebuilt from a checkpoint: its rows and visibility as
@@ -51,7 +55,7 @@ impl VirtualFile {
         file_id: FileId,
         first_row_id: RowId,
         capacity: usize,
-        visibility: RgVisibility,
+        visibility: Arc<RgVisibility>,
         blocks: Vec<RecordBatch>,
     ) -> Self {
         Self {
@@ -59,7 +63,7 @@ impl VirtualFile {
             file_id,
             first_row_id,
             capacity,
-            visibility: Arc::new(visibility),
+            visibility,
             blocks: ArcSwap::from_pointee(blocks),
             complete: AtomicBool::new(true),
         }
