@@ -24,3 +24,7 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --no-fail-fast
 fi
+
+# Fuzz smoke test: each cargo-fuzz target (fuzz/) for 30 s; fails on a crash and
+# names its artifact. Its instrumented build is apart from the workspace's (see fuzz/README.md).
+scripts/fuzz.sh 30

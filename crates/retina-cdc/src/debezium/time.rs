@@ -52,7 +52,7 @@ pub fn parse_timestamp_nanos(text: &str) -> Result<i64, String> {
         let (clock, offset) = rest.split_at(at);
         let sign = if offset.starts_with('-') { -1 } else { 1 };
         let digits = offset[1..].replace(':', "");
-        if digits.len() != 4 {
+        if digits.len() != 4 || !digits.is_ascii() {
             return Err(bad());
         }
         let hours = number(&digits[..2], "offset hours", 0, 18)? as i64;
@@ -91,5 +91,20 @@ mod tests {
         assert_eq!(parse_timestamp_nanos("2021-06-15T12:30:45.123456789Z"), Ok(1_623_760_245_123_456_789));
         assert!(parse_timestamp_nanos("yesterday").is_err());
         assert!(parse_timestamp_nanos("2021-06-15T25:00:00Z").is_err());
+    }
+}
+
+/// Found writing the debezium_message fuzz target (which reproduces them).
+#[cfg(test)]
+mod fuzz_regressions {
+    use super::*;
+
+    /// A four-byte offset with a multi-byte character in it was sliced inside the
+    /// character (a panic) instead of being refused.
+    #[test]
+    fn non_ascii_offsets_are_refused() {
+        assert!(parse_timestamp_nanos("2021-06-15T12:30:45+0\u{e9}0").is_err());
+        assert!(parse_timestamp_nanos("2021-06-15T12:30:45-\u{e9}\u{e9}").is_err());
+        assert_eq!(parse_timestamp_nanos("1970-01-01T00:00:00+0000"), Ok(0));
     }
 }

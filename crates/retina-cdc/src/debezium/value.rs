@@ -40,7 +40,7 @@ pub fn value_of(kind: &ColumnKind, scalar: &Scalar<'_>) -> Result<Value, String>
         Scalar::Str(v) => visitor.visit_str(v),
         Scalar::VariableDecimal { scale, value } => match kind {
             ColumnKind::VariableScaleDecimal => {
-                decimal_from_base64(value).map(|u| Value::Utf8(decimal_text(u, *scale))).map_err(de::Error::custom)
+                decimal_from_base64(value).and_then(|u| variable_decimal_text(u, *scale)).map(Value::Utf8).map_err(de::Error::custom)
             }
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         },
@@ -195,7 +195,7 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
         }
         let scale = scale.ok_or_else(|| de::Error::missing_field("scale"))?;
         let unscaled = unscaled.ok_or_else(|| de::Error::missing_field("value"))?;
-        Ok(Value::Utf8(decimal_text(unscaled, scale)))
+        variable_decimal_text(unscaled, scale).map(Value::Utf8).map_err(de::Error::custom)
     }
 }
 
@@ -274,12 +274,25 @@ fn check_precision(unscaled: i128, precision: u8) -> Result<Value, String> {
     Ok(Value::Decimal128(unscaled))
 }
 
+/// The largest `VariableScaleDecimal` scale taken (either sign): PostgreSQL's numeric
+/// has at most 131072 digits before the point and 16383 after, so this admits every
+/// real value, while a corrupt scale cannot become a string of billions of zeros.
+pub const MAX_VARIABLE_SCALE: u64 = 131_072;
+
+/// [`decimal_text`] of a `VariableScaleDecimal`, whose scale comes from the message.
+fn variable_decimal_text(unscaled: i128, scale: i64) -> Result<String, String> {
+    if scale.unsigned_abs() > MAX_VARIABLE_SCALE {
+        return Err(format!("decimal scale {scale} is out of range"));
+    }
+    Ok(decimal_text(unscaled, scale))
+}
+
 /// Exact decimal text of `unscaled * 10^-scale`.
 pub fn decimal_text(unscaled: i128, scale: i64) -> String {
     let negative = unscaled < 0;
     let digits = unscaled.unsigned_abs().to_string();
     let text = if scale <= 0 {
-        let zeros = usize::try_from(-scale).unwrap_or(0);
+        let zeros = usize::try_from(scale.unsigned_abs()).unwrap_or(0);
         if unscaled == 0 { "0".to_string() } else { format!("{digits}{}", "0".repeat(zeros)) }
     } else {
         let scale = scale as usize;
@@ -357,5 +370,26 @@ mod tests {
             let text = decimal_text(unscaled, scale as i64);
             prop_assert_eq!(decimal_from_text(&text, scale), Ok(Value::Decimal128(unscaled)));
         }
+    }
+}
+
+/// Found writing the debezium_message fuzz target (which reproduces them).
+#[cfg(test)]
+mod fuzz_regressions {
+    use super::*;
+
+    /// A huge `VariableScaleDecimal` scale ran out of memory building the text, and
+    /// `i64::MIN` overflowed negating it; both are errors now.
+    #[test]
+    fn variable_scale_decimal_scale_is_bounded() {
+        let kind = ColumnKind::VariableScaleDecimal;
+        let with_scale = |scale: i64| value_of(&kind, &Scalar::VariableDecimal { scale, value: "AQ==".into() });
+        for scale in [i64::MIN, -4_000_000_000, 4_000_000_000, i64::MAX] {
+            assert!(with_scale(scale).expect_err("absurd scale").contains("out of range"), "{scale}");
+        }
+        assert_eq!(with_scale(3), Ok(Value::Utf8("0.001".into())));
+        assert_eq!(with_scale(-2), Ok(Value::Utf8("100".into())));
+        let widest = with_scale(MAX_VARIABLE_SCALE as i64).expect("PostgreSQL's widest scale");
+        assert!(matches!(widest, Value::Utf8(text) if text.len() == MAX_VARIABLE_SCALE as usize + 2));
     }
 }

@@ -117,7 +117,7 @@ pub(super) fn parse_timestamp(text: &str, with_zone: bool) -> Result<i64, String
     let micros = parse_time(time)?;
     days.checked_mul(MICROS_PER_DAY)
         .and_then(|d| d.checked_add(micros))
-        .and_then(|t| t.checked_sub(offset * MICROS_PER_SECOND))
+        .and_then(|t| t.checked_sub(offset.checked_mul(MICROS_PER_SECOND)?))
         .ok_or_else(|| format!("timestamp out of range '{text}'"))
 }
 
@@ -151,5 +151,14 @@ mod tests {
         assert_eq!(parse_timestamp("-infinity", true), Ok(i64::MIN));
         assert!(parse_timestamp("2024-02-29 12:00:00", true).is_err(), "missing offset");
         assert!(parse_timestamp("2024-02-29", false).is_err());
+    }
+
+    /// Found writing the pgoutput_message fuzz target (which reproduces it): an offset
+    /// of billions of hours overflowed (a panic with overflow checks) instead of being
+    /// out of range.
+    #[test]
+    fn huge_offsets_are_out_of_range() {
+        assert!(parse_timestamp("1970-01-01 00:00:00+4294967295", true).unwrap_err().contains("out of range"));
+        assert!(parse_timestamp("1970-01-01 00:00:00-4294967295:59:59", true).is_err());
     }
 }
