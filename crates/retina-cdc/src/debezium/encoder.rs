@@ -97,8 +97,12 @@ impl DebeziumEncoder {
             }
             let events: Vec<EncodedEvent<'_>> = match change {
                 RowChange::Insert { row, .. } => vec![('c', None, Some(row))],
-                RowChange::Delete { key, .. } => vec![('d', Some(key), None)],
-                RowChange::Update { key, row, .. } => {
+                RowChange::Upsert { row, .. } => vec![('r', None, Some(row))],
+                RowChange::Delete { key, .. } | RowChange::DeleteIfPresent { key, .. } => vec![('d', Some(key), None)],
+                RowChange::UpdateKeeping { .. } => {
+                    return Err(DecodeError::bad_value("change", "an update keeping unsent columns has no Debezium encoding here"))
+                }
+                RowChange::Update { key, row, .. } | RowChange::UpdateOrInsert { key, row, .. } => {
                     let new_key: Vec<Value> = self.tables[table_index].primary_key.iter().map(|&i| row[i].clone()).collect();
                     if new_key == *key {
                         vec![('u', None, Some(row))]

@@ -45,14 +45,14 @@ fn track(engine: &Engine, keys: &mut HashMap<Vec<u8>, Vec<Value>>, change: &RowC
     let runtime = engine.table(change.table())?;
     let key_of_row = |row: &[Value]| -> Vec<Value> { runtime.schema().primary_key().iter().map(|&i| row[i].clone()).collect() };
     match change {
-        RowChange::Insert { row, .. } => {
+        RowChange::Insert { row, .. } | RowChange::Upsert { row, .. } => {
             let key = key_of_row(row);
             keys.insert(encode_key(&key), key);
         }
-        RowChange::Delete { key, .. } => {
+        RowChange::Delete { key, .. } | RowChange::DeleteIfPresent { key, .. } => {
             keys.remove(&encode_key(key));
         }
-        RowChange::Update { key, row, .. } => {
+        RowChange::Update { key, row, .. } | RowChange::UpdateOrInsert { key, row, .. } | RowChange::UpdateKeeping { key, row, .. } => {
             keys.remove(&encode_key(key));
             let new_key = key_of_row(row);
             keys.insert(encode_key(&new_key), new_key);
