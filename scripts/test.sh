@@ -13,9 +13,21 @@ command -v psql >/dev/null 2>&1 || missing+=(postgresql-client)
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     missing+=(postgresql)
 fi
+# retina-server's client tests run pgjdbc (a single-file Java program: needs a JDK)
+# and SQLAlchemy + psycopg (from PyPI, in a venv below).
+[ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3 python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]} for the tests" >&2
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"
+fi
+# The venv the client tests look for: <target dir>/py-clients.
+venv="${CARGO_TARGET_DIR:-target}/py-clients"
+if ! "$venv/bin/python" -c 'import sqlalchemy, psycopg' >/dev/null 2>&1; then
+    echo "installing sqlalchemy and psycopg into $venv for the tests" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q 'sqlalchemy>=2,<3' 'psycopg[binary]>=3.1,<4'
 fi
 
 if cargo nextest --version >/dev/null 2>&1; then

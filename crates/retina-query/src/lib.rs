@@ -22,6 +22,7 @@ pub mod export;
 pub mod figures;
 pub mod metrics;
 pub mod page_bounds;
+pub mod pg_compat;
 pub mod provider;
 pub mod recording_store;
 pub mod session;

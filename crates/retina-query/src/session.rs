@@ -21,6 +21,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement};
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
 use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::{Stream, StreamExt};
 use retina_core::{Engine, Snapshot, Ts};
@@ -89,6 +90,8 @@ impl RetinaSession {
             // Only introspection by clients needs it; queries of Retina tables do not.
             eprintln!("retina: pg_catalog emulation is unavailable: {error}");
         }
+        // After the emulation: its set-up must not bring DataFusion's `version()` back.
+        crate::pg_compat::register_functions(&context);
         Self { engine, context, options, metrics, figures, compatibility: PostgresCompatibilityParser::new() }
     }
 
@@ -122,6 +125,13 @@ impl RetinaSession {
     /// Plans one statement. Statements that would change data or the catalog are
     /// refused with [`QueryError::ReadOnly`].
     pub async fn plan(&self, statement: Statement) -> QueryResult<LogicalPlan> {
+        if let Statement::Statement(inner) = &statement {
+            if let SqlStatement::ShowVariable { variable } = inner.as_ref() {
+                if let Some(plan) = crate::pg_compat::show_plan(variable) {
+                    return Ok(plan?);
+                }
+            }
+        }
         let state = self.context.state();
         let plan = state.statement_to_plan(statement).await?;
         match &plan {

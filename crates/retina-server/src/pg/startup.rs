@@ -84,7 +84,10 @@ impl RetinaStartup {
         let (handle, guard) = self.connections.register(pid, secret_key);
         client.session_extensions().insert(handle);
         client.session_extensions().insert(guard);
-        finish_authentication(client, &DefaultServerParameterProvider::default()).await
+        let mut parameters = DefaultServerParameterProvider::default();
+        // What `SHOW server_version` answers too (pgwire's default names pgwire).
+        parameters.server_version = retina_query::pg_compat::server_version();
+        finish_authentication(client, &parameters).await
     }
 
     /// One SASL message of the SCRAM exchange: the response to send, and whether the

@@ -20,6 +20,11 @@ pub enum SessionCommand {
     Begin,
     Commit,
     Rollback,
+    /// `SAVEPOINT`, `RELEASE` and `ROLLBACK TO`: psycopg wraps its type look-ups in a
+    /// savepoint when a transaction is open.
+    Savepoint,
+    Release,
+    RollbackTo,
     Discard,
 }
 
@@ -31,7 +36,9 @@ impl SessionCommand {
             Self::Reset => "RESET",
             Self::Begin => "BEGIN",
             Self::Commit => "COMMIT",
-            Self::Rollback => "ROLLBACK",
+            Self::Rollback | Self::RollbackTo => "ROLLBACK",
+            Self::Savepoint => "SAVEPOINT",
+            Self::Release => "RELEASE",
             Self::Discard => "DISCARD ALL",
         }
     }
@@ -40,13 +47,19 @@ impl SessionCommand {
     /// parser versions (the AST shapes of `SET` and transactions are not).
     pub fn of(statement: &Statement) -> Option<Self> {
         let text = statement.to_string();
-        let keyword = text.split_whitespace().next().unwrap_or("").to_ascii_uppercase();
+        let mut words = text.split_whitespace();
+        let keyword = words.next().unwrap_or("").to_ascii_uppercase();
+        if keyword == "ROLLBACK" && words.next().is_some_and(|word| word.eq_ignore_ascii_case("TO")) {
+            return Some(Self::RollbackTo);
+        }
         match keyword.as_str() {
             "SET" => Some(Self::Set),
             "RESET" => Some(Self::Reset),
             "BEGIN" | "START" => Some(Self::Begin),
             "COMMIT" | "END" => Some(Self::Commit),
             "ROLLBACK" | "ABORT" => Some(Self::Rollback),
+            "SAVEPOINT" => Some(Self::Savepoint),
+            "RELEASE" => Some(Self::Release),
             "DISCARD" => Some(Self::Discard),
             _ => None,
         }

@@ -1,0 +1,160 @@
+//! The PostgreSQL endpoint driven by the client stacks BI tools connect through:
+//! SQLAlchemy over psycopg 3 (Python; what pandas and Superset use) and pgjdbc
+//! (Java). Each runs what it sends on connect (server version, `current_schema()`,
+//! `show standard_conforming_strings`, type look-ups, `SET`s), queries rows with a
+//! bound parameter and lists tables through its introspection API.
+//!
+//! The clients are real: SQLAlchemy and psycopg from PyPI in the venv that
+//! `scripts/test.sh` makes (`$CARGO_TARGET_DIR/py-clients`, default
+//! `target/py-clients`; `RETINA_TEST_PYTHON` names another interpreter), pgjdbc from
+//! Debian's `libpostgresql-jdbc-java` (`/usr/share/java/postgresql.jar`) run by the
+//! JDK's `java`. A missing client fails its test, saying what to install.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_schema::DataType;
+use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableSchema, Value};
+use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
+use retina_server::PgServer;
+use retina_storage::ParquetLakeStore;
+
+const JDBC_JAR: &str = "/usr/share/java/postgresql.jar";
+
+/// A served engine with `shop.items` (ids 1..=20). Field order is drop order.
+struct Fixture {
+    sql: Option<PgServer>,
+    runtime: Option<tokio::runtime::Runtime>,
+    _engine: Arc<Engine>,
+    _dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = EngineConfig { shards: 2, gc_interval: None, ..EngineConfig::default() };
+        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+        let engine = Arc::new(Engine::start(config, Arc::new(EmbeddedTransactionService::new()), Arc::new(store)).expect("engine"));
+        let schema = TableSchema::from_columns(
+            "shop.items",
+            &[("id", DataType::Int64, false), ("name", DataType::Utf8, true), ("qty", DataType::Int32, false)],
+            &["id"],
+        )
+        .expect("schema");
+        let table = engine.create_table(schema).expect("table");
+        let rows = (1..=20)
+            .map(|id: i64| RowChange::Insert {
+                table,
+                row: vec![Value::Int64(id), Value::Utf8(format!("item {id}")), Value::Int32((id * 10) as i32)],
+            })
+            .collect();
+        engine.submit(rows).expect("load");
+        engine.sync().expect("sync");
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        let session = Arc::new(RetinaSession::new(Arc::clone(&engine), SourceRegistry::new(), SessionOptions::default()));
+        let sql = runtime.block_on(PgServer::start("127.0.0.1:0", session)).expect("sql server");
+        Self { sql: Some(sql), runtime: Some(runtime), _engine: engine, _dir: dir }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.sql.as_ref().expect("server").local_addr()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let runtime = self.runtime.take().expect("runtime");
+        if let Some(sql) = self.sql.take() {
+            runtime.block_on(sql.shutdown());
+        }
+        runtime.shutdown_timeout(Duration::from_secs(2));
+    }
+}
+
+fn probe_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(name)
+}
+
+/// The Python with SQLAlchemy and psycopg: `RETINA_TEST_PYTHON`, else the venv
+/// `scripts/test.sh` makes in the target dir (this test runs from `<target>/debug/deps`).
+fn python() -> PathBuf {
+    if let Some(python) = std::env::var_os("RETINA_TEST_PYTHON") {
+        return PathBuf::from(python);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    let target = exe.ancestors().nth(3).expect("the test runs from <target>/<profile>/deps");
+    target.join("py-clients/bin/python")
+}
+
+fn run(command: &mut Command, what: &str, install: &str) -> Output {
+    match command.output() {
+        Ok(output) => output,
+        Err(error) => panic!("cannot run {what} ({error}): {install}"),
+    }
+}
+
+/// Runs a probe and returns its stdout; a failed probe fails the test with its output.
+fn probe(command: &mut Command, what: &str, install: &str) -> String {
+    let output = run(command, what, install);
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{what} failed ({}):\n{stdout}\n{stderr}", output.status);
+    stdout
+}
+
+const PYTHON_INSTALL: &str = "run scripts/test.sh, which makes the venv, or: python3 -m venv target/py-clients && \
+     target/py-clients/bin/pip install sqlalchemy 'psycopg[binary]'";
+
+#[test]
+fn sqlalchemy_over_psycopg_connects_queries_and_lists_tables() {
+    let python = python();
+    let check = run(Command::new(&python).args(["-c", "import sqlalchemy, psycopg"]), &python.display().to_string(), PYTHON_INSTALL);
+    assert!(
+        check.status.success(),
+        "{} has no SQLAlchemy or psycopg ({}): {PYTHON_INSTALL}",
+        python.display(),
+        String::from_utf8_lossy(&check.stderr).trim()
+    );
+    let fx = Fixture::new();
+    let port = fx.addr().port().to_string();
+    let stdout = probe(
+        Command::new(&python).arg(probe_file("sqlalchemy_probe.py")).args(["127.0.0.1", &port]),
+        "the SQLAlchemy probe",
+        PYTHON_INSTALL,
+    );
+    let results: serde_json::Value = serde_json::from_str(stdout.trim()).expect("the probe prints one JSON object");
+    assert_eq!(results["select_1"], 1);
+    // Parsed by SQLAlchemy from `select pg_catalog.version()`.
+    assert_eq!(results["server_version_info"], serde_json::json!([16, 6]));
+    assert_eq!(results["default_schema_name"], "public");
+    assert_eq!(results["rows"], serde_json::json!([[1, "item 1", 10], [2, "item 2", 20], [3, "item 3", 30]]));
+    assert_eq!(results["tables"], serde_json::json!(["items"]));
+}
+
+#[test]
+fn pgjdbc_connects_binds_parameters_and_lists_tables() {
+    let install = "install the Debian packages libpostgresql-jdbc-java and a JDK (scripts/test.sh installs the first)";
+    assert!(Path::new(JDBC_JAR).exists(), "{JDBC_JAR} is missing: {install}");
+    let fx = Fixture::new();
+    let port = fx.addr().port().to_string();
+    let stdout = probe(
+        Command::new("java").args(["-cp", JDBC_JAR]).arg(probe_file("JdbcProbe.java")).args(["127.0.0.1", &port]),
+        "the JDBC probe (java)",
+        install,
+    );
+    let value = |name: &str| {
+        let prefix = format!("{name}=");
+        stdout.lines().find_map(|line| line.strip_prefix(&prefix)).unwrap_or_else(|| panic!("no {name} in:\n{stdout}")).to_string()
+    };
+    let version = value("version");
+    assert!(version.starts_with("PostgreSQL 16.6 on x86_64-pc-linux-gnu"), "{version}");
+    assert!(version.contains(&format!("Retina {}", env!("CARGO_PKG_VERSION"))), "{version}");
+    assert_eq!(value("database_product"), "PostgreSQL 16.6");
+    // The same rows on every run, also once pgjdbc uses a named server-side statement.
+    assert_eq!(value("prepared"), "1:item 1:10,2:item 2:20");
+    assert_eq!(value("text_parameter"), "1");
+    assert_eq!(value("tables"), "shop.items");
+}

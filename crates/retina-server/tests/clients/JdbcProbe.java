@@ -1,0 +1,86 @@
+// Connects to Retina through pgjdbc (Debian's libpostgresql-jdbc-java), as JDBC BI
+// tools do. Usage: java -cp /usr/share/java/postgresql.jar JdbcProbe.java HOST PORT
+// Prints one "name=value" line per step; a failed step prints "name=ERROR ..." and
+// the exit status is then 1. Run by crates/retina-server/tests/clients.rs.
+
+import java.sql.Connection;
+import java.sql.DatabaseMetaData;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
+
+public class JdbcProbe {
+    interface Step {
+        String run(Connection connection) throws Exception;
+    }
+
+    static boolean failed = false;
+
+    static void step(Connection connection, String name, Step step) {
+        try {
+            System.out.println(name + "=" + step.run(connection));
+        } catch (Exception error) {
+            failed = true;
+            System.out.println(name + "=ERROR " + error.toString().replace('\n', ' '));
+            error.printStackTrace();
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String url = "jdbc:postgresql://" + args[0] + ":" + args[1] + "/retina?user=retina&connectTimeout=10&socketTimeout=30";
+        try (Connection connection = DriverManager.getConnection(url)) {
+            step(connection, "version", c -> {
+                try (Statement s = c.createStatement(); ResultSet r = s.executeQuery("SELECT version()")) {
+                    r.next();
+                    return r.getString(1);
+                }
+            });
+            step(connection, "database_product", c -> {
+                DatabaseMetaData meta = c.getMetaData();
+                return meta.getDatabaseProductName() + " " + meta.getDatabaseMajorVersion() + "." + meta.getDatabaseMinorVersion();
+            });
+            // Server-side prepared: pgjdbc switches to a named statement after
+            // prepareThreshold (5) executions, so run it more often than that.
+            step(connection, "prepared", c -> {
+                List<String> seen = new ArrayList<>();
+                try (PreparedStatement p = c.prepareStatement("SELECT id, name, qty FROM shop.items WHERE id <= ? ORDER BY id")) {
+                    for (int run = 0; run < 7; run++) {
+                        p.setLong(1, 2);
+                        List<String> rows = new ArrayList<>();
+                        try (ResultSet r = p.executeQuery()) {
+                            while (r.next()) {
+                                rows.add(r.getLong("id") + ":" + r.getString("name") + ":" + r.getInt("qty"));
+                            }
+                        }
+                        if (!seen.contains(String.join(",", rows))) {
+                            seen.add(String.join(",", rows));
+                        }
+                    }
+                }
+                return String.join(" | ", seen);
+            });
+            step(connection, "text_parameter", c -> {
+                try (PreparedStatement p = c.prepareStatement("SELECT count(*) FROM shop.items WHERE name = ?")) {
+                    p.setString(1, "item 2");
+                    try (ResultSet r = p.executeQuery()) {
+                        r.next();
+                        return Long.toString(r.getLong(1));
+                    }
+                }
+            });
+            step(connection, "tables", c -> {
+                List<String> names = new ArrayList<>();
+                try (ResultSet r = c.getMetaData().getTables(null, "shop", "%", new String[] {"TABLE"})) {
+                    while (r.next()) {
+                        names.add(r.getString("TABLE_SCHEM") + "." + r.getString("TABLE_NAME"));
+                    }
+                }
+                return String.join(",", names);
+            });
+        }
+        System.exit(failed ? 1 : 0);
+    }
+}
