@@ -27,6 +27,11 @@ pub enum DecodeError {
 
     #[error("field {field}: {reason}")]
     BadValue { field: String, reason: String },
+
+    /// A change event without a `source` block (some captures drop it), so without
+    /// the name of its table.
+    #[error("field source: missing, so the message names no table; for a file of one table's changes pass --table NAME (source URI option table=NAME)")]
+    NoSource,
 }
 
 impl DecodeError {
@@ -51,7 +56,7 @@ impl DecodeError {
             Self::UnknownType { field, type_name } => Self::UnknownType { field: join(field), type_name },
             Self::UnknownOp { field, op } => Self::UnknownOp { field: join(field), op },
             Self::BadValue { field, reason } => Self::BadValue { field: join(field), reason },
-            other @ Self::MalformedJson(_) => other,
+            other @ (Self::MalformedJson(_) | Self::NoSource) => other,
         }
     }
 }
@@ -71,6 +76,12 @@ pub enum CdcError {
     /// The table's definition does not fit this message (dead-letterable).
     #[error("{position}: table {table}, column {column}: {reason}")]
     Schema { position: Position, table: String, column: String, reason: String },
+
+    /// An update whose after-image lacks a column's value (Debezium's placeholder for
+    /// an unchanged TOAST value) where no previous value can be found for it. The
+    /// placeholder is never stored, nor NULL or a default instead.
+    #[error("{position}: table {table}, column {column}, key {key}: {reason}")]
+    UnavailableValue { position: Position, table: String, column: String, key: String, reason: String },
 
     /// No primary key is known for a table that needs one.
     #[error("{position}: table {table}: {reason}")]
@@ -107,6 +118,9 @@ fn table_suffix(table: &Option<String>) -> String {
 impl CdcError {
     /// Whether `--dead-letter` may divert the offending message(s) and continue.
     pub fn is_dead_letterable(&self) -> bool {
-        matches!(self, Self::Decode { .. } | Self::Transaction { .. } | Self::Schema { .. } | Self::NoPrimaryKey { .. })
+        matches!(
+            self,
+            Self::Decode { .. } | Self::Transaction { .. } | Self::Schema { .. } | Self::NoPrimaryKey { .. } | Self::UnavailableValue { .. }
+        )
     }
 }

@@ -289,10 +289,12 @@ fn connect_type(kind: &ColumnKind) -> (&'static str, Option<&'static str>) {
         ColumnKind::Float32 => ("float", None),
         ColumnKind::Float64 => ("double", None),
         ColumnKind::Utf8 | ColumnKind::VariableScaleDecimal => ("string", None),
-        ColumnKind::Binary => ("bytes", None),
+        // Catalog columns never decode as geometry or zoned time (for_arrow_type):
+        // their Arrow types are plain Binary and Time64(µs).
+        ColumnKind::Binary | ColumnKind::Geometry => ("bytes", None),
         ColumnKind::Date => ("int32", Some("io.debezium.time.Date")),
         ColumnKind::TimeMillis => ("int32", Some("io.debezium.time.Time")),
-        ColumnKind::TimeMicros => ("int64", Some("io.debezium.time.MicroTime")),
+        ColumnKind::TimeMicros | ColumnKind::ZonedTime => ("int64", Some("io.debezium.time.MicroTime")),
         ColumnKind::TimeNanos => ("int64", Some("io.debezium.time.NanoTime")),
         ColumnKind::TimestampMillis { .. } => ("int64", Some("io.debezium.time.Timestamp")),
         ColumnKind::TimestampMicros { .. } => ("int64", Some("io.debezium.time.MicroTimestamp")),

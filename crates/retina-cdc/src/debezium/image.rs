@@ -20,6 +20,9 @@ pub enum Scalar<'a> {
     Str(Cow<'a, str>),
     /// `io.debezium.data.VariableScaleDecimal`: `{"scale": s, "value": base64}`.
     VariableDecimal { scale: i64, value: Cow<'a, str> },
+    /// `io.debezium.data.geometry.Geometry` / `Geography`: `{"wkb": base64, "srid": n}`,
+    /// and `io.debezium.data.geometry.Point`: `{"x": .., "y": .., "wkb": .., "srid": ..}`.
+    Geometry { wkb: Option<Cow<'a, str>>, srid: Option<i64>, x: Option<f64>, y: Option<f64> },
     /// Any other object or an array: no column kind accepts it.
     Nested(&'static str),
 }
@@ -108,26 +111,70 @@ impl<'de: 'a, 'a> Visitor<'de> for ScalarVisitor<'a> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(Scalar::Nested("an array"))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar<'a>, A::Error> {
-        let (mut scale, mut value, mut other) = (None, None, false);
-        while let Some(key) = map.next_key::<BorrowedName<'a>>()? {
-            match key.0.as_ref() {
-                "scale" => scale = Some(map.next_value::<i64>()?),
-                "value" => match map.next_value::<Scalar<'a>>()? {
-                    Scalar::Str(text) => value = Some(text),
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Scalar<'a>, A::Error> {
+        struct_scalar(map)
+    }
+}
+
+/// The struct-valued column values Debezium writes (a variable-scale decimal, a
+/// geometry or point); any other object is [`Scalar::Nested`].
+pub(crate) fn struct_scalar<'de: 'a, 'a, A: MapAccess<'de>>(mut map: A) -> Result<Scalar<'a>, A::Error> {
+    let (mut scale, mut value, mut other) = (None, None, false);
+    let (mut wkb, mut srid, mut x, mut y, mut geometry) = (None, None, None, None, false);
+    let number = |scalar: Scalar<'_>| match scalar {
+        Scalar::I64(v) => Some(v as f64),
+        Scalar::U64(v) => Some(v as f64),
+        Scalar::F64(v) => Some(v),
+        _ => None,
+    };
+    while let Some(key) = map.next_key::<BorrowedName<'a>>()? {
+        match key.0.as_ref() {
+            "scale" => match map.next_value::<Scalar<'a>>()? {
+                Scalar::I64(s) => scale = Some(s),
+                Scalar::U64(s) => scale = i64::try_from(s).ok(),
+                _ => other = true,
+            },
+            "value" => match map.next_value::<Scalar<'a>>()? {
+                Scalar::Str(text) => value = Some(text),
+                _ => other = true,
+            },
+            "wkb" => {
+                geometry = true;
+                match map.next_value::<Scalar<'a>>()? {
+                    Scalar::Str(text) => wkb = Some(text),
+                    Scalar::Null => {}
                     _ => other = true,
-                },
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                    other = true;
                 }
             }
+            "srid" => {
+                geometry = true;
+                match map.next_value::<Scalar<'a>>()? {
+                    Scalar::I64(v) => srid = Some(v),
+                    Scalar::U64(v) => srid = i64::try_from(v).ok().or_else(|| { other = true; None }),
+                    Scalar::Null => {}
+                    _ => other = true,
+                }
+            }
+            "x" | "y" => {
+                geometry = true;
+                let axis = key.0.as_ref() == "x";
+                match number(map.next_value::<Scalar<'a>>()?) {
+                    Some(v) if axis => x = Some(v),
+                    Some(v) => y = Some(v),
+                    None => other = true,
+                }
+            }
+            _ => {
+                map.next_value::<IgnoredAny>()?;
+                other = true;
+            }
         }
-        Ok(match (scale, value, other) {
-            (Some(scale), Some(value), false) => Scalar::VariableDecimal { scale, value },
-            _ => Scalar::Nested("an object"),
-        })
     }
+    Ok(match (scale, value, other, geometry) {
+        (Some(scale), Some(value), false, false) => Scalar::VariableDecimal { scale, value },
+        (None, None, false, true) => Scalar::Geometry { wkb, srid, x, y },
+        _ => Scalar::Nested("an object"),
+    })
 }
 
 #[cfg(test)]
@@ -148,6 +195,16 @@ mod tests {
         assert_eq!(values[6], &Scalar::VariableDecimal { scale: 2, value: "AQ==".into() });
         assert_eq!(values[7], &Scalar::Nested("an array"));
         assert_eq!(values[8], &Scalar::Nested("an object"));
+        let image: Image = serde_json::from_str(
+            r#"{"g":{"wkb":"AQEAAAAAAAAAAADwPwAAAAAAAABA","srid":4326},"p":{"x":1.0,"y":2,"wkb":null,"srid":null},"bad":{"wkb":"AQ==","scale":1}}"#,
+        )
+        .expect("geometry image");
+        assert_eq!(
+            image.fields[0].1,
+            Scalar::Geometry { wkb: Some("AQEAAAAAAAAAAADwPwAAAAAAAABA".into()), srid: Some(4326), x: None, y: None }
+        );
+        assert_eq!(image.fields[1].1, Scalar::Geometry { wkb: None, srid: None, x: Some(1.0), y: Some(2.0) });
+        assert_eq!(image.fields[2].1, Scalar::Nested("an object"));
         assert!(serde_json::from_str::<Image>("[1]").is_err());
     }
 }

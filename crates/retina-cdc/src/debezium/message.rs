@@ -47,6 +47,11 @@ pub struct ChangeEvent<'a> {
     pub key: Option<&'a RawValue>,
     pub key_schema: Option<&'a RawValue>,
     pub transaction: Option<TransactionBlock>,
+    /// A snapshot row (`op: r`, or `op: c` marked `snapshot: "true"` as Debezium 1.1
+    /// wrote them; `op` is then [`Op::Read`]): the source's current state of the row,
+    /// applied as an upsert. Its source position is the snapshot's, shared by every
+    /// row of it, so it has no `order`.
+    pub snapshot: bool,
     /// The source's own transaction id (PostgreSQL `txId`, MySQL `gtid` or binlog
     /// `file:pos`), for grouping streams without transaction metadata.
     pub source_transaction: Option<String>,
@@ -173,6 +178,9 @@ struct SourceFields<'a> {
     row: Option<&'a RawValue>,
     #[serde(borrow, default)]
     gtid: Option<&'a RawValue>,
+    /// `"true"`, `"first"`, `"last"`, `"incremental"`, ... (a boolean in old versions).
+    #[serde(borrow, default)]
+    snapshot: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -235,12 +243,24 @@ fn optional_unsigned(raw: Option<&RawValue>, field: &str) -> Result<Option<u64>,
     }
 }
 
-/// Decodes one line.
+/// Decodes one line. A message without a `source` block is an error (see
+/// [`decode_line_with`]).
 pub fn decode_line(line: &str) -> Result<Message<'_>, DecodeError> {
+    decode_line_with(line, None)
+}
+
+/// Decodes one line; a change event without a `source` block belongs to
+/// `default_table` (`--table`), and without one is an error saying so. An empty line
+/// and the JSON `null` (how tools write a Kafka tombstone's null value) are tombstones.
+pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Result<Message<'a>, DecodeError> {
+    let trimmed = line.trim();
+    if trimmed.is_empty() || trimmed == "null" {
+        return Ok(Message::Tombstone);
+    }
     let fields: Fields = serde_json::from_str(line).map_err(malformed)?;
     let wrapped = (fields.key.is_some() || fields.value.is_some()) && fields.op.is_none() && fields.status.is_none();
     if !wrapped {
-        return decode_value(fields, None, None);
+        return decode_value(fields, None, None, default_table);
     }
     let Some(value) = fields.value.filter(|v| v.get() != "null") else {
         return Ok(Message::Tombstone);
@@ -256,7 +276,7 @@ pub fn decode_line(line: &str) -> Result<Message<'_>, DecodeError> {
         }
     };
     let inner: Fields = serde_json::from_str(value.get()).map_err(malformed)?;
-    decode_value(inner, key, key_schema)
+    decode_value(inner, key, key_schema, default_table)
 }
 
 /// Decodes a value: `{"schema":…,"payload":…}` or a bare payload.
@@ -264,6 +284,7 @@ fn decode_value<'a>(
     fields: Fields<'a>,
     key: Option<&'a RawValue>,
     key_schema: Option<&'a RawValue>,
+    default_table: Option<&str>,
 ) -> Result<Message<'a>, DecodeError> {
     if fields.op.is_none() && fields.status.is_none() && fields.payload.is_some() {
         let Some(payload) = fields.payload.filter(|p| p.get() != "null") else {
@@ -271,9 +292,9 @@ fn decode_value<'a>(
         };
         let schema = fields.schema.filter(|s| s.get() != "null");
         let inner: Fields = serde_json::from_str(payload.get()).map_err(malformed)?;
-        return decode_payload(inner, schema, key, key_schema);
+        return decode_payload(inner, schema, key, key_schema, default_table);
     }
-    decode_payload(fields, None, key, key_schema)
+    decode_payload(fields, None, key, key_schema, default_table)
 }
 
 fn decode_payload<'a>(
@@ -281,6 +302,7 @@ fn decode_payload<'a>(
     schema: Option<&'a RawValue>,
     key: Option<&'a RawValue>,
     key_schema: Option<&'a RawValue>,
+    default_table: Option<&str>,
 ) -> Result<Message<'a>, DecodeError> {
     if let Some(status) = fields.status.filter(|s| s.get() != "null") {
         return decode_transaction_message(&fields, status);
@@ -295,16 +317,22 @@ fn decode_payload<'a>(
         other => return Err(DecodeError::UnknownOp { field: "op".into(), op: other.to_string() }),
     };
     let source = match fields.source {
-        Some(Block::Object(source)) => source,
-        None | Some(Block::Null) => return Err(DecodeError::missing("source")),
+        Some(Block::Object(source)) => Some(source),
+        None | Some(Block::Null) => None,
         Some(Block::Other(other)) => return Err(DecodeError::mistyped("source", "an object", other)),
     };
-    let table_name = string(required(source.table, "source.table")?, "source.table")?;
-    let namespace = match source.schema.filter(|s| s.get() != "null") {
-        Some(schema) => string(schema, "source.schema")?,
-        None => string(required(source.db, "source.db")?, "source.db")?,
+    let table = match (&source, default_table) {
+        (Some(source), _) => {
+            let table_name = string(required(source.table, "source.table")?, "source.table")?;
+            let namespace = match source.schema.filter(|s| s.get() != "null") {
+                Some(schema) => string(schema, "source.schema")?,
+                None => string(required(source.db, "source.db")?, "source.db")?,
+            };
+            format!("{namespace}.{table_name}")
+        }
+        (None, Some(table)) => table.to_string(),
+        (None, None) => return Err(DecodeError::NoSource),
     };
-    let table = format!("{namespace}.{table_name}");
     let transaction = match fields.transaction {
         None | Some(Block::Null) => None,
         Some(Block::Other(other)) => return Err(DecodeError::mistyped("transaction", "an object", other)),
@@ -316,7 +344,19 @@ fn decode_payload<'a>(
             })
         }
     };
-    let (source_transaction, order) = source_identity(&source, transaction.is_none())?;
+    let snapshot = match &source {
+        Some(source) => is_snapshot(source.snapshot)?,
+        None => false,
+    };
+    let (source_transaction, order) = match &source {
+        Some(source) => source_identity(source, transaction.is_none())?,
+        None => (None, None),
+    };
+    // Snapshot rows share the snapshot's position (and incremental-snapshot reads the
+    // position streaming had reached): it orders nothing among them, and must not make
+    // them look like redeliveries of each other or of a streamed change.
+    let (op, order) = if snapshot || op == Op::Read { (Op::Read, None) } else { (op, order) };
+    let snapshot = op == Op::Read;
     let before = fields.before;
     let after = fields.after;
     match op {
@@ -332,9 +372,23 @@ fn decode_payload<'a>(
         key,
         key_schema,
         transaction,
+        snapshot,
         source_transaction,
         order,
     })))
+}
+
+/// Whether `source.snapshot` marks a snapshot row: `"true"`, `"first"`, `"last"`,
+/// `"first_in_data_collection"`, `"last_in_data_collection"`, `"incremental"` (or the
+/// boolean `true` of old versions); `"false"`, `null` or absent do not.
+fn is_snapshot(raw: Option<&RawValue>) -> Result<bool, DecodeError> {
+    let Some(raw) = raw.filter(|r| !is_null(Some(r))) else { return Ok(false) };
+    match raw.get() {
+        "true" => return Ok(true),
+        "false" => return Ok(false),
+        _ => {}
+    }
+    Ok(string(raw, "source.snapshot")? != "false")
 }
 
 fn decode_transaction_message<'a>(fields: &Fields<'a>, status: &RawValue) -> Result<Message<'a>, DecodeError> {

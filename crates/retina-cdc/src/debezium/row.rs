@@ -5,7 +5,7 @@ use hashbrown::HashMap;
 use retina_core::{Row, Value};
 use serde_json::value::RawValue;
 
-use super::image::Image;
+use super::image::{Image, Scalar};
 use super::types::ColumnKind;
 use super::value::value_of;
 use crate::error::DecodeError;
@@ -55,7 +55,25 @@ impl TablePlan {
 
     /// The full row of an image. A column absent from the image is null (an error if
     /// the column is not nullable); a field that is no column is an error naming it.
+    /// Debezium's unavailable-value placeholder (unchanged TOAST) is an error here:
+    /// only an update can keep a previous value ([`Self::decode_after`]).
     pub fn decode_row(&self, image: &Image<'_>) -> Result<Row, DecodeError> {
+        let (row, unavailable) = self.decode_after(image)?;
+        match unavailable.first() {
+            None => Ok(row),
+            Some(&index) => Err(DecodeError::bad_value(
+                &self.columns[index].name,
+                format!("holds Debezium's unavailable-value placeholder {UNAVAILABLE_VALUE:?} (unchanged TOAST), which only an update can take from the previous row"),
+            )),
+        }
+    }
+
+    /// [`Self::decode_row`] that also accepts Debezium's unavailable-value placeholder
+    /// (`__debezium_unavailable_value`, base64 of it in bytes columns): such columns
+    /// are NULL in the row and listed, in column order, for the caller to fill from
+    /// the previous row. Nothing is looked up unless a placeholder is there.
+    pub fn decode_after(&self, image: &Image<'_>) -> Result<(Row, Vec<usize>), DecodeError> {
+        let mut unavailable = Vec::new();
         let mut row = vec![Value::Null; self.columns.len()];
         let mut seen = ColumnSet::new(self.columns.len());
         let mut next_guess = 0usize;
@@ -64,15 +82,32 @@ impl TablePlan {
                 DecodeError::bad_value(name.as_ref(), format!("is not a column of table {}", self.table))
             })?;
             let column = &self.columns[index];
-            row[index] = value_of(&column.kind, scalar).map_err(|reason| DecodeError::bad_value(&column.name, reason))?;
             seen.insert(index);
+            if is_unavailable(&column.kind, scalar) {
+                unavailable.push(index);
+                continue;
+            }
+            row[index] = value_of(&column.kind, scalar).map_err(|reason| DecodeError::bad_value(&column.name, reason))?;
         }
         for (index, column) in self.columns.iter().enumerate() {
             if !seen.contains(index) && !column.nullable {
                 return Err(DecodeError::missing(&column.name));
             }
         }
-        Ok(row)
+        unavailable.sort_unstable();
+        Ok((row, unavailable))
+    }
+
+    /// The value of column `index` in `image` when the image carries a real one: not
+    /// absent, not null (a before-image under PostgreSQL's default or index replica
+    /// identity nulls the columns it does not hold) and not the placeholder.
+    pub fn real_value(&self, image: &Image<'_>, index: usize) -> Result<Option<Value>, DecodeError> {
+        let column = &self.columns[index];
+        let Some((_, scalar)) = image.fields.iter().find(|(name, _)| *name == column.name) else { return Ok(None) };
+        if matches!(scalar, Scalar::Null) || is_unavailable(&column.kind, scalar) {
+            return Ok(None);
+        }
+        value_of(&column.kind, scalar).map(Some).map_err(|reason| DecodeError::bad_value(&column.name, reason))
     }
 
     /// The primary-key values of an image (other fields are skipped unchecked, since a
@@ -124,6 +159,24 @@ impl TablePlan {
         };
         *next_guess = index + 1;
         Some(index)
+    }
+}
+
+/// Debezium's default `unavailable.value.placeholder`.
+pub const UNAVAILABLE_VALUE: &str = "__debezium_unavailable_value";
+/// The placeholder as it arrives in a bytes-based column: base64 of its UTF-8 bytes.
+pub const UNAVAILABLE_VALUE_BASE64: &str = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==";
+
+/// Whether `scalar` is the placeholder for `kind` (a length check first: this runs for
+/// every string value of every image).
+fn is_unavailable(kind: &ColumnKind, scalar: &Scalar<'_>) -> bool {
+    let Scalar::Str(text) = scalar else { return false };
+    match text.len() {
+        28 => text == UNAVAILABLE_VALUE,
+        40 => {
+            matches!(kind, ColumnKind::Binary | ColumnKind::Decimal { .. } | ColumnKind::Geometry) && text == UNAVAILABLE_VALUE_BASE64
+        }
+        _ => false,
     }
 }
 
@@ -196,6 +249,33 @@ mod tests {
         assert!(unknown.to_string().contains("extra") && unknown.to_string().contains("s.t"), "{unknown}");
         let not_object = plan.decode_row_json(&raw("[1]")).expect_err("array");
         assert!(matches!(not_object, DecodeError::MalformedJson(_)));
+    }
+
+    #[test]
+    fn unavailable_value_placeholders_are_listed_not_stored() {
+        let plan = TablePlan::new(
+            "s.docs",
+            vec![
+                ColumnPlan { name: "id".into(), kind: ColumnKind::Int64, nullable: false },
+                ColumnPlan { name: "body".into(), kind: ColumnKind::Utf8, nullable: true },
+                ColumnPlan { name: "data".into(), kind: ColumnKind::Binary, nullable: true },
+                ColumnPlan { name: "note".into(), kind: ColumnKind::Utf8, nullable: true },
+            ],
+            vec![0],
+        );
+        let image: Image = serde_json::from_str(
+            r#"{"id":1,"body":"__debezium_unavailable_value","data":"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==","note":"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="}"#,
+        )
+        .expect("image");
+        let (row, unavailable) = plan.decode_after(&image).expect("after");
+        assert_eq!(unavailable, vec![1, 2], "the base64 form is a placeholder only in a bytes column");
+        assert_eq!(row, vec![Value::Int64(1), Value::Null, Value::Null, Value::Utf8(UNAVAILABLE_VALUE_BASE64.into())]);
+        let error = plan.decode_row(&image).expect_err("no previous row for an insert").to_string();
+        assert!(error.contains("body") && error.contains("__debezium_unavailable_value"), "{error}");
+        let before: Image = serde_json::from_str(r#"{"id":1,"body":"old","data":null}"#).expect("before");
+        assert_eq!(plan.real_value(&before, 1), Ok(Some(Value::Utf8("old".into()))));
+        assert_eq!(plan.real_value(&before, 2), Ok(None), "null in a before-image is not a value to keep");
+        assert_eq!(plan.real_value(&before, 3), Ok(None));
     }
 
     #[test]

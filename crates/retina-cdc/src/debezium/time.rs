@@ -75,6 +75,49 @@ pub fn parse_timestamp_nanos(text: &str) -> Result<i64, String> {
     total.ok_or_else(|| format!("{text:?} is out of range"))
 }
 
+/// `HH:MM:SS[.fraction][Z|±HH:MM|±HHMM]` (Debezium's `ZonedTime`, PostgreSQL `timetz`)
+/// to microseconds since midnight UTC. A fraction finer than microseconds must be
+/// zeros there: it is refused rather than cut.
+pub fn parse_zoned_time_micros(text: &str) -> Result<i64, String> {
+    let bad = || format!("{text:?} is not an ISO-8601 time of day");
+    let (clock, offset_seconds) = split_offset(text).ok_or_else(bad)?;
+    let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
+    let mut parts = hms.split(':');
+    let (Some(h), Some(m), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    // 24:00:00 is a valid PostgreSQL time.
+    let seconds = number(h, "hour", 0, 24)? as i64 * 3600 + number(m, "minute", 0, 59)? as i64 * 60 + number(s, "second", 0, 60)? as i64;
+    if fraction.len() > 9 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let nanos: i64 = if fraction.is_empty() { 0 } else { format!("{fraction:0<9}").parse().map_err(|_| bad())? };
+    if nanos % 1000 != 0 {
+        return Err(format!("{text:?} is finer than microseconds"));
+    }
+    let day = 86_400i64 * 1_000_000;
+    Ok(((seconds - offset_seconds) * 1_000_000 + nanos / 1000).rem_euclid(day))
+}
+
+/// Splits a trailing `Z` or `±HH:MM` / `±HHMM` / `±HH` offset off a time of day.
+fn split_offset(text: &str) -> Option<(&str, i64)> {
+    if let Some(clock) = text.strip_suffix('Z') {
+        return Some((clock, 0));
+    }
+    let Some(at) = text.rfind(['+', '-']) else { return Some((text, 0)) };
+    let (clock, offset) = text.split_at(at);
+    let sign = if offset.starts_with('-') { -1 } else { 1 };
+    let digits = offset[1..].replace(':', "");
+    let (hours, minutes) = match digits.len() {
+        2 => (digits.as_str(), "00"),
+        4 => digits.split_at(2),
+        _ => return None,
+    };
+    let hours = number(hours, "offset hours", 0, 18).ok()? as i64;
+    let minutes = number(minutes, "offset minutes", 0, 59).ok()? as i64;
+    Some((clock, sign * (hours * 3600 + minutes * 60)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +134,17 @@ mod tests {
         assert_eq!(parse_timestamp_nanos("2021-06-15T12:30:45.123456789Z"), Ok(1_623_760_245_123_456_789));
         assert!(parse_timestamp_nanos("yesterday").is_err());
         assert!(parse_timestamp_nanos("2021-06-15T25:00:00Z").is_err());
+    }
+
+    #[test]
+    fn zoned_times_normalize_to_utc() {
+        assert_eq!(parse_zoned_time_micros("10:15:30.123456Z"), Ok(36_930_123_456));
+        assert_eq!(parse_zoned_time_micros("10:15:30+01:00"), Ok(33_330_000_000));
+        assert_eq!(parse_zoned_time_micros("00:30:00+01"), Ok(84_600_000_000), "wraps to the previous day");
+        assert_eq!(parse_zoned_time_micros("23:00:00-0200"), Ok(3_600_000_000));
+        assert!(parse_zoned_time_micros("10:15:30.0000001Z").is_err(), "finer than µs");
+        assert!(parse_zoned_time_micros("25:00:00Z").is_err());
+        assert!(parse_zoned_time_micros("noon").is_err());
     }
 }
 

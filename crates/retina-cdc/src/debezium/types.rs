@@ -38,6 +38,13 @@ pub enum ColumnKind {
     TimestampNanos,
     /// `io.debezium.time.ZonedTimestamp`: ISO-8601 text with offset -> Timestamp(µs, UTC).
     ZonedTimestamp,
+    /// `io.debezium.time.ZonedTime` (PostgreSQL `timetz`): `HH:MM:SS[.f]` with `Z` or an
+    /// offset -> Time64(µs) of the UTC time of day (Debezium already writes it in UTC).
+    ZonedTime,
+    /// `io.debezium.data.geometry.Geometry`, `Geography` and `Point`: `{"wkb", "srid"}`
+    /// (a point also `x`, `y`) -> Binary: the WKB, as PostGIS EWKB (SRID embedded) when
+    /// the value has an SRID, so nothing of the value is dropped.
+    Geometry,
     /// `org.apache.kafka.connect.data.Decimal`: base64 big-endian unscaled bytes (also
     /// accepted: decimal text or a JSON number, for streams written with
     /// `decimal.handling.mode=string|double` into a catalog-defined decimal column).
@@ -57,7 +64,17 @@ pub const KNOWN_SEMANTIC_TYPES: &[&str] = &[
     "io.debezium.time.MicroTimestamp",
     "io.debezium.time.NanoTimestamp",
     "io.debezium.time.ZonedTimestamp",
+    "io.debezium.time.ZonedTime",
+    "io.debezium.time.IsoDate",
+    "io.debezium.time.IsoTime",
+    "io.debezium.time.IsoTimestamp",
+    "io.debezium.time.MicroDuration",
+    "io.debezium.time.NanoDuration",
+    "io.debezium.time.Interval",
     "io.debezium.time.Year",
+    "org.apache.kafka.connect.data.Date",
+    "org.apache.kafka.connect.data.Time",
+    "org.apache.kafka.connect.data.Timestamp",
     "org.apache.kafka.connect.data.Decimal",
     "io.debezium.data.VariableScaleDecimal",
     "io.debezium.data.Json",
@@ -66,6 +83,10 @@ pub const KNOWN_SEMANTIC_TYPES: &[&str] = &[
     "io.debezium.data.EnumSet",
     "io.debezium.data.Xml",
     "io.debezium.data.Bits",
+    "io.debezium.data.Ltree",
+    "io.debezium.data.geometry.Geometry",
+    "io.debezium.data.geometry.Geography",
+    "io.debezium.data.geometry.Point",
 ];
 
 impl ColumnKind {
@@ -100,7 +121,13 @@ impl ColumnKind {
             (Some("io.debezium.time.Timestamp"), "int64") => Self::TimestampMillis { timezone: None },
             (Some("io.debezium.time.MicroTimestamp"), "int64") => Self::TimestampMicros { timezone: None },
             (Some("io.debezium.time.NanoTimestamp"), "int64") => Self::TimestampNanos,
-            (Some("io.debezium.time.ZonedTimestamp"), "string") => Self::ZonedTimestamp,
+            (Some("io.debezium.time.ZonedTimestamp" | "io.debezium.time.IsoTimestamp"), "string") => Self::ZonedTimestamp,
+            (Some("io.debezium.time.ZonedTime" | "io.debezium.time.IsoTime"), "string") => Self::ZonedTime,
+            (Some("io.debezium.time.IsoDate"), "string") => Self::Date,
+            // PostgreSQL intervals: interval.handling.mode=numeric (µs, or ns for
+            // NanoDuration) or =string (ISO-8601 text).
+            (Some("io.debezium.time.MicroDuration" | "io.debezium.time.NanoDuration"), "int64") => Self::Int64,
+            (Some("io.debezium.time.Interval"), "string") => Self::Utf8,
             (Some("io.debezium.time.Year"), "int32") => Self::Int32,
             (Some("org.apache.kafka.connect.data.Decimal"), "bytes") => {
                 let (precision, scale) = decimal.ok_or_else(|| {
@@ -111,12 +138,17 @@ impl ColumnKind {
             (Some("io.debezium.data.VariableScaleDecimal"), "struct") => Self::VariableScaleDecimal,
             (
                 Some("io.debezium.data.Json" | "io.debezium.data.Uuid" | "io.debezium.data.Enum" | "io.debezium.data.EnumSet"
-                | "io.debezium.data.Xml"),
+                | "io.debezium.data.Xml" | "io.debezium.data.Ltree"),
                 "string",
             ) => Self::Utf8,
+            (
+                Some("io.debezium.data.geometry.Geometry" | "io.debezium.data.geometry.Geography" | "io.debezium.data.geometry.Point"),
+                "struct",
+            ) => Self::Geometry,
             (Some("io.debezium.data.Bits"), "bytes") => Self::Binary,
             // Connect's own logical types, as some converters write them.
             (Some("org.apache.kafka.connect.data.Date"), "int32") => Self::Date,
+            (Some("org.apache.kafka.connect.data.Time"), "int32") => Self::TimeMillis,
             (Some("org.apache.kafka.connect.data.Timestamp"), "int64") => Self::TimestampMillis { timezone: None },
             _ => return Err(unknown()),
         };
@@ -159,9 +191,9 @@ impl ColumnKind {
             Self::Float32 => DataType::Float32,
             Self::Float64 => DataType::Float64,
             Self::Utf8 | Self::VariableScaleDecimal => DataType::Utf8,
-            Self::Binary => DataType::Binary,
+            Self::Binary | Self::Geometry => DataType::Binary,
             Self::Date => DataType::Date32,
-            Self::TimeMillis | Self::TimeMicros => DataType::Time64(TimeUnit::Microsecond),
+            Self::TimeMillis | Self::TimeMicros | Self::ZonedTime => DataType::Time64(TimeUnit::Microsecond),
             Self::TimeNanos => DataType::Time64(TimeUnit::Nanosecond),
             Self::TimestampMillis { timezone } | Self::TimestampMicros { timezone } => {
                 DataType::Timestamp(TimeUnit::Microsecond, timezone.as_deref().map(Into::into))
@@ -207,11 +239,15 @@ mod tests {
     #[test]
     fn every_known_semantic_type_maps() {
         let connect_type = |name: &str| match name {
-            "io.debezium.time.Date" | "io.debezium.time.Time" | "io.debezium.time.Year" => "int32",
-            "io.debezium.time.ZonedTimestamp" | "io.debezium.data.Json" | "io.debezium.data.Uuid"
-            | "io.debezium.data.Enum" | "io.debezium.data.EnumSet" | "io.debezium.data.Xml" => "string",
+            "io.debezium.time.Date" | "io.debezium.time.Time" | "io.debezium.time.Year" | "org.apache.kafka.connect.data.Date"
+            | "org.apache.kafka.connect.data.Time" => "int32",
+            "io.debezium.time.ZonedTimestamp" | "io.debezium.time.ZonedTime" | "io.debezium.time.IsoDate"
+            | "io.debezium.time.IsoTime" | "io.debezium.time.IsoTimestamp" | "io.debezium.time.Interval"
+            | "io.debezium.data.Json" | "io.debezium.data.Uuid" | "io.debezium.data.Enum" | "io.debezium.data.EnumSet"
+            | "io.debezium.data.Xml" | "io.debezium.data.Ltree" => "string",
             "org.apache.kafka.connect.data.Decimal" | "io.debezium.data.Bits" => "bytes",
-            "io.debezium.data.VariableScaleDecimal" => "struct",
+            "io.debezium.data.VariableScaleDecimal" | "io.debezium.data.geometry.Geometry"
+            | "io.debezium.data.geometry.Geography" | "io.debezium.data.geometry.Point" => "struct",
             _ => "int64",
         };
         for name in KNOWN_SEMANTIC_TYPES {
@@ -223,10 +259,10 @@ mod tests {
 
     #[test]
     fn unknown_types_name_field_and_type() {
-        let error = ColumnKind::from_connect("geo", "struct", Some("io.debezium.data.geometry.Point"), None)
+        let error = ColumnKind::from_connect("geo", "struct", Some("io.debezium.data.geometry.Polygon3D"), None)
             .expect_err("unknown semantic type");
         let message = error.to_string();
-        assert!(message.contains("geo") && message.contains("io.debezium.data.geometry.Point"), "{message}");
+        assert!(message.contains("geo") && message.contains("io.debezium.data.geometry.Polygon3D"), "{message}");
         let error = ColumnKind::from_connect("x", "array", None, None).expect_err("unknown primitive");
         assert!(error.to_string().contains("array"));
         let missing_scale =

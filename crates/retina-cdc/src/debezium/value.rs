@@ -6,7 +6,7 @@ use std::fmt;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use retina_core::Value;
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
 use super::image::Scalar;
 use super::time;
@@ -44,6 +44,10 @@ pub fn value_of(kind: &ColumnKind, scalar: &Scalar<'_>) -> Result<Value, String>
             }
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         },
+        Scalar::Geometry { wkb, srid, x, y } => match kind {
+            ColumnKind::Geometry => geometry_value(wkb.as_deref(), *srid, *x, *y).map_err(de::Error::custom),
+            _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
+        },
         Scalar::Nested(what) => Err(de::Error::custom(format_args!("{what} where {} was expected", expected(kind)))),
     };
     result.map_err(|e| e.to_string())
@@ -62,6 +66,8 @@ fn expected(kind: &ColumnKind) -> &'static str {
             "an epoch timestamp as an integer or ISO-8601 text"
         }
         ColumnKind::ZonedTimestamp => "ISO-8601 timestamp text with an offset",
+        ColumnKind::ZonedTime => "ISO-8601 time-of-day text with an offset",
+        ColumnKind::Geometry => "{\"wkb\": base64, \"srid\": int} (a point may give x and y)",
         ColumnKind::Decimal { .. } => "a decimal as base64 unscaled bytes, text or a number",
         ColumnKind::VariableScaleDecimal => "{\"scale\": int, \"value\": base64}",
     }
@@ -133,8 +139,20 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
         match self.0 {
             ColumnKind::Float32 => Ok(Value::Float32(v as f32)),
             ColumnKind::Float64 => Ok(Value::Float64(v)),
-            // decimal.handling.mode=double into a decimal column: through the shortest text.
+            // A decimal as a JSON number (JsonConverter's decimal.format=numeric, or
+            // decimal.handling.mode=double into a decimal column): through the shortest
+            // text, which is the number's own digits as long as it has at most 15
+            // significant digits. Beyond that a double may have changed it already, so
+            // it is refused rather than stored altered.
             ColumnKind::Decimal { scale, precision } => {
+                let exact_below = 10f64.powi(15 - i32::from(*scale));
+                if !v.is_finite() || (*precision > 15 && v.abs() >= exact_below) {
+                    return Err(E::custom(format_args!(
+                        "decimal {v} of a DECIMAL({precision},{scale}) column arrived as a JSON number, which holds only \
+                         15 significant digits exactly; send decimals as bytes (decimal.format=base64, the default) \
+                         or text (decimal.handling.mode=string)"
+                    )));
+                }
                 decimal_from_text(&v.to_string(), *scale).and_then(|d| match d {
                     Value::Decimal128(u) => check_precision(u, *precision),
                     other => Ok(other),
@@ -172,31 +190,53 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
                 time::parse_timestamp_nanos(v).map(|n| Value::TimestampMicros(n.div_euclid(1000))).map_err(E::custom)
             }
             ColumnKind::TimestampNanos => time::parse_timestamp_nanos(v).map(Value::TimestampNanos).map_err(E::custom),
+            ColumnKind::ZonedTime => time::parse_zoned_time_micros(v).map(Value::Time64Micros).map_err(E::custom),
             _ => Err(E::invalid_type(de::Unexpected::Str(v), &self)),
         }
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        if !matches!(self.0, ColumnKind::VariableScaleDecimal) {
-            return Err(de::Error::invalid_type(de::Unexpected::Map, &self));
-        }
-        let (mut scale, mut unscaled) = (None::<i64>, None::<i128>);
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match key.as_ref() {
-                "scale" => scale = Some(map.next_value()?),
-                "value" => {
-                    let text: std::borrow::Cow<'de, str> = map.next_value()?;
-                    unscaled = Some(decimal_from_base64(&text).map_err(de::Error::custom)?);
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        let scale = scale.ok_or_else(|| de::Error::missing_field("scale"))?;
-        let unscaled = unscaled.ok_or_else(|| de::Error::missing_field("value"))?;
-        variable_decimal_text(unscaled, scale).map(Value::Utf8).map_err(de::Error::custom)
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        let scalar = super::image::struct_scalar(map)?;
+        value_of(self.0, &scalar).map_err(de::Error::custom)
     }
+}
+
+/// Well-known binary of a Debezium geometry value; with an SRID, PostGIS EWKB (the
+/// SRID flag set in the type word and the SRID after it), so the SRID is kept. A
+/// point given only by `x` and `y` becomes a little-endian WKB point.
+pub fn geometry_value(wkb: Option<&str>, srid: Option<i64>, x: Option<f64>, y: Option<f64>) -> Result<Value, String> {
+    let wkb = match (wkb, x, y) {
+        (Some(text), _, _) => BASE64.decode(text).map_err(|e| format!("invalid base64 wkb: {e}"))?,
+        (None, Some(x), Some(y)) => {
+            let mut point = vec![1u8, 1, 0, 0, 0];
+            point.extend_from_slice(&x.to_le_bytes());
+            point.extend_from_slice(&y.to_le_bytes());
+            point
+        }
+        _ => return Err("a geometry needs wkb (or a point x and y)".into()),
+    };
+    let Some(srid) = srid else { return Ok(Value::Binary(wkb)) };
+    let srid = u32::try_from(srid).map_err(|_| format!("srid {srid} is out of range"))?;
+    let (Some(&order), Some(type_bytes)) = (wkb.first(), wkb.get(1..5)) else {
+        return Err(format!("wkb of {} bytes is too short for a geometry", wkb.len()));
+    };
+    let mut word = [0u8; 4];
+    word.copy_from_slice(type_bytes);
+    let (kind, encode): (u32, fn(u32) -> [u8; 4]) = match order {
+        0 => (u32::from_be_bytes(word), u32::to_be_bytes),
+        1 => (u32::from_le_bytes(word), u32::to_le_bytes),
+        other => return Err(format!("wkb byte order {other} is neither 0 nor 1")),
+    };
+    const EWKB_SRID: u32 = 0x2000_0000;
+    if kind & EWKB_SRID != 0 {
+        return Ok(Value::Binary(wkb)); // already EWKB with its SRID
+    }
+    let mut out = Vec::with_capacity(wkb.len() + 4);
+    out.push(order);
+    out.extend_from_slice(&encode(kind | EWKB_SRID));
+    out.extend_from_slice(&encode(srid));
+    out.extend_from_slice(&wkb[5..]);
+    Ok(Value::Binary(out))
 }
 
 /// Big-endian two's-complement bytes (Connect's Decimal) to an i128.
@@ -348,6 +388,43 @@ mod tests {
         let variable = ColumnKind::VariableScaleDecimal;
         assert_eq!(decode(&variable, r#"{"scale":3,"value":"MDk="}"#), Ok(Value::Utf8("12.345".into())));
         assert_eq!(decode(&variable, r#"{"scale":0,"value":"/w=="}"#), Ok(Value::Utf8("-1".into())));
+    }
+
+    #[test]
+    fn integers_beyond_i64_and_numeric_decimals() {
+        let unsigned = ColumnKind::Decimal { precision: 20, scale: 0 };
+        assert_eq!(decode(&unsigned, "18446744073709551615"), Ok(Value::Decimal128(18_446_744_073_709_551_615)));
+        assert_eq!(decode(&unsigned, "\"AP//////////\""), Ok(Value::Decimal128(18_446_744_073_709_551_615)));
+        // Beyond u64 serde_json hands over a double: refused, not rounded.
+        let error = decode(&unsigned, "18446744073709551616").expect_err("beyond u64");
+        assert!(error.contains("JSON number"), "{error}");
+        assert!(decode(&ColumnKind::Int64, "9223372036854775808").expect_err("beyond i64").contains("out of range"));
+        // decimal.format=numeric: exact up to 15 significant digits.
+        let wide = ColumnKind::Decimal { precision: 38, scale: 2 };
+        assert_eq!(decode(&wide, "1234567890123.45"), Ok(Value::Decimal128(123_456_789_012_345)));
+        assert!(decode(&wide, "12345678901234.56").is_err(), "16 digits may have been altered by the double");
+        // float32 values arrive widened to double.
+        assert_eq!(decode(&ColumnKind::Float32, "3.140000104904175"), Ok(Value::Float32(3.14)));
+    }
+
+    #[test]
+    fn geometries_become_wkb_or_ewkb() {
+        let point = "AQEAAAAAAAAAAADwPwAAAAAAAABA";
+        let mut wkb = vec![1u8, 1, 0, 0, 0];
+        wkb.extend_from_slice(&1.0f64.to_le_bytes());
+        wkb.extend_from_slice(&2.0f64.to_le_bytes());
+        assert_eq!(decode(&ColumnKind::Geometry, &format!(r#"{{"wkb":"{point}","srid":null}}"#)), Ok(Value::Binary(wkb.clone())));
+        assert_eq!(decode(&ColumnKind::Geometry, r#"{"x":1.0,"y":2.0,"wkb":null,"srid":null}"#), Ok(Value::Binary(wkb.clone())));
+        let mut ewkb = vec![1u8, 1, 0, 0, 0x20];
+        ewkb.extend_from_slice(&4326u32.to_le_bytes());
+        ewkb.extend_from_slice(&wkb[5..]);
+        assert_eq!(decode(&ColumnKind::Geometry, &format!(r#"{{"wkb":"{point}","srid":4326}}"#)), Ok(Value::Binary(ewkb)));
+        // Big-endian WKB keeps its byte order.
+        let big = geometry_value(Some("AAAAAAE/8AAAAAAAAEAAAAAAAAAA"), Some(3857), None, None).expect("big endian");
+        assert_eq!(&big, &Value::Binary([&[0u8, 0x20, 0, 0, 1][..], &3857u32.to_be_bytes(), &[0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0, 0, 0, 0]].concat()));
+        assert!(decode(&ColumnKind::Geometry, r#"{"srid":4326}"#).is_err(), "no wkb");
+        assert!(decode(&ColumnKind::Geometry, r#"{"wkb":"AQ==","srid":4326}"#).is_err(), "too short");
+        assert!(decode(&ColumnKind::Binary, r#"{"wkb":"AQ=="}"#).is_err(), "a struct in a bytes column");
     }
 
     #[test]

@@ -29,10 +29,13 @@ pub fn explain(engine: &Engine, error: retina_core::CoreError, in_flight: &[InFl
     };
     let table = text_between(&message, "table ", ":");
     let key = text_between(&message, "of key ", " ").and_then(|hex| describe_key(engine, table.as_deref(), &hex));
-    let reason = match key {
+    let mut reason = match key {
         Some(key) => format!("{message} (key {key})"),
         None => message,
     };
+    if reason.contains("that has no live row") {
+        reason.push_str(ABSENT_ROW_HINT);
+    }
     let position = if transaction.first == transaction.last {
         transaction.first
     } else {
@@ -46,6 +49,10 @@ pub fn explain(engine: &Engine, error: retina_core::CoreError, in_flight: &[InFl
     };
     CdcError::Apply { position, transaction: transaction.id.clone(), table, reason }
 }
+
+/// What to do about an update or delete of a row the mirror does not have.
+const ABSENT_ROW_HINT: &str = "; if the stream did not start with a snapshot of the table (or is an excerpt), \
+    pass --on-absent-row upsert (source URI option on_absent_row=upsert) to apply such updates as inserts and ignore such deletes";
 
 fn number_after(text: &str, marker: &str) -> Option<u64> {
     let start = text.find(marker)? + marker.len();

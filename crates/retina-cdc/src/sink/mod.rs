@@ -20,13 +20,13 @@ use std::sync::Arc;
 
 use retina_core::Engine;
 
-use crate::debezium::{decode_line, Message};
+use crate::debezium::{decode_line_with, Message};
 use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition, SourceOrder};
 pub use dead_letter::DeadLetterWriter;
 pub use failure::{decode_key, InFlight};
 pub use reconstruct::{CompletedTransaction, Grouping, PendingChange, Reconstructor, Rejected, SinkChange};
-pub use prepare::Prepared;
+pub use prepare::{Decoding, OnAbsentRow, Prepared};
 use tables::TableResolver;
 
 /// How the sink treats its stream.
@@ -40,11 +40,15 @@ pub struct SinkOptions {
     pub grouping: Grouping,
     /// `--dead-letter PATH`.
     pub dead_letter: Option<PathBuf>,
+    /// `--table NAME`: the table of messages without a `source` block.
+    pub table: Option<String>,
+    /// `--on-absent-row error|upsert`.
+    pub on_absent_row: OnAbsentRow,
 }
 
 impl Default for SinkOptions {
     fn default() -> Self {
-        Self { primary_keys: HashMap::new(), infer_schema: false, grouping: Grouping::SourceTransaction, dead_letter: None }
+        Self { primary_keys: HashMap::new(), infer_schema: false, grouping: Grouping::SourceTransaction, dead_letter: None, table: None, on_absent_row: OnAbsentRow::Error }
     }
 }
 
@@ -59,6 +63,11 @@ pub struct SinkStats {
     /// Transactions dropped as redeliveries of already applied ones.
     pub duplicate_transactions: u64,
     pub dead_letters: u64,
+    /// With `--on-absent-row upsert`: updates of rows the mirror did not have, applied
+    /// as inserts, and deletes of such rows, ignored (as of the last sync; counted by
+    /// the engine, so shared by the sources of one engine).
+    pub absent_row_upserts: u64,
+    pub absent_row_deletes_ignored: u64,
 }
 
 /// One source's sink into one engine.
@@ -78,6 +87,8 @@ pub struct Sink<'e> {
     /// Tables that got columns during this run: events bound (and decoded) before
     /// carry rows one value short, padded with NULL at submission.
     widened: Vec<retina_core::TableId>,
+    /// The engine's absent-row counts when this sink started.
+    absent_rows_before: (u64, u64),
 }
 
 impl<'e> Sink<'e> {
@@ -93,7 +104,9 @@ impl<'e> Sink<'e> {
         let resume = visible.or(recovered).and_then(|p| SinkPosition::decode(&p.position));
         Ok(Self {
             engine,
-            tables: TableResolver::new(options.primary_keys, options.infer_schema),
+            tables: TableResolver::new(options.primary_keys, options.infer_schema)
+                .with_decoding(Decoding { default_table: options.table, on_absent_row: options.on_absent_row }),
+            absent_rows_before: engine.absent_row_counts(),
             reconstructor: Reconstructor::new(options.grouping, dead_letter.is_some()),
             dead_letter,
             last_order: resume.and_then(|r| r.order),
@@ -162,7 +175,9 @@ impl<'e> Sink<'e> {
         self.reconstructor.close_group(&mut completed);
         self.completed = completed;
         self.submit_completed()?;
-        self.engine.flush_batch().map_err(|e| self.explain(e))
+        self.engine.flush_batch().map_err(|e| self.explain(e))?;
+        self.count_absent_rows(); // of what the shards applied so far
+        Ok(())
     }
 
     /// The finite stream ended: everything must be complete; waits until visible.
@@ -176,7 +191,15 @@ impl<'e> Sink<'e> {
             self.reject(rejected)?;
         }
         self.engine.sync().map_err(|e| self.explain(e))?;
+        self.count_absent_rows();
         Ok(())
+    }
+
+    /// Takes the engine's absent-row counts (`--on-absent-row upsert`) into the stats.
+    fn count_absent_rows(&mut self) {
+        let (upserts, ignored) = self.engine.absent_row_counts();
+        self.stats.absent_row_upserts = upserts.saturating_sub(self.absent_rows_before.0);
+        self.stats.absent_row_deletes_ignored = ignored.saturating_sub(self.absent_rows_before.1);
     }
 
     /// The reader stops before the stream ends (a server shutting down): what is
@@ -187,6 +210,7 @@ impl<'e> Sink<'e> {
         self.submit_completed()?;
         let dropped = self.reconstructor.abandon_open();
         self.engine.sync().map_err(|e| self.explain(e))?;
+        self.count_absent_rows();
         Ok(dropped)
     }
 
@@ -228,14 +252,15 @@ impl<'e> Sink<'e> {
 
     fn accept(&mut self, position: Position, line: &str) -> Result<(), Rejected> {
         let rejected = |error: CdcError| Rejected { error: Box::new(error), messages: vec![(position, line.to_string())] };
-        let message = decode_line(line).map_err(|error| rejected(CdcError::Decode { position, table: None, error }))?;
+        let decoding = self.tables.decoding();
+        let message = decode_line_with(line, decoding.default_table.as_deref()).map_err(|error| rejected(CdcError::Decode { position, table: None, error }))?;
         let prepared = match message {
             Message::Tombstone => Prepared::Tombstone,
             Message::Begin { id } => Prepared::Begin { id },
             Message::End { id, event_count, data_collections } => Prepared::End { id, event_count, data_collections },
             Message::Change(event) => {
                 let binding = self.tables.resolve(self.engine, &event, position).map_err(rejected)?;
-                let changes = prepare::row_changes(&binding, &event, position).map_err(rejected)?;
+                let changes = prepare::row_changes_with(&binding, &event, position, &decoding).map_err(rejected)?;
                 prepare::change(*event, &binding, changes)
             }
         };

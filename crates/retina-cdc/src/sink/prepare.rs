@@ -9,9 +9,43 @@ use retina_core::RowChange;
 
 use super::reconstruct::SinkChange;
 use super::tables::{KnownBindings, TableBinding};
-use crate::debezium::{decode_line, ChangeEvent, Message, Op, TransactionBlock};
+use crate::debezium::{decode_line_with, ChangeEvent, Message, Op, TablePlan, TransactionBlock};
 use crate::error::{CdcError, CdcResult, DecodeError};
 use crate::position::{Position, SourceOrder};
+
+/// What to do with an update or delete of a row the mirror does not have
+/// (`--on-absent-row`, source URI option `on_absent_row=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnAbsentRow {
+    /// Stop with an error naming table, key and position (the mirror and the source
+    /// disagree, unless the stream did not start with a snapshot).
+    #[default]
+    Error,
+    /// For a stream that starts without a snapshot, or an excerpt: the after-image of
+    /// such an update is inserted, such a delete is ignored; both are counted
+    /// ([`crate::SinkStats::absent_row_upserts`], `absent_row_deletes_ignored`).
+    Upsert,
+}
+
+impl std::str::FromStr for OnAbsentRow {
+    type Err = CdcError;
+    fn from_str(text: &str) -> Result<Self, CdcError> {
+        match text {
+            "error" => Ok(Self::Error),
+            "upsert" => Ok(Self::Upsert),
+            other => Err(CdcError::InvalidOption(format!("--on-absent-row {other:?}: expected error or upsert"))),
+        }
+    }
+}
+
+/// How events become row changes, beyond their own content: set once per sink and
+/// shared with the decode stage.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decoding {
+    /// `--table NAME`: the table of events without a `source` block.
+    pub default_table: Option<String>,
+    pub on_absent_row: OnAbsentRow,
+}
 
 /// A decoded message, owning everything it needs.
 #[derive(Debug)]
@@ -32,13 +66,15 @@ pub enum Prepared {
 /// already known. Otherwise (an error, a new table or schema) `None`: the sink then
 /// handles the raw line itself, producing the exact error or creating the table.
 pub fn prepare_known(line: &str, position: Position, known: &RwLock<KnownBindings>) -> Option<Prepared> {
-    Some(match decode_line(line).ok()? {
+    let known = known.read();
+    let decoding = known.decoding();
+    Some(match decode_line_with(line, decoding.default_table.as_deref()).ok()? {
         Message::Tombstone => Prepared::Tombstone,
         Message::Begin { id } => Prepared::Begin { id },
         Message::End { id, event_count, data_collections } => Prepared::End { id, event_count, data_collections },
         Message::Change(event) => {
-            let binding = known.read().lookup(&event)?;
-            let changes = row_changes(&binding, &event, position).ok()?;
+            let binding = known.lookup(&event)?;
+            let changes = row_changes_with(&binding, &event, position, decoding).ok()?;
             change(*event, &binding, changes)
         }
     })
@@ -55,28 +91,78 @@ pub fn change(event: ChangeEvent<'_>, binding: &TableBinding, changes: Vec<SinkC
     }
 }
 
-/// The changes one event of `binding`'s table asks for.
+/// The changes one event of `binding`'s table asks for, with the default [`Decoding`].
 pub fn row_changes(binding: &TableBinding, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Vec<SinkChange>> {
+    row_changes_with(binding, event, position, &Decoding::default())
+}
+
+/// The changes one event of `binding`'s table asks for.
+pub fn row_changes_with(
+    binding: &TableBinding,
+    event: &ChangeEvent<'_>,
+    position: Position,
+    decoding: &Decoding,
+) -> CdcResult<Vec<SinkChange>> {
     let plan = &binding.plan;
     let decode_error = |field: &str| {
         let table = Some(event.table.clone());
         let field = field.to_string();
         move |error: DecodeError| CdcError::Decode { position, table, error: error.within(&field) }
     };
+    let unavailable = |row: &[retina_core::Value], column: usize, reason: &str| CdcError::UnavailableValue {
+        position,
+        table: event.table.clone(),
+        column: plan.columns()[column].name.clone(),
+        key: describe_key(plan, row),
+        reason: reason.to_string(),
+    };
     let table = binding.id;
+    let tolerant = decoding.on_absent_row == OnAbsentRow::Upsert;
     let change = match event.op {
         Op::Create | Op::Read => {
             let after = event.after.as_ref().ok_or_else(|| decode_error("")(DecodeError::missing("after")))?;
-            RowChange::Insert { table, row: plan.decode_row(after).map_err(decode_error("after"))? }
+            let (row, missing) = plan.decode_after(after).map_err(decode_error("after"))?;
+            if let Some(&column) = missing.first() {
+                let reason = "the after-image of an insert holds Debezium's unavailable-value placeholder: there is no previous row to take the value from";
+                return Err(unavailable(&row, column, reason));
+            }
+            // A snapshot row is the source's current state of the row: an upsert (an
+            // incremental snapshot re-reads rows the stream already brought).
+            if event.op == Op::Read { RowChange::Upsert { table, row } } else { RowChange::Insert { table, row } }
         }
         Op::Update => {
             let after = event.after.as_ref().ok_or_else(|| decode_error("")(DecodeError::missing("after")))?;
-            let row = plan.decode_row(after).map_err(decode_error("after"))?;
+            let (mut row, mut missing) = plan.decode_after(after).map_err(decode_error("after"))?;
             let key = match &event.before {
                 Some(before) => plan.decode_key(before).map_err(decode_error("before"))?,
                 None => plan.key_of_row(&row).map_err(decode_error("after"))?,
             };
-            RowChange::Update { table, key, row }
+            if !missing.is_empty() {
+                // The before-image's own value first (REPLICA IDENTITY FULL carries it).
+                if let Some(before) = &event.before {
+                    let mut still = Vec::with_capacity(missing.len());
+                    for column in missing {
+                        match plan.real_value(before, column).map_err(decode_error("before"))? {
+                            Some(value) => row[column] = value,
+                            None => still.push(column),
+                        }
+                    }
+                    missing = still;
+                }
+            }
+            if missing.is_empty() {
+                if tolerant { RowChange::UpdateOrInsert { table, key, row } } else { RowChange::Update { table, key, row } }
+            } else {
+                if let Some(&column) = missing.iter().find(|&&c| plan.primary_key().contains(&c)) {
+                    return Err(unavailable(&row, column, "a primary-key column holds Debezium's unavailable-value placeholder"));
+                }
+                if plan.key_of_row(&row).map_err(decode_error("after"))? != key {
+                    let reason = "the update changes the primary key, so the previous row's value cannot be kept";
+                    return Err(unavailable(&row, missing[0], reason));
+                }
+                // The rest comes from the mirror's current row, read in the shard.
+                RowChange::UpdateKeeping { table, key, row, keep: missing }
+            }
         }
         Op::Delete => {
             let key = match (&event.before, event.key) {
@@ -90,9 +176,18 @@ pub fn row_changes(binding: &TableBinding, event: &ChangeEvent<'_>, position: Po
                     })
                 }
             };
-            RowChange::Delete { table, key }
+            if tolerant { RowChange::DeleteIfPresent { table, key } } else { RowChange::Delete { table, key } }
         }
         Op::Truncate => return Ok(vec![SinkChange::Truncate(table)]),
     };
     Ok(vec![SinkChange::Row(change)])
+}
+
+/// `col=value, ...` of a row's primary key, for errors.
+fn describe_key(plan: &TablePlan, row: &[retina_core::Value]) -> String {
+    plan.primary_key()
+        .iter()
+        .map(|&i| format!("{}={}", plan.columns()[i].name, row.get(i).map_or_else(String::new, |v| format!("{v:?}"))))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -12,6 +12,7 @@ use retina_core::{Engine, TableId, TableSchema};
 use serde_json::value::RawValue;
 
 use crate::debezium::schema::{columns_of_envelope, key_columns};
+use super::prepare::Decoding;
 use crate::debezium::{ChangeEvent, ColumnKind, ColumnPlan, Scalar, TablePlan};
 use crate::error::{CdcError, CdcResult};
 use crate::position::Position;
@@ -32,9 +33,15 @@ pub struct TableBinding {
 pub struct KnownBindings {
     by_name: HashMap<String, Arc<TableBinding>>,
     by_schema: HashMap<Box<str>, Arc<TableBinding>>,
+    decoding: Decoding,
 }
 
 impl KnownBindings {
+    /// The sink's decoding options (`--table`, `--on-absent-row`).
+    pub fn decoding(&self) -> &Decoding {
+        &self.decoding
+    }
+
     /// The binding `event` resolves to, if it was resolved before.
     pub fn lookup(&self, event: &ChangeEvent<'_>) -> Option<Arc<TableBinding>> {
         match event.schema {
@@ -57,6 +64,17 @@ pub struct TableResolver {
 impl TableResolver {
     pub fn new(primary_keys: HashMap<String, Vec<String>>, infer_schema: bool) -> Self {
         Self { primary_keys, infer_schema, known: Arc::default(), widened: Vec::new() }
+    }
+
+    /// Sets how events become row changes (`--table`, `--on-absent-row`).
+    pub fn with_decoding(self, decoding: Decoding) -> Self {
+        self.known.write().decoding = decoding;
+        self
+    }
+
+    /// See [`Self::with_decoding`].
+    pub fn decoding(&self) -> Decoding {
+        self.known.read().decoding.clone()
     }
 
     /// The tables widened since the last call.
@@ -167,6 +185,7 @@ impl TableResolver {
                 Scalar::F64(_) => ColumnKind::Float64,
                 Scalar::Str(_) | Scalar::Null => ColumnKind::Utf8,
                 Scalar::VariableDecimal { .. } => ColumnKind::VariableScaleDecimal,
+                Scalar::Geometry { .. } => ColumnKind::Geometry,
                 Scalar::Nested(what) => {
                     return Err(CdcError::Schema {
                         position,

@@ -6,6 +6,43 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{CdcError, CdcResult};
+use crate::sink::{OnAbsentRow, SinkOptions};
+
+/// Options any source URI may carry that shape how its messages are applied, not how
+/// they are read: `table=NAME` (the table of messages without a `source` block, as
+/// `--table`) and `on_absent_row=error|upsert` (as `--on-absent-row`). For `file:`
+/// they follow a `?` after the path.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApplyOptions {
+    pub table: Option<String>,
+    pub on_absent_row: Option<OnAbsentRow>,
+}
+
+impl ApplyOptions {
+    /// Sets what the URI says in `options` (a URI option wins over the default and
+    /// over the same command-line flag: it is the more specific of the two).
+    pub fn apply_to(&self, options: &mut SinkOptions) {
+        if let Some(table) = &self.table {
+            options.table = Some(table.clone());
+        }
+        if let Some(mode) = self.on_absent_row {
+            options.on_absent_row = mode;
+        }
+    }
+
+    /// Takes `key=value` if it is one of these options; `Ok(false)` if it is not.
+    fn take(&mut self, key: &str, value: &str, invalid: &dyn Fn(&str) -> CdcError) -> CdcResult<bool> {
+        match key {
+            "table" if !value.is_empty() => self.table = Some(value.to_string()),
+            "table" => return Err(invalid("table= needs a table name")),
+            "on_absent_row" => {
+                self.on_absent_row = Some(value.parse().map_err(|_| invalid("on_absent_row must be error or upsert"))?);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
 
 /// A parsed source URI.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,16 +73,34 @@ impl Default for GeneratorSpec {
 }
 
 pub fn parse_source_uri(uri: &str) -> CdcResult<SourceSpec> {
+    parse_source_uri_with_options(uri).map(|(spec, _)| spec)
+}
+
+/// [`parse_source_uri`] with the URI's [`ApplyOptions`].
+pub fn parse_source_uri_with_options(uri: &str) -> CdcResult<(SourceSpec, ApplyOptions)> {
     let invalid = |reason: &str| CdcError::InvalidUri { uri: uri.to_string(), reason: reason.to_string() };
+    let mut apply = ApplyOptions::default();
     if uri == "-" {
-        return Ok(SourceSpec::Stdin);
+        return Ok((SourceSpec::Stdin, apply));
     }
     if let Some(path) = uri.strip_prefix("file:") {
-        let path = path.strip_prefix("//").unwrap_or(path);
+        let mut path = path.strip_prefix("//").unwrap_or(path);
+        // `?table=..&on_absent_row=..` after the path; a `?` followed by anything else
+        // is part of the file name.
+        if let Some((file, query)) = path.rsplit_once('?') {
+            let mut options = ApplyOptions::default();
+            let mut all_known = !query.is_empty();
+            for (key, value) in query_pairs(query) {
+                all_known &= options.take(key, value, &invalid)?;
+            }
+            if all_known {
+                (path, apply) = (file, options);
+            }
+        }
         if path.is_empty() {
             return Err(invalid("file: needs a path"));
         }
-        return Ok(SourceSpec::File(PathBuf::from(path)));
+        return Ok((SourceSpec::File(PathBuf::from(path)), apply));
     }
     if let Some(rest) = uri.strip_prefix("nats://") {
         let (location, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -57,10 +112,11 @@ pub fn parse_source_uri(uri: &str) -> CdcResult<SourceSpec> {
         for (key, value) in query_pairs(query) {
             match key {
                 "durable" if !value.is_empty() => durable = value.to_string(),
-                other => return Err(invalid(&format!("unknown parameter {other:?} (known: durable)"))),
+                other if apply.take(other, value, &invalid)? => {}
+                other => return Err(invalid(&format!("unknown parameter {other:?} (known: durable, table, on_absent_row)"))),
             }
         }
-        return Ok(SourceSpec::Nats { server: server.to_string(), stream: stream.to_string(), durable });
+        return Ok((SourceSpec::Nats { server: server.to_string(), stream: stream.to_string(), durable }, apply));
     }
     if let Some(rest) = uri.strip_prefix("generator:") {
         let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -79,10 +135,11 @@ pub fn parse_source_uri(uri: &str) -> CdcResult<SourceSpec> {
                 "changes" => spec.changes = Some(number()?),
                 "base_rows" => spec.base_rows = number()?,
                 "seed" => spec.seed = number()?,
+                "on_absent_row" if apply.take(key, value, &invalid)? => {}
                 other => return Err(invalid(&format!("unknown parameter {other:?} (known: rate, seconds, changes, base_rows, seed)"))),
             }
         }
-        return Ok(SourceSpec::Generator(spec));
+        return Ok((SourceSpec::Generator(spec), apply));
     }
     Err(invalid("expected file:PATH, -, nats://HOST:PORT/STREAM or generator:chbench?rate=N"))
 }
@@ -110,6 +167,27 @@ mod tests {
                 assert_eq!(spec.seed, 3);
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn apply_options_ride_on_any_uri() {
+        let (spec, apply) = parse_source_uri_with_options("file:/tmp/x.jsonl?table=shop.items&on_absent_row=upsert").expect("file");
+        assert_eq!(spec, SourceSpec::File("/tmp/x.jsonl".into()));
+        assert_eq!(apply, ApplyOptions { table: Some("shop.items".into()), on_absent_row: Some(OnAbsentRow::Upsert) });
+        let mut options = SinkOptions::default();
+        apply.apply_to(&mut options);
+        assert_eq!((options.table.as_deref(), options.on_absent_row), (Some("shop.items"), OnAbsentRow::Upsert));
+        // A `?` that starts no known option is part of the file name.
+        assert_eq!(parse_source_uri("file:/tmp/what?.jsonl").ok(), Some(SourceSpec::File("/tmp/what?.jsonl".into())));
+        let (spec, apply) = parse_source_uri_with_options("nats://h:4222/cdc?on_absent_row=error&durable=d").expect("nats");
+        assert_eq!(spec, SourceSpec::Nats { server: "h:4222".into(), stream: "cdc".into(), durable: "d".into() });
+        assert_eq!(apply.on_absent_row, Some(OnAbsentRow::Error));
+        let (_, apply) = parse_source_uri_with_options("generator:chbench?rate=5&on_absent_row=upsert").expect("generator");
+        assert_eq!(apply.on_absent_row, Some(OnAbsentRow::Upsert));
+        for bad in ["file:/tmp/x?on_absent_row=skip", "nats://h:1/s?table=", "nats://h:1/s?on_absent_row=maybe"] {
+            let error = parse_source_uri(bad).expect_err(bad).to_string();
+            assert!(error.contains(bad) && (error.contains("on_absent_row") || error.contains("table")), "{error}");
         }
     }
 

@@ -409,6 +409,13 @@ impl Engine {
         }
     }
 
+    /// [`EngineStats::absent_row_upserts`] and [`EngineStats::absent_row_deletes_ignored`]
+    /// (two loads, for callers that poll them).
+    pub fn absent_row_counts(&self) -> (u64, u64) {
+        let stats = &self.shared.stats;
+        (stats.absent_row_upserts.load(Relaxed), stats.absent_row_deletes_ignored.load(Relaxed))
+    }
+
     /// The first error that stopped the engine, if any.
     pub fn failure(&self) -> Option<CoreError> {
         self.shared.failure()

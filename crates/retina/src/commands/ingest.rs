@@ -11,6 +11,8 @@ use anyhow::Context;
 use clap::Args;
 use retina_cdc::ingest::{ingest_uri, StopWhen};
 use retina_cdc::sink::tables::parse_primary_key_option;
+use retina_cdc::sink::OnAbsentRow;
+use retina_cdc::source::uri::parse_source_uri_with_options;
 use retina_cdc::{Grouping, SinkOptions};
 use retina_core::{Engine, EngineConfig};
 use retina_storage::ParquetLakeStore;
@@ -31,6 +33,14 @@ pub struct IngestArgs {
     /// Write undecodable messages (and whole broken transactions) here and continue.
     #[arg(long, value_name = "PATH")]
     dead_letter: Option<PathBuf>,
+    /// The table of messages that carry no `source` block (a single-table file).
+    #[arg(long, value_name = "NAME")]
+    table: Option<String>,
+    /// An update or delete of a row the lakehouse does not have (a stream that did not
+    /// start with a snapshot): error, or upsert (insert the update's after-image,
+    /// ignore the delete; both counted).
+    #[arg(long, value_name = "error|upsert", default_value = "error")]
+    on_absent_row: String,
     /// Grouping of events without transaction metadata: source-txid or event.
     #[arg(long, value_name = "MODE", default_value = "source-txid")]
     no_transaction_metadata_grouping: String,
@@ -49,7 +59,18 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         primary_keys.insert(table, columns);
     }
     let grouping: Grouping = args.no_transaction_metadata_grouping.parse()?;
-    let options = SinkOptions { primary_keys, infer_schema: args.infer_schema, grouping, dead_letter: args.dead_letter };
+    let on_absent_row: OnAbsentRow = args.on_absent_row.parse()?;
+    let mut options = SinkOptions {
+        primary_keys,
+        infer_schema: args.infer_schema,
+        grouping,
+        dead_letter: args.dead_letter,
+        table: args.table,
+        on_absent_row,
+    };
+    // `table=` / `on_absent_row=` in the URI, the more specific, win over the flags.
+    let (_, uri_options) = parse_source_uri_with_options(&args.uri)?;
+    uri_options.apply_to(&mut options);
     std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
     let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lakehouse in {location}"))?;
@@ -63,7 +84,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     engine.close().context("closing the lakehouse (flush and checkpoint)")?;
     let stats = &report.stats;
     println!(
-        "ingested {} from {}: {} transactions, {} row changes in {:.2} s; {} duplicates dropped, {} dead letters; position {}",
+        "ingested {} from {}: {} transactions, {} row changes in {:.2} s; {} duplicates dropped, {} dead letters, {} absent-row upserts, {} absent-row deletes ignored; position {}",
         location,
         report.source,
         stats.transactions_applied,
@@ -71,6 +92,8 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         report.seconds,
         stats.duplicate_transactions,
         stats.dead_letters,
+        stats.absent_row_upserts,
+        stats.absent_row_deletes_ignored,
         report.visible_position.as_deref().unwrap_or("-"),
     );
     if args.json {
