@@ -88,27 +88,32 @@ pub trait ChangeFeed {
     fn apply(&mut self, changes: Vec<RowChange>) -> Result<(), FeedError>;
     /// Nothing more is due right now: make what was applied visible (group commit).
     fn idle(&mut self) -> Result<(), FeedError>;
+    /// The workload ended: everything applied is submitted (and a feed running on
+    /// its own threads has finished them).
+    fn finish(self: Box<Self>) -> Result<(), FeedError> {
+        Ok(())
+    }
 }
 
 /// Builds the feed once the engine exists.
 pub trait ChangeFeedFactory {
-    fn feed<'e>(&mut self, engine: &'e Engine) -> Result<Box<dyn ChangeFeed + 'e>, FeedError>;
+    fn feed(&mut self, engine: &Arc<Engine>) -> Result<Box<dyn ChangeFeed>, FeedError>;
 }
 
 /// Submits the generated row changes as they are (no source format in between).
 pub struct DirectFeed;
 
 impl ChangeFeedFactory for DirectFeed {
-    fn feed<'e>(&mut self, engine: &'e Engine) -> Result<Box<dyn ChangeFeed + 'e>, FeedError> {
-        Ok(Box::new(DirectSubmit { engine }))
+    fn feed(&mut self, engine: &Arc<Engine>) -> Result<Box<dyn ChangeFeed>, FeedError> {
+        Ok(Box::new(DirectSubmit { engine: Arc::clone(engine) }))
     }
 }
 
-struct DirectSubmit<'e> {
-    engine: &'e Engine,
+struct DirectSubmit {
+    engine: Arc<Engine>,
 }
 
-impl ChangeFeed for DirectSubmit<'_> {
+impl ChangeFeed for DirectSubmit {
     fn apply(&mut self, changes: Vec<RowChange>) -> Result<(), FeedError> {
         self.engine.submit(changes)?;
         Ok(())
@@ -193,7 +198,7 @@ pub fn run_with(
         }
         std::thread::sleep(tick);
     }
-    drop(feed);
+    feed.finish().map_err(feed_failed)?;
     engine.sync()?;
     let seconds = start.elapsed().as_secs_f64();
     stop.store(true, SeqCst);

@@ -1,5 +1,7 @@
 //! The CDC benchmarks without the CLI (which needs the DataFusion build):
-//! `cargo run --release -p retina-cdc --example cdc_bench -- [replay|freshness]`.
+//! `cargo run --release -p retina-cdc --example cdc_bench -- [replay|freshness|nats]`
+//! (`nats`: the stream through a JetStream stream on a `nats-server` it starts, or
+//! on `CDC_BENCH_NATS=HOST:PORT`).
 
 use std::time::Duration;
 
@@ -29,6 +31,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 seed: 42,
             };
             let report = replay_debezium(&config, dir.path())?;
+            println!("{}", serde_json::to_string(&report)?);
+        }
+        "nats" => {
+            let config = DebeziumReplayConfig {
+                base_rows: knob("CDC_BENCH_BASE_ROWS", 1_000_000),
+                row_changes: knob("CDC_BENCH_CHANGES", 2_000_000),
+                shards,
+                seed: 42,
+            };
+            let server = std::env::var("CDC_BENCH_NATS").ok();
+            let report = retina_cdc::bench_nats::replay_nats(&config, server.as_deref(), dir.path())?;
             println!("{}", serde_json::to_string(&report)?);
         }
         "freshness" => {

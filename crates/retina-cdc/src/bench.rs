@@ -58,9 +58,12 @@ pub struct DebeziumReplayReport {
     pub shards: usize,
 }
 
-/// Encodes the stream up front, then times (1) decoding alone and (2) decode +
-/// reconstruct + replay until visible.
-pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path) -> CdcResult<DebeziumReplayReport> {
+/// The replay benchmarks' set-up: the stream encoded up front (load, changes) and an
+/// engine with the CH-benCHmark tables.
+pub(crate) fn encoded_workload(
+    config: &DebeziumReplayConfig,
+    data_dir: &std::path::Path,
+) -> CdcResult<(Engine, Vec<EncodedChunk>, Vec<EncodedChunk>)> {
     let spec = GeneratorSpec { base_rows: config.base_rows, seed: config.seed, ..GeneratorSpec::default() };
     let (load, changes) = pre_encode(&spec, config.row_changes, EncoderOptions::default())?;
     let engine_config =
@@ -69,6 +72,13 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
     for schema in schemas() {
         engine.create_table(schema)?;
     }
+    Ok((engine, load, changes))
+}
+
+/// Encodes the stream up front, then times (1) decoding alone and (2) decode +
+/// reconstruct + replay until visible.
+pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path) -> CdcResult<DebeziumReplayReport> {
+    let (engine, load, changes) = encoded_workload(config, data_dir)?;
     let mut load_source = ChunkSource::new(&load, 0);
     let loaded = run(&engine, "generator:chbench", &mut load_source, SinkOptions::default(), StopWhen::default())?;
 

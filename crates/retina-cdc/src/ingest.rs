@@ -1,11 +1,24 @@
-//! Driving a sink from a source: the loop behind `retina ingest` (and usable by
-//! `retina serve`). Acknowledges to the source what the engine reports visible.
+//! The ingest driver: the one loop that runs a source into a sink, behind
+//! `retina ingest`, `retina serve --source`, `retina demo` and the benchmarks.
+//!
+//! source -> decode stage (two workers) -> sink -> engine, with:
+//! - acknowledgements to the source only up to what the latest *checkpoint* made
+//!   durable (a crash recovers to the checkpoint and replays from its position, so
+//!   acknowledging what is merely visible loses data);
+//! - a stop flag (a server shutting down) and an idle limit (one-shot ingests of live
+//!   streams);
+//! - the source's status published to a [`SourceRegistry`] while it runs.
+//!
+//! There is deliberately one driver: two copies of this loop once disagreed on what
+//! to acknowledge, and the one nothing tested lost data.
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use retina_core::Engine;
+use retina_core::{Engine, SourceRegistry, SourceStatus};
 
-use crate::error::{CdcError, CdcResult};
+use crate::error::CdcResult;
 use crate::pipeline::{DecodeStage, LineBatch, PreparedBatch, BATCH_LINES, DECODE_WORKERS};
 use crate::sink::{Sink, SinkOptions, SinkStats};
 use crate::source::generator::GeneratorSource;
@@ -35,25 +48,79 @@ pub fn create_declared_tables(engine: &Engine, source: &dyn MessageSource) -> Cd
 }
 
 /// When to stop a source that does not end by itself.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct StopWhen {
     /// Stop after this long without a message (live sources in tests and one-shot
     /// ingests of a stream).
     pub idle_for: Option<Duration>,
+    /// Stop as soon as this is set (a server shutting down). Open source
+    /// transactions are dropped unapplied: they come after the recorded position, so
+    /// a restart reads them again.
+    pub flag: Option<Arc<AtomicBool>>,
+}
+
+impl StopWhen {
+    /// Stop after `idle` without a message.
+    pub fn idle_for(idle: Duration) -> Self {
+        Self { idle_for: Some(idle), flag: None }
+    }
+
+    /// Stop when `flag` is set.
+    pub fn on_flag(flag: Arc<AtomicBool>) -> Self {
+        Self { idle_for: None, flag: Some(flag) }
+    }
+
+    fn flagged(&self) -> bool {
+        self.flag.as_ref().is_some_and(|flag| flag.load(Relaxed))
+    }
+}
+
+/// How one run of the driver ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// The finite stream ended.
+    Finished,
+    /// The source idled for [`StopWhen::idle_for`].
+    Idle,
+    /// [`StopWhen::flag`] was set.
+    Stopped,
+}
+
+impl Ended {
+    fn state(self) -> &'static str {
+        match self {
+            Ended::Finished => "finished",
+            Ended::Idle => "caught up",
+            Ended::Stopped => "stopped",
+        }
+    }
 }
 
 /// What one ingest run did.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct IngestReport {
     pub source: String,
+    pub ended: Ended,
     pub stats: SinkStats,
     pub seconds: f64,
     /// The recorded position of the newest visible transaction.
     pub visible_position: Option<String>,
+    /// The position the final checkpoint made durable (and the source was told).
+    pub durable_position: Option<String>,
+}
+
+/// The driver's settings beyond the sink's own.
+#[derive(Clone, Debug, Default)]
+pub struct DriveOptions {
+    pub sink: SinkOptions,
+    pub stop: StopWhen,
+    /// Where to publish the source's status (every 100 ms and at the end).
+    pub status: Option<SourceRegistry>,
 }
 
 /// Replays `source` into `engine` until it ends (or idles for `stop.idle_for`), then
-/// waits until everything applied is visible and acknowledges it.
+/// checkpoints and acknowledges everything applied.
 pub fn run(
     engine: &Engine,
     uri: &str,
@@ -61,113 +128,186 @@ pub fn run(
     options: SinkOptions,
     stop: StopWhen,
 ) -> CdcResult<IngestReport> {
-    create_declared_tables(engine, source)?;
-    let mut sink = Sink::new(engine, uri, options)?;
-    let start = Instant::now();
-    match replay(&mut sink, source, stop) {
-        Ok(()) => {
-            // Make everything applied durable, then let the source discard it.
-            engine.checkpoint()?;
-            acknowledge(&sink, source)?;
-        }
+    drive(engine, uri, source, DriveOptions { sink: options, stop, status: None })
+}
+
+/// Opens `uri` and [`run`]s it.
+pub fn ingest_uri(engine: &Engine, uri: &str, options: SinkOptions, stop: StopWhen) -> CdcResult<IngestReport> {
+    let mut source = open_source(uri)?;
+    run(engine, uri, source.as_mut(), options, stop)
+}
+
+/// The driver. Runs `source` (recorded under the name `uri`) until it ends, idles
+/// out or is stopped; then makes everything applied visible, takes a checkpoint and
+/// acknowledges it to the source. On an error, everything before the bad
+/// transaction is still made visible, checkpointed and acknowledged, so a restart
+/// resumes right there.
+pub fn drive(engine: &Engine, uri: &str, source: &mut dyn MessageSource, options: DriveOptions) -> CdcResult<IngestReport> {
+    let mut status = options.status.map(|registry| StatusPublisher::new(registry, uri));
+    let opened = create_declared_tables(engine, source).and_then(|()| Sink::new(engine, uri, options.sink));
+    let mut sink = match opened {
+        Ok(sink) => sink,
         Err(error) => {
-            // Stop at the bad transaction, but let everything before it become visible
-            // (and acknowledged), so a restart resumes right there.
-            if engine.failure().is_none() && sink.idle().is_ok() && engine.sync().is_ok() && engine.checkpoint().is_ok() {
-                let _ = acknowledge(&sink, source);
+            if let Some(status) = status.as_mut() {
+                status.failed(&error, None);
             }
             return Err(error);
         }
+    };
+    if let Some(status) = status.as_mut() {
+        status.publish("running", &sink);
     }
-    Ok(IngestReport {
-        source: uri.to_string(),
-        stats: sink.stats().clone(),
-        seconds: start.elapsed().as_secs_f64(),
-        visible_position: sink.visible_position().map(|p| p.encode()),
-    })
+    let start = Instant::now();
+    let mut driver = Driver { sink: &mut sink, source, stop: &options.stop, status: status.as_mut(), handled: 0, last_status: Instant::now() };
+    let outcome = driver.replay();
+    let outcome = match outcome {
+        Ok(ended) => {
+            // Make everything applied durable, then let the source discard it.
+            engine.checkpoint().map_err(crate::CdcError::from).and_then(|_| acknowledge(&sink, source)).map(|()| ended)
+        }
+        Err(error) => {
+            // Stop at the bad transaction, but let everything before it become
+            // durable (and acknowledged), so a restart resumes right there.
+            if engine.failure().is_none() && sink.idle().is_ok() && engine.sync().is_ok() && engine.checkpoint().is_ok() {
+                let _ = acknowledge(&sink, source);
+            }
+            Err(error)
+        }
+    };
+    match outcome {
+        Ok(ended) => {
+            if let Some(status) = status.as_mut() {
+                status.publish(ended.state(), &sink);
+            }
+            Ok(IngestReport {
+                source: uri.to_string(),
+                ended,
+                stats: sink.stats().clone(),
+                seconds: start.elapsed().as_secs_f64(),
+                visible_position: sink.visible_position().map(|p| p.encode()),
+                durable_position: sink.durable_position().map(|p| p.encode()),
+            })
+        }
+        Err(error) => {
+            if let Some(status) = status.as_mut() {
+                status.failed(&error, Some(&sink));
+            }
+            Err(error)
+        }
+    }
 }
 
-/// The replay loop: the source is read on this thread, lines are decoded in batches
-/// on the decode stage, and prepared messages are handed to the sink in order. When
-/// the source runs dry everything in flight is drained and the partial group-commit
-/// batch is sent.
-fn replay(sink: &mut Sink<'_>, source: &mut dyn MessageSource, stop: StopWhen) -> CdcResult<()> {
-    let mut stage = DecodeStage::start(sink.known_bindings())?;
-    let mut batch: LineBatch = Vec::with_capacity(BATCH_LINES);
-    let mut buffer = String::with_capacity(4096);
-    let mut idle_since: Option<Instant> = None;
-    let mut handled = 0u64;
-    loop {
-        let event = match source.next(&mut buffer) {
-            Ok(event) => event,
-            Err(error) => {
-                // What arrived before the source failed is applied first (a gap is
-                // reported after the transactions before it).
-                drain(sink, source, &mut stage, &mut batch, &mut handled)?;
-                return Err(error);
+/// Acknowledge (and publish status) at least this often while messages flow.
+const ACKNOWLEDGE_EVERY: u64 = 4096;
+const STATUS_EVERY: Duration = Duration::from_millis(100);
+
+/// One run's loop state.
+struct Driver<'a, 'e> {
+    sink: &'a mut Sink<'e>,
+    source: &'a mut dyn MessageSource,
+    stop: &'a StopWhen,
+    status: Option<&'a mut StatusPublisher>,
+    handled: u64,
+    last_status: Instant,
+}
+
+impl Driver<'_, '_> {
+    /// The source is read on this thread, lines are decoded in batches on the decode
+    /// stage, and prepared messages are handed to the sink in order. When the source
+    /// runs dry everything in flight is drained and the partial group-commit batch is
+    /// sent, so freshness does not wait for a full batch.
+    fn replay(&mut self) -> CdcResult<Ended> {
+        let mut stage = DecodeStage::start(self.sink.known_bindings())?;
+        let mut batch: LineBatch = Vec::with_capacity(BATCH_LINES);
+        let mut buffer = String::with_capacity(4096);
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            if self.stop.flagged() {
+                self.drain(&mut stage, &mut batch)?;
+                self.sink.stop()?;
+                return Ok(Ended::Stopped);
             }
-        };
-        match event {
-            SourceEvent::Message(position) => {
-                idle_since = None;
-                let capacity = buffer.capacity();
-                batch.push((position, std::mem::replace(&mut buffer, String::with_capacity(capacity))));
-                if batch.len() >= BATCH_LINES {
-                    stage.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH_LINES)))?;
-                    // Keep every decode worker busy while the oldest batch is applied.
-                    if stage.in_flight() > DECODE_WORKERS {
-                        if let Some(prepared) = stage.receive()? {
-                            apply(sink, source, prepared, &mut handled)?;
+            let event = match self.source.next(&mut buffer) {
+                Ok(event) => event,
+                Err(error) => {
+                    // What arrived before the source failed is applied first (a gap is
+                    // reported after the transactions before it).
+                    self.drain(&mut stage, &mut batch)?;
+                    return Err(error);
+                }
+            };
+            match event {
+                SourceEvent::Message(position) => {
+                    idle_since = None;
+                    let capacity = buffer.capacity();
+                    batch.push((position, std::mem::replace(&mut buffer, String::with_capacity(capacity))));
+                    if batch.len() >= BATCH_LINES {
+                        stage.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH_LINES)))?;
+                        // Keep every decode worker busy while the oldest batch is applied.
+                        if stage.in_flight() > DECODE_WORKERS {
+                            if let Some(prepared) = stage.receive()? {
+                                self.apply(prepared)?;
+                            }
                         }
                     }
                 }
-            }
-            SourceEvent::Idle => {
-                drain(sink, source, &mut stage, &mut batch, &mut handled)?;
-                sink.idle()?;
-                acknowledge(sink, source)?;
-                let since = *idle_since.get_or_insert_with(Instant::now);
-                if stop.idle_for.is_some_and(|limit| since.elapsed() >= limit) {
-                    break;
+                SourceEvent::Idle => {
+                    self.drain(&mut stage, &mut batch)?;
+                    self.sink.idle()?;
+                    self.acknowledge()?;
+                    self.publish_status(false);
+                    let since = *idle_since.get_or_insert_with(Instant::now);
+                    if self.stop.idle_for.is_some_and(|limit| since.elapsed() >= limit) {
+                        self.sink.finish()?;
+                        return Ok(Ended::Idle);
+                    }
+                }
+                SourceEvent::End => {
+                    self.drain(&mut stage, &mut batch)?;
+                    self.sink.finish()?;
+                    return Ok(Ended::Finished);
                 }
             }
-            SourceEvent::End => {
-                drain(sink, source, &mut stage, &mut batch, &mut handled)?;
-                break;
+        }
+    }
+
+    fn drain(&mut self, stage: &mut DecodeStage, batch: &mut LineBatch) -> CdcResult<()> {
+        stage.send(std::mem::take(batch))?;
+        while let Some(prepared) = stage.receive()? {
+            self.apply(prepared)?;
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, batch: PreparedBatch) -> CdcResult<()> {
+        for (position, line, prepared) in batch {
+            match prepared {
+                Some(prepared) => self.sink.handle_prepared(position, prepared, &line)?,
+                None => self.sink.handle(position, &line)?,
+            }
+            self.handled += 1;
+            if self.handled % ACKNOWLEDGE_EVERY == 0 {
+                self.acknowledge()?;
+                self.publish_status(true);
             }
         }
+        Ok(())
     }
-    sink.finish()?;
-    acknowledge(sink, source)
-}
 
-fn drain(
-    sink: &mut Sink<'_>,
-    source: &mut dyn MessageSource,
-    stage: &mut DecodeStage,
-    batch: &mut LineBatch,
-    handled: &mut u64,
-) -> CdcResult<()> {
-    stage.send(std::mem::take(batch))?;
-    while let Some(prepared) = stage.receive()? {
-        apply(sink, source, prepared, handled)?;
+    fn acknowledge(&mut self) -> CdcResult<()> {
+        acknowledge(self.sink, self.source)
     }
-    Ok(())
-}
 
-fn apply(sink: &mut Sink<'_>, source: &mut dyn MessageSource, batch: PreparedBatch, handled: &mut u64) -> CdcResult<()> {
-    for (position, line, prepared) in batch {
-        match prepared {
-            Some(prepared) => sink.handle_prepared(position, prepared, &line)?,
-            None => sink.handle(position, &line)?,
+    /// Publishes the status when `STATUS_EVERY` passed (`busy`: messages are flowing).
+    fn publish_status(&mut self, busy: bool) {
+        if self.last_status.elapsed() < STATUS_EVERY {
+            return;
         }
-        *handled += 1;
-        // Acknowledge every 4096 messages (and whenever the source runs dry).
-        if *handled & 4095 == 0 {
-            acknowledge(sink, source)?;
+        self.last_status = Instant::now();
+        if let Some(status) = self.status.as_deref_mut() {
+            status.publish(if busy { "running" } else { "caught up" }, self.sink);
         }
     }
-    Ok(())
 }
 
 /// Tells the source it may discard what the latest checkpoint holds (not merely what
@@ -179,11 +319,39 @@ fn acknowledge(sink: &Sink<'_>, source: &mut dyn MessageSource) -> CdcResult<()>
     }
 }
 
-/// Convenience for the CLI: open `uri` and [`run`] it.
-pub fn ingest_uri(engine: &Engine, uri: &str, options: SinkOptions, stop: StopWhen) -> CdcResult<IngestReport> {
-    let mut source = open_source(uri)?;
-    run(engine, uri, source.as_mut(), options, stop).map_err(|e| match e {
-        CdcError::Engine(core) => CdcError::Engine(core),
-        other => other,
-    })
+/// Publishes one source's [`SourceStatus`] from its sink's counters.
+struct StatusPublisher {
+    registry: SourceRegistry,
+    status: SourceStatus,
+}
+
+impl StatusPublisher {
+    fn new(registry: SourceRegistry, uri: &str) -> Self {
+        let status = SourceStatus::new(uri, uri);
+        registry.update(status.clone());
+        Self { registry, status }
+    }
+
+    fn publish(&mut self, state: &str, sink: &Sink<'_>) {
+        let stats = sink.stats();
+        self.status.state = state.to_string();
+        self.status.messages = stats.messages;
+        self.status.transactions = stats.transactions_applied;
+        self.status.row_changes = stats.row_changes_applied;
+        self.status.duplicate_transactions = stats.duplicate_transactions;
+        self.status.diverted = stats.diverted();
+        self.status.durable_position = sink.durable_position().map(|p| p.encode());
+        self.registry.update(self.status.clone());
+    }
+
+    fn failed(&mut self, error: &crate::CdcError, sink: Option<&Sink<'_>>) {
+        self.status.last_error = Some(error.to_string());
+        match sink {
+            Some(sink) => self.publish("failed", sink),
+            None => {
+                self.status.state = "failed".into();
+                self.registry.update(self.status.clone());
+            }
+        }
+    }
 }

@@ -7,10 +7,13 @@
 //! - [`source`]: `file:PATH`, `-`, `nats://HOST:PORT/STREAM`, `generator:chbench`
 //!   ([`parse_source_uri`] is what `retina serve --source` parses too);
 //! - [`pipeline`]: the decode stage, a thread that decodes while the sink applies;
-//! - [`ingest`]: the replay loop (source -> decode stage -> sink -> acknowledgements);
-//! - [`bench`](mod@bench): `retina bench replay --format debezium` and `retina bench freshness`.
+//! - [`ingest`]: the one ingest driver (source -> decode stage -> sink -> durable
+//!   acknowledgements), behind `retina ingest`, `serve`, `demo` and the benchmarks;
+//! - [`bench`](mod@bench): `retina bench replay --format debezium` and `retina bench freshness`;
+//!   [`bench_nats`]: `retina bench replay --source nats`.
 
 pub mod bench;
+pub mod bench_nats;
 pub mod debezium;
 pub mod error;
 pub mod ingest;

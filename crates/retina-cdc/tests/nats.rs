@@ -3,44 +3,16 @@
 
 mod common;
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use retina_cdc::ingest::{run, StopWhen};
+use retina_cdc::bench_nats::LocalNatsServer;
 use retina_cdc::source::nats::NatsSource;
 use retina_cdc::{CdcError, SinkOptions};
 
-struct NatsServer {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for NatsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_nats() -> NatsServer {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let port = TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("address").port();
-    let child = Command::new("nats-server")
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start nats-server ({e}): install the Debian package `nats-server` (apt-get install -y nats-server)"));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not listen on port {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    NatsServer { child, port, _dir: dir }
+fn start_nats() -> LocalNatsServer {
+    LocalNatsServer::start().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Publishes `lines` to stream `cdc` (created if needed); returns their sequences.
@@ -95,7 +67,7 @@ fn transaction(id: &str, keys: &[i64]) -> Vec<String> {
 fn ingest_nats(port: u16, durable: &str) -> (TestEngine, Result<retina_cdc::ingest::IngestReport, CdcError>) {
     let test = engine();
     let mut source = NatsSource::connect(&format!("127.0.0.1:{port}"), "cdc", durable).expect("source");
-    let stop = StopWhen { idle_for: Some(Duration::from_millis(300)) };
+    let stop = StopWhen::idle_for(Duration::from_millis(300));
     let result = run(&test.engine, "nats://test/cdc", &mut source, SinkOptions::default(), stop);
     (test, result)
 }
@@ -106,23 +78,23 @@ fn replays_a_stream_and_acknowledges_only_what_is_visible() {
     let mut lines = transaction("1", &[1, 2]);
     lines.extend(transaction("2", &[3]));
     lines.push(r#"{"key":{"id":3},"value":null}"#.into()); // a tombstone after the last transaction
-    publish(server.port, &lines);
-    let (test, report) = ingest_nats(server.port, "retina");
+    publish(server.port(), &lines);
+    let (test, report) = ingest_nats(server.port(), "retina");
     let report = report.expect("ingest");
     assert_eq!(report.stats.transactions_applied, 2);
     assert_eq!(rows(&test.engine, "s.t").len(), 3);
     assert_eq!(report.visible_position.as_deref(), Some("transport=7"));
     // Acknowledged up to the END of the last visible transaction, not the tombstone.
-    assert_eq!(ack_floor(server.port, "retina"), 7);
+    assert_eq!(ack_floor(server.port(), "retina"), 7);
 
     // A second run of the same durable consumer gets only what was not acknowledged.
-    publish(server.port, &transaction("3", &[4]));
-    let (test, report) = ingest_nats(server.port, "retina");
+    publish(server.port(), &transaction("3", &[4]));
+    let (test, report) = ingest_nats(server.port(), "retina");
     let report = report.expect("second ingest");
     assert_eq!(report.stats.transactions_applied, 1);
     assert_eq!(report.stats.tombstones, 1, "the unacknowledged tombstone is redelivered, nothing else");
     assert_eq!(rows(&test.engine, "s.t").len(), 1);
-    assert_eq!(ack_floor(server.port, "retina"), 11);
+    assert_eq!(ack_floor(server.port(), "retina"), 11);
 }
 
 #[test]
@@ -130,11 +102,11 @@ fn a_failed_transaction_is_not_acknowledged() {
     let server = start_nats();
     let mut lines = transaction("1", &[1]);
     lines.extend([begin("2"), event("d", 42, None, Some(("2", 1))), end("2", 1, "s.t")]);
-    publish(server.port, &lines);
-    let (_test, result) = ingest_nats(server.port, "retina");
+    publish(server.port(), &lines);
+    let (_test, result) = ingest_nats(server.port(), "retina");
     let error = result.expect_err("delete of a missing key").to_string();
     assert!(error.contains("stream sequence 4") && error.contains("table s.t") && error.contains("id=Int64(42)"), "{error}");
-    assert!(ack_floor(server.port, "retina") < 4, "nothing of the failed transaction is acknowledged");
+    assert!(ack_floor(server.port(), "retina") < 4, "nothing of the failed transaction is acknowledged");
 }
 
 #[test]
@@ -142,10 +114,10 @@ fn a_sequence_gap_is_an_error_naming_the_missing_messages() {
     let server = start_nats();
     let mut lines = transaction("1", &[1]);
     lines.extend(transaction("2", &[2]));
-    publish(server.port, &lines);
-    delete_message(server.port, 5);
-    let (_test, result) = ingest_nats(server.port, "retina");
+    publish(server.port(), &lines);
+    delete_message(server.port(), 5);
+    let (_test, result) = ingest_nats(server.port(), "retina");
     let error = result.expect_err("gap").to_string();
     assert!(error.contains("stream sequence 6") && error.contains("5..5"), "{error}");
-    assert_eq!(ack_floor(server.port, "retina"), 3, "the transaction before the gap is applied and acknowledged");
+    assert_eq!(ack_floor(server.port(), "retina"), 3, "the transaction before the gap is applied and acknowledged");
 }

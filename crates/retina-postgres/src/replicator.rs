@@ -423,15 +423,17 @@ impl PgSource {
             self.status.lock().duplicate_transactions += 1;
             return Ok(());
         }
-        let mut changes = expand_truncates(engine, transaction.changes)?;
-        if !stream.widened.is_empty() {
-            retina_core::schema_evolution::pad_short_rows(engine, &stream.widened, &mut changes)?;
-            if !stream.assembler.in_progress() {
-                stream.widened.clear();
-            }
+        let submitted = retina_core::submit_source_transaction(
+            engine,
+            &self.name,
+            lsn_position(transaction.end_lsn),
+            transaction.changes,
+            &stream.widened,
+        )?;
+        if !stream.widened.is_empty() && !stream.assembler.in_progress() {
+            stream.widened.clear();
         }
-        let count = changes.len() as u64;
-        let ts = engine.submit_from(&self.name, lsn_position(transaction.end_lsn), changes)?;
+        let (ts, count) = (submitted.ts, submitted.row_changes as u64);
         if let Some(probe) = &self.probe {
             let _ = probe.send((ts, transaction.commit_time_micros));
         }
@@ -473,21 +475,3 @@ fn types_missing(types: &TypeCatalog, body: &crate::pgoutput::RelationBody) -> b
     body.columns.iter().any(|c| types.column_kind(c.type_oid, c.type_modifier).is_none())
 }
 
-/// A TRUNCATE empties its table at its point of the transaction: the transaction's
-/// earlier changes to that table are dropped and every row that existed before the
-/// transaction is deleted (the engine has no truncate operation).
-fn expand_truncates(engine: &Engine, changes: Vec<SourceChange>) -> PgSourceResult<Vec<RowChange>> {
-    let mut out: Vec<RowChange> = Vec::with_capacity(changes.len());
-    for change in changes {
-        match change {
-            SourceChange::Row(row) => out.push(row),
-            SourceChange::Truncate(table) => {
-                // Also drops an earlier TRUNCATE's deletes of the same table: the
-                // rows from before the transaction are deleted once, here.
-                out.retain(|c| c.table() != table);
-                out.extend(engine.live_keys(table)?.into_iter().map(|key| RowChange::Delete { table, key }));
-            }
-        }
-    }
-    Ok(out)
-}

@@ -74,6 +74,20 @@ impl PgSourceStatus {
     }
 }
 
+impl PgSourceStatus {
+    /// This status in the form every source publishes (`retina.sources`, `/metrics`).
+    pub fn fill(&self, status: &mut retina_core::SourceStatus) {
+        status.state = self.phase.as_str().into();
+        status.transactions = self.transactions;
+        status.row_changes = self.row_changes + self.copied_rows;
+        status.duplicate_transactions = self.duplicate_transactions;
+        status.lag_bytes = Some(self.lag_bytes());
+        status.lag_millis = Some(self.lag_millis());
+        status.durable_position = (self.confirmed_lsn.0 > 0).then(|| self.confirmed_lsn.to_string());
+        status.last_error = self.error.clone();
+    }
+}
+
 /// The shared cell the source writes and readers copy.
 pub type SharedStatus = Arc<Mutex<PgSourceStatus>>;
 

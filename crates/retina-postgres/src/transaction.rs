@@ -5,18 +5,11 @@
 
 use std::collections::HashMap;
 
-use retina_core::{RowChange, TableId};
-
 use crate::error::{PgSourceError, PgSourceResult};
 use crate::lsn::Lsn;
 
-/// One change of a source transaction, already converted to Retina rows.
-#[derive(Debug)]
-pub enum SourceChange {
-    Row(RowChange),
-    /// TRUNCATE of a table: every row live at this point goes.
-    Truncate(TableId),
-}
+/// One change of a source transaction (the apply layer's type, shared by all sources).
+pub use retina_core::SourceChange;
 
 /// A committed source transaction.
 #[derive(Debug)]
@@ -117,7 +110,7 @@ impl TransactionAssembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use retina_core::Value;
+    use retina_core::{RowChange, TableId, Value};
 
     fn insert(id: i64) -> SourceChange {
         SourceChange::Row(RowChange::Insert { table: TableId(1), row: vec![Value::Int64(id)] })

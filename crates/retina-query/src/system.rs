@@ -78,6 +78,10 @@ impl SystemViewKind {
                 Field::new("lag_millis", DataType::Int64, true),
                 Field::new("last_error", DataType::Utf8, true),
                 Field::new("updated_at", utc(), false),
+                Field::new("durable_position", DataType::Utf8, true),
+                Field::new("messages", DataType::Int64, false),
+                Field::new("duplicate_transactions", DataType::Int64, false),
+                Field::new("diverted", DataType::Int64, false),
             ],
             Self::Metrics => vec![
                 Field::new("name", DataType::Utf8, false),
@@ -184,6 +188,10 @@ impl SystemView {
             Arc::new(Int64Array::from_iter(statuses.iter().map(|s| s.lag_millis.map(|l| l as i64)))),
             Arc::new(StringArray::from_iter(statuses.iter().map(|s| s.last_error.clone()))),
             Arc::new(TimestampMicrosecondArray::from_iter_values(statuses.iter().map(|s| micros(s.updated_at))).with_timezone("UTC")),
+            Arc::new(StringArray::from_iter(statuses.iter().map(|s| s.durable_position.clone()))),
+            Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.messages as i64))),
+            Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.duplicate_transactions as i64))),
+            Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.diverted as i64))),
         ]
     }
 }

@@ -12,7 +12,6 @@ mod failure;
 pub mod prepare;
 pub mod reconstruct;
 pub mod tables;
-mod truncate;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -68,6 +67,15 @@ pub struct SinkStats {
     /// the engine, so shared by the sources of one engine).
     pub absent_row_upserts: u64,
     pub absent_row_deletes_ignored: u64,
+}
+
+impl SinkStats {
+    /// Messages not applied exactly as sent, but diverted or adjusted on the user's
+    /// request (dead letters, ...): `retina.sources` shows them, so nothing is
+    /// silently lost.
+    pub fn diverted(&self) -> u64 {
+        self.dead_letters + self.absent_row_upserts + self.absent_row_deletes_ignored
+    }
 }
 
 /// One source's sink into one engine.
@@ -318,29 +326,12 @@ impl<'e> Sink<'e> {
             }
             let position = SinkPosition { transport: resume_transport(&transaction, oldest_open), order: transaction.order };
             let count = transaction.changes.len() as u64;
-            let changes = if transaction.changes.iter().any(|c| matches!(c.change, SinkChange::Truncate(_))) {
-                let (first, id) = (transaction.first, transaction.id.clone());
-                truncate::expand(self.engine, transaction.changes.into_iter().map(|c| c.change).collect()).map_err(|e| match e {
-                    CdcError::Engine(core) => self.explain(core),
-                    other => CdcError::Apply { position: first, transaction: id, table: None, reason: other.to_string() },
-                })?
-            } else {
-                transaction
-                    .changes
-                    .into_iter()
-                    .filter_map(|c| match c.change {
-                        SinkChange::Row(row) => Some(row),
-                        SinkChange::Truncate(_) => None,
-                    })
-                    .collect()
-            };
-            let mut changes = changes;
+            let changes: Vec<SinkChange> = transaction.changes.into_iter().map(|c| c.change).collect();
             self.widened.extend(self.tables.take_widened());
-            if !self.widened.is_empty() {
-                retina_core::schema_evolution::pad_short_rows(self.engine, &self.widened, &mut changes)?;
-            }
-            let ts = match self.engine.submit_from(&self.source, position.encode(), changes) {
-                Ok(ts) => ts,
+            let submitted =
+                retina_core::submit_source_transaction(self.engine, &self.source, position.encode(), changes, &self.widened);
+            let ts = match submitted {
+                Ok(submitted) => submitted.ts,
                 Err(error) => {
                     let (first, last, id) = (transaction.first, transaction.last, transaction.id);
                     return Err(match error {

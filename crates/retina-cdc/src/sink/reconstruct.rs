@@ -11,8 +11,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use retina_core::{RowChange, TableId};
-
 use crate::debezium::TransactionBlock;
 use crate::error::CdcError;
 use crate::position::{Position, SourceOrder};
@@ -40,14 +38,9 @@ impl std::str::FromStr for Grouping {
     }
 }
 
-/// What one event asks of its mirror transaction.
-#[derive(Debug, Clone)]
-pub enum SinkChange {
-    Row(RowChange),
-    /// Delete every row of the table (Debezium `op: t`); expanded into deletes of the
-    /// then-live keys when its transaction is submitted.
-    Truncate(TableId),
-}
+/// What one event asks of its mirror transaction: the apply layer's change type
+/// (a row change, or a Debezium `op: t` truncate expanded at submission).
+pub use retina_core::SourceChange as SinkChange;
 
 /// One decoded change waiting for its transaction to complete.
 #[derive(Debug, Clone)]

@@ -9,26 +9,22 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError};
+use crossbeam_channel::bounded;
 use retina_bench::chbench::{schemas, ChBenchGenerator, ChBenchScale, ChBenchTables};
 use retina_core::{TableId, TableSchema};
 
+use super::channel::ChannelSource;
 use super::uri::GeneratorSpec;
 use super::{MessageSource, SourceEvent};
 use crate::debezium::{DebeziumEncoder, EncoderOptions};
 use crate::error::{CdcError, CdcResult};
-use crate::position::Position;
 
 /// Microseconds since the Unix epoch.
 pub fn now_micros() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }
 
-/// Encoded lines of many transactions, `\n`-separated, with their row-change count.
-pub struct EncodedChunk {
-    pub text: String,
-    pub row_changes: u64,
-}
+pub use super::channel::EncodedChunk;
 
 /// Encodes the generator's initial load and `row_changes` changes up front (benchmarks
 /// that time decode and replay only). Returns the load chunks and the change chunks.
@@ -71,14 +67,10 @@ fn workload(spec: &GeneratorSpec, options: EncoderOptions) -> CdcResult<(ChBench
     Ok((generator, encoder))
 }
 
-/// The live generator source: a producer thread encodes at the target rate.
+/// The live generator source: a producer thread encodes at the target rate into a
+/// channel that a [`ChannelSource`] reads.
 pub struct GeneratorSource {
-    chunks: Receiver<EncodedChunk>,
-    current: String,
-    offset: usize,
-    messages: u64,
-    /// Set after an `Idle`: the next call may block briefly for data.
-    reported_idle: bool,
+    lines: ChannelSource,
     stop: Arc<AtomicBool>,
     producer: Option<JoinHandle<()>>,
 }
@@ -134,44 +126,13 @@ impl GeneratorSource {
                 }
             })
             .map_err(|e| CdcError::Source { source_name: "generator:chbench".into(), reason: e.to_string() })?;
-        Ok(Self { chunks, current: String::new(), offset: 0, messages: 0, reported_idle: false, stop, producer: Some(producer) })
+        Ok(Self { lines: ChannelSource::new(chunks), stop, producer: Some(producer) })
     }
 }
 
 impl MessageSource for GeneratorSource {
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
-        loop {
-            if self.offset < self.current.len() {
-                let rest = &self.current[self.offset..];
-                let end = rest.find('\n').unwrap_or(rest.len());
-                buffer.clear();
-                buffer.push_str(&rest[..end]);
-                self.offset += end + 1;
-                self.messages += 1;
-                self.reported_idle = false;
-                return Ok(SourceEvent::Message(Position::generated(self.messages)));
-            }
-            match self.chunks.try_recv() {
-                Ok(chunk) => {
-                    self.current = chunk.text;
-                    self.offset = 0;
-                }
-                Err(crossbeam_channel::TryRecvError::Disconnected) => return Ok(SourceEvent::End),
-                // Ran dry: say so at once, so the sink sends its partial batch.
-                Err(crossbeam_channel::TryRecvError::Empty) if !self.reported_idle => {
-                    self.reported_idle = true;
-                    return Ok(SourceEvent::Idle);
-                }
-                Err(crossbeam_channel::TryRecvError::Empty) => match self.chunks.recv_timeout(Duration::from_millis(1)) {
-                    Ok(chunk) => {
-                        self.current = chunk.text;
-                        self.offset = 0;
-                    }
-                    Err(RecvTimeoutError::Timeout) => return Ok(SourceEvent::Idle),
-                    Err(RecvTimeoutError::Disconnected) => return Ok(SourceEvent::End),
-                },
-            }
-        }
+        self.lines.next(buffer)
     }
 
     fn declared_tables(&self) -> Vec<TableSchema> {
@@ -183,10 +144,10 @@ impl Drop for GeneratorSource {
     fn drop(&mut self) {
         self.stop.store(true, Relaxed);
         // Unblock a producer waiting on a full channel.
-        while self.chunks.try_recv().is_ok() {}
+        self.lines.discard_pending();
         if let Some(producer) = self.producer.take() {
             while !producer.is_finished() {
-                while self.chunks.try_recv().is_ok() {}
+                self.lines.discard_pending();
                 std::thread::sleep(Duration::from_millis(1));
             }
             let _ = producer.join();

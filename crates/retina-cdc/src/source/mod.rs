@@ -1,8 +1,9 @@
 //! Where messages come from. Every source yields Debezium JSON messages with a
 //! strictly increasing transport position, says when it has nothing more for now
 //! (so the sink can send its partial batch) and when a finite stream ended, and is
-//! told what is visible so it can acknowledge it.
+//! told what a checkpoint made durable so it can acknowledge it.
 
+pub mod channel;
 pub mod generator;
 pub mod lines;
 pub mod nats;
@@ -29,9 +30,12 @@ pub trait MessageSource {
     /// Fills `buffer` with the next message (replacing its content).
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent>;
 
-    /// Everything up to `visible` is applied and visible; a source with
-    /// acknowledgements may now acknowledge it.
-    fn acknowledge(&mut self, _visible: SinkPosition) -> CdcResult<()> {
+    /// Everything up to `durable` is held by a saved checkpoint: a source with
+    /// acknowledgements may now acknowledge it (let the broker or database discard
+    /// it). Never called with a position that is merely visible: a crash recovers to
+    /// the latest checkpoint, and what comes after it must be delivered again.
+    /// Acknowledging less than asked is always safe (the sink drops redeliveries).
+    fn acknowledge(&mut self, _durable: SinkPosition) -> CdcResult<()> {
         Ok(())
     }
 

@@ -1,9 +1,10 @@
 //! `nats://HOST:PORT/STREAM`: Debezium JSON messages in a JetStream stream, read by a
 //! durable pull consumer with cumulative acknowledgement (`AckPolicy::All`). A message
-//! is acknowledged only once the engine reports a transaction at or after it as
-//! visible, so a crash redelivers everything not yet applied; redeliveries of what was
-//! already handed to the sink are dropped by stream sequence, and a jump in the stream
-//! sequence (lost messages) is an error.
+//! is acknowledged only once a checkpoint holds a transaction at or after it, so a
+//! crash (which recovers to the latest checkpoint) gets everything after that
+//! checkpoint redelivered; redeliveries of what was already handed to the sink are
+//! dropped by stream sequence, and a jump in the stream sequence (lost messages) is an
+//! error.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -19,14 +20,27 @@ use crate::position::{Position, SinkPosition};
 
 const FETCH_BATCH: usize = 1024;
 
+/// Acknowledgements wait for a checkpoint (seconds: millions of messages at full
+/// speed), so keeping every handed-out message's acker costs memory in proportion to
+/// the rate. Under `AckPolicy::All` one acker covers everything before it, and
+/// acknowledging less than what is durable is safe (the sink drops redeliveries), so
+/// only the ackers of the newest `RECENT_ACKERS` messages are all kept (the end of a
+/// stream is acknowledged exactly), and of older ones every `ACK_STRIDE`-th: at most
+/// `ACK_STRIDE - 1` more messages are redelivered after a crash.
+const RECENT_ACKERS: usize = 4096;
+const ACK_STRIDE: u64 = 256;
+
 pub struct NatsSource {
     name: String,
     runtime: tokio::runtime::Runtime,
     consumer: PullConsumer,
     /// Fetched, not yet handed out: (stream sequence, payload, acker).
     buffered: VecDeque<(u64, Vec<u8>, Acker)>,
-    /// Handed out, not yet acknowledged, in sequence order.
+    /// Handed out, not yet acknowledged, in sequence order: the newest
+    /// [`RECENT_ACKERS`] messages ...
     unacknowledged: VecDeque<(u64, Acker)>,
+    /// ... and, before them, every [`ACK_STRIDE`]-th.
+    sparse_unacknowledged: VecDeque<(u64, Acker)>,
     last_sequence: Option<u64>,
     reported_idle: bool,
 }
@@ -77,6 +91,7 @@ impl NatsSource {
             consumer,
             buffered: VecDeque::new(),
             unacknowledged: VecDeque::new(),
+            sparse_unacknowledged: VecDeque::new(),
             last_sequence: None,
             reported_idle: false,
         })
@@ -143,14 +158,21 @@ impl MessageSource for NatsSource {
             buffer.clear();
             buffer.push_str(&String::from_utf8_lossy(&payload));
             self.unacknowledged.push_back((sequence, acker));
+            if self.unacknowledged.len() > RECENT_ACKERS {
+                if let Some(older) = self.unacknowledged.pop_front().filter(|(sequence, _)| sequence % ACK_STRIDE == 0) {
+                    self.sparse_unacknowledged.push_back(older);
+                }
+            }
             return Ok(SourceEvent::Message(Position::stream_sequence(sequence)));
         }
     }
 
-    fn acknowledge(&mut self, visible: SinkPosition) -> CdcResult<()> {
+    fn acknowledge(&mut self, durable: SinkPosition) -> CdcResult<()> {
         let mut newest = None;
-        while self.unacknowledged.front().is_some_and(|(sequence, _)| *sequence <= visible.transport) {
-            newest = self.unacknowledged.pop_front();
+        for queue in [&mut self.sparse_unacknowledged, &mut self.unacknowledged] {
+            while queue.front().is_some_and(|(sequence, _)| *sequence <= durable.transport) {
+                newest = queue.pop_front();
+            }
         }
         if let Some((sequence, acker)) = newest {
             // AckPolicy::All: acknowledging `sequence` acknowledges everything before it.

@@ -20,6 +20,7 @@ use crate::rows::value_at;
 use crate::schema_evolution::conform_batches;
 use crate::types::{RowId, RowLocation, TableId, Ts};
 use crate::value::{Row, Value};
+use crate::visibility::RgWriter;
 use crate::write_buffer::{validate_row, VirtualFile, WriteBuffer};
 
 pub(crate) enum ShardMessage {
@@ -224,7 +225,7 @@ impl Shard {
             return Err(unavailable(table, "the row is not in the mirror"));
         };
         let (location, _) =
-            table.main.locate(row_id).expect("every row id in the single-point index has a main-index range");
+            table.main.locate_mut(row_id).expect("every row id in the single-point index has a main-index range");
         // A row appended earlier in this batch is not published yet; publishing early
         // is harmless (readers cut rows by `_create_ts`, and this ts is not visible).
         if let Some(buffer) = table.buffer.as_mut() {

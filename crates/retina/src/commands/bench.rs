@@ -56,6 +56,15 @@ pub struct ReplayArgs {
     /// native: pre-decoded row changes; debezium: Debezium JSON lines through the decoder and sink.
     #[arg(long, default_value = "native", value_parser = ["native", "debezium"])]
     format: String,
+    /// memory: the stream replayed from memory; nats: published to a JetStream stream
+    /// and replayed by the ingest driver `retina serve --source nats://` runs (implies
+    /// --format debezium).
+    #[arg(long, default_value = "memory", value_parser = ["memory", "nats"])]
+    source: String,
+    /// With --source nats: a running server HOST:PORT (default: the benchmark starts
+    /// its own `nats-server -js`).
+    #[arg(long, value_name = "HOST:PORT")]
+    nats: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -103,6 +112,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.name {
         BenchName::Replay(args) => {
             let work = WorkDir::new(args.data_dir)?;
+            if args.source == "nats" {
+                return super::bench_cdc::run_replay_nats(args.base_rows, args.changes, args.shards, args.seed, args.nats.as_deref(), work.path(), args.json);
+            }
             if args.format == "debezium" {
                 return super::bench_cdc::run_replay(args.base_rows, args.changes, args.shards, args.seed, work.path(), args.json);
             }

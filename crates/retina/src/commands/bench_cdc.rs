@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use retina_cdc::bench::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
+use retina_cdc::bench_nats::replay_nats;
 
 #[derive(Args)]
 pub struct FreshnessArgs {
@@ -43,6 +44,34 @@ pub fn run_replay(base_rows: u64, changes: u64, shards: Option<usize>, seed: u64
         report.json_bytes as f64 / 1e6,
         report.decode_events_per_s,
         report.decode_mb_per_s,
+        report.row_changes,
+        report.transactions,
+        report.shards,
+        report.replay_seconds,
+        report.row_changes_per_s
+    );
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}
+
+pub fn run_replay_nats(
+    base_rows: u64,
+    changes: u64,
+    shards: Option<usize>,
+    seed: u64,
+    server: Option<&str>,
+    dir: &Path,
+    json: bool,
+) -> anyhow::Result<()> {
+    let config = DebeziumReplayConfig { base_rows, row_changes: changes, shards: shards.unwrap_or_else(default_shards), seed };
+    let report = replay_nats(&config, server, dir)?;
+    println!(
+        "Debezium JSON in JetStream ({}): published {} messages at {:.0}/s; replayed {} row changes ({} transactions) with {} shards in {:.2} s: {:.0} row changes/s",
+        report.server,
+        report.messages,
+        report.publish_messages_per_s,
         report.row_changes,
         report.transactions,
         report.shards,

@@ -1,21 +1,32 @@
 //! The demo's change stream as a source database ships it: each generated
 //! transaction is encoded as Debezium JSON lines (BEGIN, its change events, END) and
-//! replayed by the CDC sink — decoding, transaction reconstruction, exactly-once
-//! positions — the path `retina ingest` and `retina serve --source` take.
+//! sent to the CDC crate's one ingest driver, running on its own thread — decode
+//! stage, transaction reconstruction, exactly-once positions, durable
+//! acknowledgements — the path `retina ingest` and `retina serve --source` take.
 
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Sender;
 use retina_bench::live::{ChangeFeed, ChangeFeedFactory, FeedError};
 use retina_cdc::debezium::{DebeziumEncoder, EncoderOptions};
-use retina_cdc::{Position, Sink, SinkOptions};
+use retina_cdc::ingest::{run, IngestReport, StopWhen};
+use retina_cdc::source::channel::{ChannelSource, EncodedChunk};
+use retina_cdc::{CdcResult, SinkOptions};
 use retina_core::{Engine, RowChange, TableSchema};
 
 /// The source name the demo's sink records positions under.
 const SOURCE: &str = "demo:chbench-debezium";
 
+/// Chunks in flight between the workload and the driver: enough to ride out a
+/// checkpoint, few enough that the workload cannot run far ahead of replay.
+const CHANNEL_CHUNKS: usize = 64;
+
 /// Builds a [`DebeziumReplay`] over the engine's tables.
 pub struct DebeziumFeed;
 
 impl ChangeFeedFactory for DebeziumFeed {
-    fn feed<'e>(&mut self, engine: &'e Engine) -> Result<Box<dyn ChangeFeed + 'e>, FeedError> {
+    fn feed(&mut self, engine: &Arc<Engine>) -> Result<Box<dyn ChangeFeed>, FeedError> {
         let mut tables = engine.tables();
         tables.sort_by_key(|table| table.id());
         // The encoder names tables by id: `schemas[i]` must be table `i`.
@@ -24,32 +35,66 @@ impl ChangeFeedFactory for DebeziumFeed {
         }
         let schemas: Vec<TableSchema> = tables.iter().map(|table| TableSchema::clone(&table.schema())).collect();
         let encoder = DebeziumEncoder::new(&schemas, EncoderOptions::default())?;
-        let sink = Sink::new(engine, SOURCE, SinkOptions::default())?;
-        Ok(Box::new(DebeziumReplay { encoder, sink, text: String::new(), line: 0 }))
+        let (sender, chunks) = crossbeam_channel::bounded(CHANNEL_CHUNKS);
+        let engine = Arc::clone(engine);
+        let driver = std::thread::Builder::new().name("retina-demo-source".into()).spawn(move || {
+            let mut source = ChannelSource::new(chunks);
+            run(&engine, SOURCE, &mut source, SinkOptions::default(), StopWhen::default())
+        })?;
+        Ok(Box::new(DebeziumReplay { encoder, pending: EncodedChunk { text: String::new(), row_changes: 0 }, sender: Some(sender), driver: Some(driver) }))
     }
 }
 
-/// Encodes and replays one transaction at a time.
-struct DebeziumReplay<'e> {
+/// Encodes transactions as they are generated and hands them to the driver in
+/// chunks, one per workload tick.
+struct DebeziumReplay {
     encoder: DebeziumEncoder,
-    sink: Sink<'e>,
-    text: String,
-    /// Position of the last line handed to the sink (line numbers of the stream).
-    line: u64,
+    pending: EncodedChunk,
+    sender: Option<Sender<EncodedChunk>>,
+    driver: Option<JoinHandle<CdcResult<IngestReport>>>,
 }
 
-impl ChangeFeed for DebeziumReplay<'_> {
-    fn apply(&mut self, changes: Vec<RowChange>) -> Result<(), FeedError> {
-        self.text.clear();
-        self.encoder.encode_transaction(&changes, &mut self.text)?;
-        for line in self.text.lines() {
-            self.line += 1;
-            self.sink.handle(Position::line(self.line), line)?;
+impl DebeziumReplay {
+    /// The driver's outcome once it has ended (its error, when it failed).
+    fn join(&mut self) -> Result<(), FeedError> {
+        self.sender.take();
+        match self.driver.take().map(JoinHandle::join) {
+            Some(Ok(Ok(_))) | None => Ok(()),
+            Some(Ok(Err(error))) => Err(error.into()),
+            Some(Err(_)) => Err("the demo's ingest driver panicked".into()),
         }
+    }
+}
+
+impl ChangeFeed for DebeziumReplay {
+    fn apply(&mut self, changes: Vec<RowChange>) -> Result<(), FeedError> {
+        self.encoder.encode_transaction(&changes, &mut self.pending.text)?;
+        self.pending.row_changes += changes.len() as u64;
         Ok(())
     }
 
     fn idle(&mut self) -> Result<(), FeedError> {
-        Ok(self.sink.idle()?)
+        if self.pending.text.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.pending, EncodedChunk { text: String::new(), row_changes: 0 });
+        let sent = self.sender.as_ref().is_some_and(|sender| sender.send(chunk).is_ok());
+        if sent {
+            return Ok(());
+        }
+        // The driver stopped reading: it failed; report why.
+        self.join()?;
+        Err("the demo's ingest driver ended early".into())
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<(), FeedError> {
+        self.idle()?;
+        self.join()
+    }
+}
+
+impl Drop for DebeziumReplay {
+    fn drop(&mut self) {
+        let _ = self.join();
     }
 }

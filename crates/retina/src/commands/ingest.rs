@@ -47,6 +47,9 @@ pub struct IngestArgs {
     /// Live sources (NATS, generator): stop after this many seconds without a message.
     #[arg(long, default_value_t = 2.0)]
     idle_exit_seconds: f64,
+    /// Seconds between checkpoints while the ingest runs (it always ends with one).
+    #[arg(long, default_value_t = 5.0)]
+    checkpoint_seconds: f64,
     /// Print the report as one JSON object on the last line.
     #[arg(long)]
     json: bool,
@@ -76,8 +79,12 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lakehouse in {location}"))?;
     // Opens (and recovers) the lakehouse: a source ingested before resumes after its
     // recorded position, so re-running an ingest applies nothing twice.
-    let engine = Engine::open(EngineConfig::default(), Arc::new(store)).with_context(|| format!("opening the engine on {location}"))?;
-    let stop = StopWhen { idle_for: Some(Duration::from_secs_f64(args.idle_exit_seconds.max(0.0))) };
+    let config = EngineConfig {
+        checkpoint_interval: Some(super::serve::checkpoint_interval(args.checkpoint_seconds)?),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::open(config, Arc::new(store)).with_context(|| format!("opening the engine on {location}"))?;
+    let stop = StopWhen::idle_for(Duration::from_secs_f64(args.idle_exit_seconds.max(0.0)));
     let report = ingest_uri(&engine, &args.uri, options, stop)?;
     // Everything visible, flushed and checkpointed (with the source position), so a
     // later process can open DIR, query it, and resume after `visible_position`.

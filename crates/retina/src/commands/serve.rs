@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// SCRAM-SHA-256 verifier. Without it, any user connects without a password.
     #[arg(long)]
     pub password_file: Option<PathBuf>,
+    /// Seconds between checkpoints: a crash loses nothing, but replays what came
+    /// after the latest one, and sources are acknowledged only up to it.
+    #[arg(long, default_value_t = 5.0)]
+    pub checkpoint_seconds: f64,
 }
 
 /// What a serving instance runs on: engine, session and sources. The engine is
@@ -57,7 +61,7 @@ pub struct Instance {
 
 impl Instance {
     /// Starts the engine in `data_dir` and the given sources.
-    pub fn start(data_dir: &std::path::Path, source_uris: &[String], query_memory_mb: usize) -> anyhow::Result<Self> {
+    pub fn start(data_dir: &std::path::Path, source_uris: &[String], query_memory_mb: usize, config: EngineConfig) -> anyhow::Result<Self> {
         for uri in source_uris {
             ServedSource::validate(uri)?;
         }
@@ -67,7 +71,7 @@ impl Instance {
         // `open` recovers a data dir that holds a lakehouse (from its latest checkpoint;
         // sources then resume from their recovered positions) or starts an empty one.
         let engine = Arc::new(
-            Engine::open(EngineConfig::default(), Arc::new(store))
+            Engine::open(config, Arc::new(store))
                 .with_context(|| format!("opening the lakehouse in {}", data_dir.display()))?,
         );
         let registry = SourceRegistry::new();
@@ -102,7 +106,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => scram_from_password_file(path)?,
         None => ClientAuthentication::Trust,
     };
-    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb)?;
+    let config = EngineConfig { checkpoint_interval: Some(checkpoint_interval(args.checkpoint_seconds)?), ..EngineConfig::default() };
+    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     let endpoints = Endpoints { listen: &args.listen, metrics_listen: &args.metrics_listen, authentication };
     let served = runtime.block_on(serve(Arc::clone(&instance.session), endpoints, args.seconds));
@@ -110,6 +115,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     runtime.shutdown_timeout(Duration::from_secs(2));
     instance.stop()?;
     served
+}
+
+/// `--checkpoint-seconds` as a period (positive and finite).
+pub fn checkpoint_interval(seconds: f64) -> anyhow::Result<Duration> {
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        anyhow::bail!("--checkpoint-seconds must be a positive number of seconds, got {seconds}");
+    }
+    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// Where and how `retina serve` listens.

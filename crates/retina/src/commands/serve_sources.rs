@@ -1,19 +1,20 @@
 //! The sources `retina serve` replays: any source URI of the CDC crate (`file:PATH`,
-//! `-`, `nats://HOST:PORT/STREAM`, `generator:chbench?rate=N`), each driven through
-//! the real Debezium sink on its own thread until the server stops, with its progress
-//! published to the `retina.sources` view and `/metrics`; and `postgres://...`, a
-//! PostgreSQL database through logical replication ([`retina_postgres::PgSource`]).
+//! `-`, `nats://HOST:PORT/STREAM`, `generator:chbench?rate=N`), each run by the CDC
+//! crate's one ingest driver on its own thread until the server stops, with its
+//! progress published to the `retina.sources` view and `/metrics`; and
+//! `postgres://...`, a PostgreSQL database through logical replication
+//! ([`retina_postgres::PgSource`]).
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use retina_cdc::ingest::{create_declared_tables, open_source};
-use retina_cdc::source::SourceEvent;
-use retina_cdc::{parse_source_uri, CdcResult, Sink, SinkOptions};
+use retina_cdc::ingest::{drive, open_source, DriveOptions, StopWhen};
+use retina_cdc::source::uri::parse_source_uri_with_options;
+use retina_cdc::{parse_source_uri, SinkOptions};
 use retina_core::Engine;
 use retina_postgres::{PgSource, PgSourceOptions};
 use retina_query::{SourceRegistry, SourceStatus};
@@ -49,7 +50,7 @@ impl ServedSource {
             let (uri, stop) = (uri.to_string(), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("retina-source".into())
-                .spawn(move || replay(&uri, &engine, &registry, &stop, ready))
+                .spawn(move || replay(&uri, &engine, &registry, stop, ready))
                 .context("starting a source thread")?
         };
         let served = Self { stop, thread: Some(thread) };
@@ -88,14 +89,7 @@ impl ServedSource {
                 let mut status = SourceStatus::new(name.clone(), name);
                 loop {
                     let finished = runner.is_finished();
-                    let now = shared.lock().clone();
-                    status.state = now.phase.as_str().into();
-                    status.transactions = now.transactions;
-                    status.row_changes = now.row_changes + now.copied_rows;
-                    status.lag_bytes = Some(now.lag_bytes());
-                    status.lag_millis = Some(now.lag_millis());
-                    status.last_error = now.error.clone();
-                    status.updated_at = std::time::SystemTime::now();
+                    shared.lock().fill(&mut status);
                     registry.update(status.clone());
                     if finished {
                         let _ = runner.join();
@@ -120,65 +114,25 @@ fn is_postgres(uri: &str) -> bool {
     uri.starts_with("postgres://") || uri.starts_with("postgresql://")
 }
 
-fn replay(uri: &str, engine: &Engine, registry: &SourceRegistry, stop: &AtomicBool, ready: mpsc::Sender<Result<(), String>>) {
-    let mut status = SourceStatus::new(uri, uri);
-    let opened = open_source(uri).and_then(|source| {
-        create_declared_tables(engine, source.as_ref())?;
-        let sink = Sink::new(engine, uri, SinkOptions::default())?;
-        Ok((source, sink))
-    });
-    let (mut source, mut sink) = match opened {
-        Ok(opened) => opened,
+/// Runs the source through the one ingest driver until the server stops (or the
+/// source ends or fails); the driver publishes its status and acknowledges only what
+/// checkpoints made durable.
+fn replay(uri: &str, engine: &Engine, registry: &SourceRegistry, stop: Arc<AtomicBool>, ready: mpsc::Sender<Result<(), String>>) {
+    let mut source = match open_source(uri) {
+        Ok(source) => source,
         Err(error) => {
             let _ = ready.send(Err(error.to_string()));
             return;
         }
     };
-    status.state = "running".into();
-    registry.update(status.clone());
-    let _ = ready.send(Ok(()));
-    let mut buffer = String::with_capacity(4096);
-    let mut last_report = Instant::now();
-    let outcome: CdcResult<&'static str> = (|| {
-        while !stop.load(SeqCst) {
-            match source.next(&mut buffer)? {
-                SourceEvent::Message(position) => sink.handle(position, &buffer)?,
-                SourceEvent::Idle => {
-                    sink.idle()?;
-                    if let Some(visible) = sink.visible_position() {
-                        source.acknowledge(visible)?;
-                    }
-                }
-                SourceEvent::End => {
-                    sink.finish()?;
-                    if let Some(visible) = sink.visible_position() {
-                        source.acknowledge(visible)?;
-                    }
-                    return Ok("finished");
-                }
-            }
-            if last_report.elapsed() >= Duration::from_millis(100) {
-                publish(&mut status, &sink, registry);
-                last_report = Instant::now();
-            }
-        }
-        sink.stop()?;
-        Ok("stopped")
-    })();
-    match outcome {
-        Ok(state) => status.state = state.into(),
-        Err(error) => {
-            status.state = "failed".into();
-            status.last_error = Some(error.to_string());
-            eprintln!("retina serve: source {uri} stopped: {error}");
-        }
+    // `table=` and `on_absent_row=` ride on the URI (validated before the start).
+    let mut sink = SinkOptions::default();
+    if let Ok((_, apply)) = parse_source_uri_with_options(uri) {
+        apply.apply_to(&mut sink);
     }
-    publish(&mut status, &sink, registry);
-}
-
-fn publish(status: &mut SourceStatus, sink: &Sink<'_>, registry: &SourceRegistry) {
-    let stats = sink.stats();
-    status.transactions = stats.transactions_applied;
-    status.row_changes = stats.row_changes_applied;
-    registry.update(status.clone());
+    let _ = ready.send(Ok(()));
+    let options = DriveOptions { sink, stop: StopWhen::on_flag(stop), status: Some(registry.clone()) };
+    if let Err(error) = drive(engine, uri, source.as_mut(), options) {
+        eprintln!("retina serve: source {uri} stopped: {error}");
+    }
 }
