@@ -255,7 +255,7 @@ impl Driver<'_, '_> {
                     self.drain(&mut stage, &mut batch)?;
                     self.sink.idle()?;
                     self.acknowledge()?;
-                    self.publish_status(false);
+                    self.publish_status();
                     let since = *idle_since.get_or_insert_with(Instant::now);
                     if self.stop.idle_for.is_some_and(|limit| since.elapsed() >= limit) {
                         self.sink.finish()?;
@@ -288,7 +288,7 @@ impl Driver<'_, '_> {
             self.handled += 1;
             if self.handled % ACKNOWLEDGE_EVERY == 0 {
                 self.acknowledge()?;
-                self.publish_status(true);
+                self.publish_status();
             }
         }
         Ok(())
@@ -298,14 +298,15 @@ impl Driver<'_, '_> {
         acknowledge(self.sink, self.source)
     }
 
-    /// Publishes the status when `STATUS_EVERY` passed (`busy`: messages are flowing).
-    fn publish_status(&mut self, busy: bool) {
+    /// Publishes the status when `STATUS_EVERY` passed. A live source that has
+    /// nothing new for a moment is still `running`; lag figures say how far behind.
+    fn publish_status(&mut self) {
         if self.last_status.elapsed() < STATUS_EVERY {
             return;
         }
         self.last_status = Instant::now();
         if let Some(status) = self.status.as_deref_mut() {
-            status.publish(if busy { "running" } else { "caught up" }, self.sink);
+            status.publish("running", self.sink);
         }
     }
 }
