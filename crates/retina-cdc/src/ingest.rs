@@ -24,7 +24,7 @@ use crate::sink::{Sink, SinkOptions, SinkStats};
 use crate::source::generator::GeneratorSource;
 use crate::source::lines::LineSource;
 use crate::source::nats::NatsSource;
-use crate::source::uri::{parse_source_uri, SourceSpec};
+use crate::source::uri::{parse_source_uri, parse_source_uri_with_options, SourceSpec};
 use crate::source::{MessageSource, SourceEvent};
 
 /// Opens the source a URI names.
@@ -131,10 +131,20 @@ pub fn run(
     drive(engine, uri, source, DriveOptions { sink: options, stop, status: None })
 }
 
-/// Opens `uri` and [`run`]s it.
+/// Opens `uri` and [`run`]s it, with the URI's own options applied
+/// ([`options_for_uri`]).
 pub fn ingest_uri(engine: &Engine, uri: &str, options: SinkOptions, stop: StopWhen) -> CdcResult<IngestReport> {
+    let options = options_for_uri(uri, options)?;
     let mut source = open_source(uri)?;
     run(engine, uri, source.as_mut(), options, stop)
+}
+
+/// `options` with what the source URI itself says (`table=`, `on_absent_row=`):
+/// the URI is the more specific of the two, so it wins over command-line flags.
+pub fn options_for_uri(uri: &str, mut options: SinkOptions) -> CdcResult<SinkOptions> {
+    let (_, apply) = parse_source_uri_with_options(uri)?;
+    apply.apply_to(&mut options);
+    Ok(options)
 }
 
 /// The driver. Runs `source` (recorded under the name `uri`) until it ends, idles

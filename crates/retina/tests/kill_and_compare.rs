@@ -11,7 +11,6 @@
 //! NATS runs need `nats-server` (Debian package `nats-server`).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,7 +18,9 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use retina_cdc::bench_nats::LocalNatsServer;
 
-const RETINA: &str = env!("CARGO_BIN_EXE_retina");
+mod support;
+
+use support::{spawn_serve, RETINA};
 
 const ACCOUNTS: i64 = 20;
 const OPENING_BALANCE: i64 = 1000;
@@ -222,27 +223,9 @@ fn publish(port: u16, lines: &[String]) {
 
 /// `retina serve` on `source`; returns once its SQL endpoint is up.
 fn start_serve(dir: &Path, source: &str, checkpoint_seconds: &str) -> (Killed, u16) {
-    let mut child = Command::new(RETINA)
-        .args(["serve", "--data-dir"])
-        .arg(dir)
-        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--checkpoint-seconds", checkpoint_seconds, "--source", source])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start retina serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = loop {
-        match lines.next() {
-            Some(Ok(line)) if line.starts_with("retina serve: SQL") => break line,
-            Some(Ok(_)) => continue,
-            other => panic!("retina serve did not start: {other:?}"),
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    let address = line.split(" on ").nth(1).and_then(|s| s.split(';').next()).expect("sql address");
-    let port = address.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
-    (Killed(child), port)
+    let serve = spawn_serve(dir, &["--checkpoint-seconds", checkpoint_seconds, "--source", source]);
+    let port = serve.sql.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+    (Killed(serve.child), port)
 }
 
 fn psql(port: u16, sql: &str) -> Option<String> {

@@ -4,11 +4,12 @@
 //! stopped data dir is queried with `retina sql --data-dir`; with `--password-file`,
 //! clients log in with `PGPASSWORD` (SCRAM-SHA-256).
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const RETINA: &str = env!("CARGO_BIN_EXE_retina");
+mod support;
+
+use support::{spawn_serve, Spawned, RETINA};
 
 struct Server {
     child: Child,
@@ -22,28 +23,7 @@ impl Server {
     }
 
     fn start_with(dir: &std::path::Path, args: &[&str]) -> Self {
-        let mut child = Command::new(RETINA)
-            .args(["serve", "--data-dir"])
-            .arg(dir)
-            .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start retina serve");
-        let stdout = child.stdout.take().expect("stdout");
-        let mut lines = BufReader::new(stdout).lines();
-        let line = loop {
-            match lines.next() {
-                Some(Ok(line)) if line.starts_with("retina serve: SQL") => break line,
-                Some(Ok(_)) => continue,
-                other => panic!("retina serve did not start: {other:?}"),
-            }
-        };
-        // "retina serve: SQL (PostgreSQL protocol) on ADDR; metrics on http://ADDR/metrics"
-        let sql = line.split(" on ").nth(1).and_then(|s| s.split(';').next()).expect("sql address").to_string();
-        let metrics = line.rsplit("http://").next().and_then(|s| s.strip_suffix("/metrics")).expect("metrics address").to_string();
-        std::thread::spawn(move || for _ in lines {}); // keep draining stdout
+        let Spawned { child, sql, metrics } = spawn_serve(dir, args);
         Self { child, sql, metrics }
     }
 

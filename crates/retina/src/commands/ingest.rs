@@ -12,7 +12,6 @@ use clap::Args;
 use retina_cdc::ingest::{ingest_uri, StopWhen};
 use retina_cdc::sink::tables::parse_primary_key_option;
 use retina_cdc::sink::OnAbsentRow;
-use retina_cdc::source::uri::parse_source_uri_with_options;
 use retina_cdc::{Grouping, SinkOptions};
 use retina_core::{Engine, EngineConfig};
 use retina_storage::ParquetLakeStore;
@@ -63,7 +62,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     }
     let grouping: Grouping = args.no_transaction_metadata_grouping.parse()?;
     let on_absent_row: OnAbsentRow = args.on_absent_row.parse()?;
-    let mut options = SinkOptions {
+    let options = SinkOptions {
         primary_keys,
         infer_schema: args.infer_schema,
         grouping,
@@ -71,9 +70,6 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         table: args.table,
         on_absent_row,
     };
-    // `table=` / `on_absent_row=` in the URI, the more specific, win over the flags.
-    let (_, uri_options) = parse_source_uri_with_options(&args.uri)?;
-    uri_options.apply_to(&mut options);
     std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
     let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lakehouse in {location}"))?;

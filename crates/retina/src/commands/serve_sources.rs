@@ -12,8 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context};
-use retina_cdc::ingest::{drive, open_source, DriveOptions, StopWhen};
-use retina_cdc::source::uri::parse_source_uri_with_options;
+use retina_cdc::ingest::{drive, open_source, options_for_uri, DriveOptions, StopWhen};
 use retina_cdc::{parse_source_uri, SinkOptions};
 use retina_core::Engine;
 use retina_postgres::{PgSource, PgSourceOptions};
@@ -125,11 +124,14 @@ fn replay(uri: &str, engine: &Engine, registry: &SourceRegistry, stop: Arc<Atomi
             return;
         }
     };
-    // `table=` and `on_absent_row=` ride on the URI (validated before the start).
-    let mut sink = SinkOptions::default();
-    if let Ok((_, apply)) = parse_source_uri_with_options(uri) {
-        apply.apply_to(&mut sink);
-    }
+    // `table=` and `on_absent_row=` ride on the URI.
+    let sink = match options_for_uri(uri, SinkOptions::default()) {
+        Ok(sink) => sink,
+        Err(error) => {
+            let _ = ready.send(Err(error.to_string()));
+            return;
+        }
+    };
     let _ = ready.send(Ok(()));
     let options = DriveOptions { sink, stop: StopWhen::on_flag(stop), status: Some(registry.clone()) };
     if let Err(error) = drive(engine, uri, source.as_mut(), options) {

@@ -1,0 +1,43 @@
+//! Shared by the CLI's integration tests: starting `retina serve` as a user does.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+pub const RETINA: &str = env!("CARGO_BIN_EXE_retina");
+
+/// A started `retina serve`: the process and its SQL and metrics addresses.
+pub struct Spawned {
+    pub child: Child,
+    pub sql: String,
+    pub metrics: String,
+}
+
+/// Starts `retina serve --data-dir DIR` on free loopback ports with `args`, and
+/// returns once it printed where it serves SQL (its stdout is drained after that).
+pub fn spawn_serve(dir: &Path, args: &[&str]) -> Spawned {
+    let mut child = Command::new(RETINA)
+        .args(["serve", "--data-dir"])
+        .arg(dir)
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start retina serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = loop {
+        match lines.next() {
+            Some(Ok(line)) if line.starts_with("retina serve: SQL") => break line,
+            Some(Ok(_)) => continue,
+            other => panic!("retina serve did not start: {other:?}"),
+        }
+    };
+    // "retina serve: SQL (PostgreSQL protocol) on ADDR; metrics on http://ADDR/metrics"
+    let sql = line.split(" on ").nth(1).and_then(|s| s.split(';').next()).expect("sql address").to_string();
+    let metrics = line.rsplit("http://").next().and_then(|s| s.strip_suffix("/metrics")).expect("metrics address").to_string();
+    std::thread::spawn(move || for _ in lines {}); // keep draining stdout
+    Spawned { child, sql, metrics }
+}
