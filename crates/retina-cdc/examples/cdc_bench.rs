@@ -17,6 +17,15 @@ fn knob(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// `CDC_BENCH_FORMAT=envelope`: lines as Kafka Connect writes them by default
+/// (schema envelope and key); otherwise bare payloads.
+fn encoding() -> retina_cdc::debezium::EncoderOptions {
+    match std::env::var("CDC_BENCH_FORMAT").as_deref() {
+        Ok("envelope") => DebeziumReplayConfig::envelope_with_keys(),
+        _ => Default::default(),
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let which = std::env::args().nth(1).unwrap_or_else(|| "replay".into());
     let shards = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -29,6 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 row_changes: knob("CDC_BENCH_CHANGES", 5_000_000),
                 shards,
                 seed: 42,
+                encoding: encoding(),
             };
             let report = replay_debezium(&config, dir.path())?;
             println!("{}", serde_json::to_string(&report)?);
@@ -39,6 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 row_changes: knob("CDC_BENCH_CHANGES", 2_000_000),
                 shards,
                 seed: 42,
+                encoding: encoding(),
             };
             let server = std::env::var("CDC_BENCH_NATS").ok();
             let report = retina_cdc::bench_nats::replay_nats(&config, server.as_deref(), dir.path())?;

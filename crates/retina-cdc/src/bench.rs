@@ -34,6 +34,17 @@ pub struct DebeziumReplayConfig {
     pub row_changes: u64,
     pub shards: usize,
     pub seed: u64,
+    /// How each line is written: bare payloads, or with Kafka Connect's schema
+    /// envelope and key (`JsonConverter` with `schemas.enable=true`, its default).
+    pub encoding: EncoderOptions,
+}
+
+impl DebeziumReplayConfig {
+    /// The stream as Kafka Connect's JsonConverter writes it by default: every value
+    /// `{"schema":…,"payload":…}` and every line keyed, the key with its own schema.
+    pub fn envelope_with_keys() -> EncoderOptions {
+        EncoderOptions { with_schemas: true, with_keys: true }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -56,6 +67,8 @@ pub struct DebeziumReplayReport {
     /// busy threads on a shared 2-core machine, wall time alone understates the rate.
     pub replay_cpu_seconds: Option<f64>,
     pub shards: usize,
+    /// `"payload"` or `"envelope+key"`: what each line carried.
+    pub encoding: &'static str,
 }
 
 /// The replay benchmarks' set-up: the stream encoded up front (load, changes) and an
@@ -65,7 +78,7 @@ pub(crate) fn encoded_workload(
     data_dir: &std::path::Path,
 ) -> CdcResult<(Engine, Vec<EncodedChunk>, Vec<EncodedChunk>)> {
     let spec = GeneratorSpec { base_rows: config.base_rows, seed: config.seed, ..GeneratorSpec::default() };
-    let (load, changes) = pre_encode(&spec, config.row_changes, EncoderOptions::default())?;
+    let (load, changes) = pre_encode(&spec, config.row_changes, config.encoding)?;
     let engine_config =
         EngineConfig { shards: config.shards, gc_interval: Some(Duration::from_secs(1)), ..EngineConfig::default() };
     let engine = start_engine(data_dir, engine_config)?;
@@ -128,6 +141,7 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
         replay_seconds,
         replay_cpu_seconds,
         shards: engine.config().shards,
+        encoding: if config.encoding.with_schemas { "envelope+key" } else { "payload" },
     })
 }
 

@@ -7,11 +7,23 @@ use retina_cdc::bench::{freshness, replay_debezium, DebeziumReplayConfig, Freshn
 #[test]
 fn debezium_replay_reports_decode_and_end_to_end_rates() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let config = DebeziumReplayConfig { base_rows: 3_000, row_changes: 20_000, shards: 2, seed: 1 };
+    let config = DebeziumReplayConfig { base_rows: 3_000, row_changes: 20_000, shards: 2, seed: 1, encoding: Default::default() };
     let report = replay_debezium(&config, dir.path()).expect("bench");
     assert!(report.row_changes >= 20_000, "{report:?}");
     assert!(report.events > report.row_changes, "events include BEGIN/END: {report:?}");
     assert!(report.decode_events_per_s > 0.0 && report.row_changes_per_s > 0.0, "{report:?}");
+}
+
+/// The envelope form (schemas and keys on every line) replays the same stream.
+#[test]
+fn envelope_replay_applies_the_same_row_changes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let encoding = DebeziumReplayConfig::envelope_with_keys();
+    let config = DebeziumReplayConfig { base_rows: 3_000, row_changes: 20_000, shards: 2, seed: 1, encoding };
+    let report = replay_debezium(&config, dir.path()).expect("bench");
+    assert_eq!(report.encoding, "envelope+key");
+    assert!(report.row_changes >= 20_000, "{report:?}");
+    assert!(report.json_bytes > 20_000 * 1_000, "every line carries its schemas: {report:?}");
 }
 
 #[test]

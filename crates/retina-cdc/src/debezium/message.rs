@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::envelope;
 use super::image::Image;
 use crate::error::DecodeError;
 use crate::position::SourceOrder;
@@ -41,11 +42,11 @@ pub struct ChangeEvent<'a> {
     pub table: String,
     pub before: Option<Image<'a>>,
     pub after: Option<Image<'a>>,
-    /// The value (envelope) schema when the stream carries schemas.
-    pub schema: Option<&'a RawValue>,
-    /// The message key's payload and schema, when the line carries a key.
+    /// The value (envelope) schema's JSON text when the stream carries schemas.
+    pub schema: Option<&'a str>,
+    /// The message key's payload, and its schema's JSON text, when the line carries a key.
     pub key: Option<&'a RawValue>,
-    pub key_schema: Option<&'a RawValue>,
+    pub key_schema: Option<&'a str>,
     pub transaction: Option<TransactionBlock>,
     /// A snapshot row (`op: r`, or `op: c` marked `snapshot: "true"` as Debezium 1.1
     /// wrote them; `op` is then [`Op::Read`]): the source's current state of the row,
@@ -208,6 +209,14 @@ fn malformed(error: serde_json::Error) -> DecodeError {
     DecodeError::MalformedJson(format!("{reason} at column {}", error.column()))
 }
 
+/// A schema that is present and not `null`, remembered so later lines with the same
+/// text skip re-reading it (see [`envelope`]).
+fn known_schema(raw: Option<&RawValue>) -> Option<&str> {
+    let schema = raw.filter(|s| s.get() != "null")?.get();
+    envelope::remember(schema);
+    Some(schema)
+}
+
 fn is_null(raw: Option<&RawValue>) -> bool {
     raw.is_none_or(|r| r.get() == "null")
 }
@@ -257,6 +266,17 @@ pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Resul
     if trimmed.is_empty() || trimmed == "null" {
         return Ok(Message::Tombstone);
     }
+    if let Some(parts) = envelope::split(trimmed) {
+        // Its schemas are known; a payload that does not parse is left to the full
+        // parse below, which gives the error (or reads a layout the split did not).
+        if let Ok(payload) = serde_json::from_str::<Fields>(parts.payload) {
+            let (key, key_schema) = match parts.key {
+                Some((schema, key)) => (Some(key), Some(schema)),
+                None => (None, None),
+            };
+            return decode_payload(payload, Some(parts.schema), key, key_schema, default_table);
+        }
+    }
     let fields: Fields = serde_json::from_str(line).map_err(malformed)?;
     let wrapped = (fields.key.is_some() || fields.value.is_some()) && fields.op.is_none() && fields.status.is_none();
     if !wrapped {
@@ -270,7 +290,7 @@ pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Resul
         Some(key) => {
             let key_fields: Fields = serde_json::from_str(key.get()).map_err(malformed)?;
             match key_fields.payload {
-                Some(payload) if key_fields.schema.is_some() => (Some(payload), key_fields.schema.filter(|s| s.get() != "null")),
+                Some(payload) if key_fields.schema.is_some() => (Some(payload), known_schema(key_fields.schema)),
                 _ => (Some(key), None),
             }
         }
@@ -283,14 +303,14 @@ pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Resul
 fn decode_value<'a>(
     fields: Fields<'a>,
     key: Option<&'a RawValue>,
-    key_schema: Option<&'a RawValue>,
+    key_schema: Option<&'a str>,
     default_table: Option<&str>,
 ) -> Result<Message<'a>, DecodeError> {
     if fields.op.is_none() && fields.status.is_none() && fields.payload.is_some() {
         let Some(payload) = fields.payload.filter(|p| p.get() != "null") else {
             return Ok(Message::Tombstone);
         };
-        let schema = fields.schema.filter(|s| s.get() != "null");
+        let schema = known_schema(fields.schema);
         let inner: Fields = serde_json::from_str(payload.get()).map_err(malformed)?;
         return decode_payload(inner, schema, key, key_schema, default_table);
     }
@@ -299,9 +319,9 @@ fn decode_value<'a>(
 
 fn decode_payload<'a>(
     fields: Fields<'a>,
-    schema: Option<&'a RawValue>,
+    schema: Option<&'a str>,
     key: Option<&'a RawValue>,
-    key_schema: Option<&'a RawValue>,
+    key_schema: Option<&'a str>,
     default_table: Option<&str>,
 ) -> Result<Message<'a>, DecodeError> {
     if let Some(status) = fields.status.filter(|s| s.get() != "null") {

@@ -2,6 +2,7 @@
 //! encoder for generated transactions.
 
 pub mod encoder;
+mod envelope;
 pub mod image;
 pub mod message;
 pub mod row;

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use arrow_schema::{Field, Schema};
 use parking_lot::RwLock;
 use retina_core::{Engine, TableId, TableSchema};
-use serde_json::value::RawValue;
 
 use crate::debezium::schema::{columns_of_envelope, key_columns};
 use super::prepare::Decoding;
@@ -26,13 +25,18 @@ pub struct TableBinding {
     pub plan: TablePlan,
 }
 
-/// The bindings resolved so far: by table name (schemaless events) and by the raw
-/// schema text (events with schemas: each distinct schema is checked against the
-/// table once). Shared with the decode stage, which may only read it.
+/// The bindings resolved so far: by table name (schemaless events) and by table name
+/// and raw schema text (events with schemas: each distinct schema of a table is
+/// checked against it once). Shared with the decode stage, which may only read it.
+///
+/// Keyed by table first: two tables may carry byte-identical schemas (nothing in a
+/// Connect schema has to name its table), and hashing the short name instead of the
+/// schema (a kilobyte or more, on every line) is cheaper.
 #[derive(Default)]
 pub struct KnownBindings {
     by_name: HashMap<String, Arc<TableBinding>>,
-    by_schema: HashMap<Box<str>, Arc<TableBinding>>,
+    /// Per table, its schema texts seen so far, newest last.
+    by_schema: HashMap<String, Vec<(Box<str>, Arc<TableBinding>)>>,
     decoding: Decoding,
 }
 
@@ -45,7 +49,10 @@ impl KnownBindings {
     /// The binding `event` resolves to, if it was resolved before.
     pub fn lookup(&self, event: &ChangeEvent<'_>) -> Option<Arc<TableBinding>> {
         match event.schema {
-            Some(schema) => self.by_schema.get(schema.get()).cloned(),
+            Some(schema) => {
+                let schemas = self.by_schema.get(&event.table)?;
+                schemas.iter().rev().find(|(known, _)| &**known == schema).map(|(_, binding)| Arc::clone(binding))
+            }
             None => self.by_name.get(&event.table).cloned(),
         }
     }
@@ -94,7 +101,8 @@ impl TableResolver {
         }
         if let Some(schema) = event.schema {
             let binding = self.resolve_with_schema(engine, event, schema, position)?;
-            self.known.write().by_schema.insert(schema.get().into(), Arc::clone(&binding));
+            let mut known = self.known.write();
+            known.by_schema.entry(event.table.clone()).or_default().push((schema.into(), Arc::clone(&binding)));
             return Ok(binding);
         }
         let binding = match engine.table_id(&event.table) {
@@ -119,7 +127,7 @@ impl TableResolver {
         &mut self,
         engine: &Engine,
         event: &ChangeEvent<'_>,
-        schema: &RawValue,
+        schema: &str,
         position: Position,
     ) -> CdcResult<Arc<TableBinding>> {
         let decode_error = |error| CdcError::Decode { position, table: Some(event.table.clone()), error };

@@ -53,8 +53,10 @@ pub struct ReplayArgs {
     /// Where the Parquet files go (default: a temporary directory, removed after).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// native: pre-decoded row changes; debezium: Debezium JSON lines through the decoder and sink.
-    #[arg(long, default_value = "native", value_parser = ["native", "debezium"])]
+    /// native: pre-decoded row changes; debezium: Debezium JSON lines (bare payloads)
+    /// through the decoder and sink; debezium-envelope: the same lines as Kafka
+    /// Connect writes them by default (schema envelope and key on every line).
+    #[arg(long, default_value = "native", value_parser = ["native", "debezium", "debezium-envelope"])]
     format: String,
     /// memory: the stream replayed from memory; nats: published to a JetStream stream
     /// and replayed by the ingest driver `retina serve --source nats://` runs (implies
@@ -115,8 +117,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             if args.source == "nats" {
                 return super::bench_cdc::run_replay_nats(args.base_rows, args.changes, args.shards, args.seed, args.nats.as_deref(), work.path(), args.json);
             }
-            if args.format == "debezium" {
-                return super::bench_cdc::run_replay(args.base_rows, args.changes, args.shards, args.seed, work.path(), args.json);
+            if args.format.starts_with("debezium") {
+                let envelope = args.format == "debezium-envelope";
+                return super::bench_cdc::run_replay(args.base_rows, args.changes, args.shards, args.seed, envelope, work.path(), args.json);
             }
             let mut config = replay::ReplayBenchConfig {
                 base_rows: args.base_rows,

@@ -35,11 +35,15 @@ fn default_shards() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-pub fn run_replay(base_rows: u64, changes: u64, shards: Option<usize>, seed: u64, dir: &Path, json: bool) -> anyhow::Result<()> {
-    let config = DebeziumReplayConfig { base_rows, row_changes: changes, shards: shards.unwrap_or_else(default_shards), seed };
+/// `envelope`: every line as Kafka Connect's JsonConverter writes it by default
+/// (schema envelope and key); otherwise bare payloads.
+pub fn run_replay(base_rows: u64, changes: u64, shards: Option<usize>, seed: u64, envelope: bool, dir: &Path, json: bool) -> anyhow::Result<()> {
+    let encoding = if envelope { DebeziumReplayConfig::envelope_with_keys() } else { Default::default() };
+    let config = DebeziumReplayConfig { base_rows, row_changes: changes, shards: shards.unwrap_or_else(default_shards), seed, encoding };
     let report = replay_debezium(&config, dir)?;
     println!(
-        "Debezium JSON: decoded {} messages ({:.1} MB) at {:.0} events/s ({:.0} MB/s); end to end {} row changes ({} transactions) with {} shards in {:.2} s: {:.0} row changes/s",
+        "Debezium JSON ({}): decoded {} messages ({:.1} MB) at {:.0} events/s ({:.0} MB/s); end to end {} row changes ({} transactions) with {} shards in {:.2} s: {:.0} row changes/s",
+        report.encoding,
         report.events,
         report.json_bytes as f64 / 1e6,
         report.decode_events_per_s,
@@ -65,7 +69,7 @@ pub fn run_replay_nats(
     dir: &Path,
     json: bool,
 ) -> anyhow::Result<()> {
-    let config = DebeziumReplayConfig { base_rows, row_changes: changes, shards: shards.unwrap_or_else(default_shards), seed };
+    let config = DebeziumReplayConfig { base_rows, row_changes: changes, shards: shards.unwrap_or_else(default_shards), seed, encoding: Default::default() };
     let report = replay_nats(&config, server, dir)?;
     println!(
         "Debezium JSON in JetStream ({}): published {} messages at {:.0}/s; replayed {} row changes ({} transactions) with {} shards in {:.2} s: {:.0} row changes/s",
