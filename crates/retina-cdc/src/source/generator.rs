@@ -93,6 +93,12 @@ impl GeneratorSource {
                 if load.is_err() {
                     return;
                 }
+                // Changes start once the reader has taken the whole load: stamped
+                // while queued behind it in this channel, they would measure the
+                // load's length, not how fresh the mirror is.
+                while !sender.is_empty() && !producer_stop.load(Relaxed) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 let start = Instant::now();
                 let mut produced = 0u64;
                 loop {
