@@ -1,10 +1,15 @@
 //! `retina bench query`: query-performance consistency, the paper's Figure 9 method.
-//! The CH-benCHmark SQL queries run on the freshly loaded base data (static), then
-//! again while the change stream replays at `--rate` row changes/s after a `--delta`
-//! share of the base has changed (live). `query_slowdown_ratio` is the geomean of
-//! live latencies over the geomean of static ones (target <= 1.05). The same queries
-//! also run in plain DataFusion over a Parquet export of the static snapshot: the
-//! geomean ratio `retina_vs_datafusion_ratio` shows what the Retina layer costs.
+//! The CH-benCHmark SQL queries run on the freshly loaded base data (base), then a
+//! `--delta` share of the base is changed and the repetitions alternate: every query
+//! with the change stream paused (static), then every query while it replays at
+//! `--rate` row changes/s (live). `query_slowdown_ratio` is the geomean of the live
+//! medians over the geomean of the static ones (target <= 1.05); interleaving them
+//! means both see the same data and the same machine, so drift between phases
+//! (another process, the delta growing) does not land in one side only.
+//! `delta_slowdown_ratio` (static over base) is what the stale versions cost. The
+//! same queries also run in plain DataFusion over a Parquet export of the base
+//! snapshot: `retina_vs_datafusion_ratio` (base over plain) is what the Retina layer
+//! costs.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
@@ -27,15 +32,21 @@ use super::progress::TerminalProgress;
 #[derive(Args)]
 pub struct QueryBenchArgs {
     /// Rows in the initial database.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000, conflicts_with = "warehouses")]
     base_rows: u64,
+    /// Size the database by CH-benCHmark warehouses instead (about 250K rows each);
+    /// e.g. 10, where queries take tens to hundreds of milliseconds and noise matters
+    /// less than at the small default.
+    #[arg(long)]
+    warehouses: Option<u32>,
     /// Background row changes per second during the live phase.
     #[arg(long, default_value_t = 10_000)]
     rate: u64,
     /// Share of the base rows changed before the live measurements start.
     #[arg(long, default_value_t = 0.01)]
     delta: f64,
-    /// Timed runs of every query per phase (after one warm-up run).
+    /// Timed runs of every query per phase (after one warm-up run); static and live
+    /// runs alternate.
     #[arg(long, default_value_t = 5)]
     repetitions: usize,
     #[arg(long, default_value_t = 42)]
@@ -52,6 +63,7 @@ pub struct QueryBenchArgs {
 #[derive(Serialize)]
 struct QueryTimes {
     name: &'static str,
+    base_ms: f64,
     static_ms: f64,
     live_ms: f64,
     datafusion_ms: f64,
@@ -60,16 +72,20 @@ struct QueryTimes {
 #[derive(Serialize)]
 struct QueryBenchReport {
     base_rows: u64,
+    warehouses: i32,
     rate: u64,
     delta: f64,
     repetitions: usize,
     queries: Vec<QueryTimes>,
+    base_geomean_ms: f64,
     static_geomean_ms: f64,
     live_geomean_ms: f64,
     datafusion_geomean_ms: f64,
     /// Live geomean / static geomean (paper's Figure 9; target <= 1.05).
     query_slowdown_ratio: f64,
-    /// Retina (static) geomean / plain DataFusion over the exported Parquet files.
+    /// Static geomean (with the delta) / base geomean (before it).
+    delta_slowdown_ratio: f64,
+    /// Retina (base) geomean / plain DataFusion over the exported Parquet files.
     retina_vs_datafusion_ratio: f64,
     row_changes_during_live: u64,
     live_row_changes_per_s: f64,
@@ -110,7 +126,12 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
     let store = ParquetLakeStore::open(location.to_str().context("temp dir is not UTF-8")?)?;
     let engine = Arc::new(Engine::start(EngineConfig::default(), Arc::new(EmbeddedTransactionService::new()), Arc::new(store))?);
     let tables = ChBenchTables::create(&engine)?;
-    let mut generator = ChBenchGenerator::new(args.seed, ChBenchScale::for_base_rows(args.base_rows), tables);
+    let scale = match args.warehouses {
+        Some(0) => bail!("--warehouses must be positive"),
+        Some(warehouses) => ChBenchScale::for_base_rows(u64::from(warehouses) * 250_000),
+        None => ChBenchScale::for_base_rows(args.base_rows),
+    };
+    let mut generator = ChBenchGenerator::new(args.seed, scale, tables);
     let mut progress = TerminalProgress::new();
     let base_rows = generator.scale().base_rows();
     let mut loaded = 0;
@@ -136,6 +157,7 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
     let plain = runtime.block_on(plain_context(&exported, threads))?;
 
     let count = QUERIES.len();
+    let mut base_ms = vec![Vec::new(); count];
     let mut static_ms = vec![Vec::new(); count];
     let mut plain_ms = vec![Vec::new(); count];
     let mut live_ms = vec![Vec::new(); count];
@@ -147,24 +169,41 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
         }
         for rep in 0..args.repetitions {
             for (index, query) in QUERIES.iter().enumerate() {
-                static_ms[index].push(time_retina(&session, query.sql).await?);
+                base_ms[index].push(time_retina(&session, query.sql).await?);
                 plain_ms[index].push(time_plain(&plain, query.sql).await?);
             }
-            progress.update("static data", rep as u64 + 1, args.repetitions as u64);
+            progress.update("base data", rep as u64 + 1, args.repetitions as u64);
         }
         anyhow::Ok(())
     })?;
 
-    // Live phase: replay in the background at the target rate.
+    // The change stream, in the background at the target rate while not paused.
     let stop = Arc::new(AtomicBool::new(false));
+    let pause = Arc::new(AtomicBool::new(false));
+    let paused = Arc::new(AtomicBool::new(false));
     let replayed = Arc::new(AtomicU64::new(0));
     let replay = {
         let (engine, stop, replayed, rate) = (Arc::clone(&engine), Arc::clone(&stop), Arc::clone(&replayed), args.rate);
+        let (pause, paused) = (Arc::clone(&pause), Arc::clone(&paused));
         std::thread::spawn(move || -> retina_core::CoreResult<()> {
-            let start = Instant::now();
+            // Running time only: a pause does not build up a burst to catch up on.
+            let mut running = Duration::ZERO;
+            let mut since = Instant::now();
             let mut clock = 2;
             while !stop.load(SeqCst) {
-                let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
+                if pause.load(SeqCst) {
+                    if !paused.load(SeqCst) {
+                        running += since.elapsed();
+                        engine.wait_for_flushes()?;
+                        paused.store(true, SeqCst);
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                }
+                if paused.swap(false, SeqCst) {
+                    since = Instant::now();
+                }
+                let due = ((running + since.elapsed()).as_secs_f64() * rate as f64) as u64;
                 while replayed.load(SeqCst) < due {
                     clock += 1;
                     let (_, txn) = generator.next_transaction(clock);
@@ -182,18 +221,27 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
         progress.update("building the delta", replayed.load(SeqCst), delta_rows);
         std::thread::sleep(Duration::from_millis(20));
     }
-    let live_start = (Instant::now(), replayed.load(SeqCst));
+    let (mut live_seconds, mut live_changes) = (0.0, 0);
     let measured = runtime.block_on(async {
         for rep in 0..args.repetitions {
+            pause.store(true, SeqCst);
+            while !paused.load(SeqCst) && !replay.is_finished() {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            for (index, query) in QUERIES.iter().enumerate() {
+                static_ms[index].push(time_retina(&session, query.sql).await?);
+            }
+            pause.store(false, SeqCst);
+            let (started, changes_before) = (Instant::now(), replayed.load(SeqCst));
             for (index, query) in QUERIES.iter().enumerate() {
                 live_ms[index].push(time_retina(&session, query.sql).await?);
             }
-            progress.update("under replay", rep as u64 + 1, args.repetitions as u64);
+            live_seconds += started.elapsed().as_secs_f64();
+            live_changes += replayed.load(SeqCst) - changes_before;
+            progress.update("static and live, alternating", rep as u64 + 1, args.repetitions as u64);
         }
         anyhow::Ok(())
     });
-    let live_seconds = live_start.0.elapsed().as_secs_f64();
-    let live_changes = replayed.load(SeqCst) - live_start.1;
     stop.store(true, SeqCst);
     replay.join().map_err(|_| anyhow::anyhow!("the replay thread panicked"))??;
     measured?;
@@ -207,39 +255,48 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
         .enumerate()
         .map(|(i, q)| QueryTimes {
             name: q.name,
+            base_ms: median(base_ms[i].clone()),
             static_ms: median(static_ms[i].clone()),
             live_ms: median(live_ms[i].clone()),
             datafusion_ms: median(plain_ms[i].clone()),
         })
         .collect();
+    let base_geomean_ms = geomean(queries.iter().map(|q| q.base_ms));
     let static_geomean_ms = geomean(queries.iter().map(|q| q.static_ms));
     let live_geomean_ms = geomean(queries.iter().map(|q| q.live_ms));
     let datafusion_geomean_ms = geomean(queries.iter().map(|q| q.datafusion_ms));
     let report = QueryBenchReport {
         base_rows,
+        warehouses: scale.warehouses,
         rate: args.rate,
         delta: args.delta,
         repetitions: args.repetitions,
+        base_geomean_ms,
         static_geomean_ms,
         live_geomean_ms,
         datafusion_geomean_ms,
         query_slowdown_ratio: live_geomean_ms / static_geomean_ms,
-        retina_vs_datafusion_ratio: static_geomean_ms / datafusion_geomean_ms,
+        delta_slowdown_ratio: static_geomean_ms / base_geomean_ms,
+        retina_vs_datafusion_ratio: base_geomean_ms / datafusion_geomean_ms,
         row_changes_during_live: live_changes,
         live_row_changes_per_s: live_changes as f64 / live_seconds.max(1e-9),
         queries,
     };
-    println!("{:<12} {:>12} {:>12} {:>14}", "query", "static ms", "live ms", "DataFusion ms");
+    println!(
+        "{} rows ({} warehouses), medians of {} alternating static/live repetitions",
+        report.base_rows, report.warehouses, report.repetitions
+    );
+    println!("{:<12} {:>10} {:>10} {:>10} {:>14}", "query", "base ms", "static ms", "live ms", "DataFusion ms");
     for q in &report.queries {
-        println!("{:<12} {:>12.2} {:>12.2} {:>14.2}", q.name, q.static_ms, q.live_ms, q.datafusion_ms);
+        println!("{:<12} {:>10.2} {:>10.2} {:>10.2} {:>14.2}", q.name, q.base_ms, q.static_ms, q.live_ms, q.datafusion_ms);
     }
     println!(
-        "geomean: static {:.2} ms, live {:.2} ms ({:.0} row changes/s), plain DataFusion {:.2} ms",
-        report.static_geomean_ms, report.live_geomean_ms, report.live_row_changes_per_s, report.datafusion_geomean_ms
+        "geomean: base {:.2} ms, static {:.2} ms, live {:.2} ms ({:.0} row changes/s), plain DataFusion {:.2} ms",
+        report.base_geomean_ms, report.static_geomean_ms, report.live_geomean_ms, report.live_row_changes_per_s, report.datafusion_geomean_ms
     );
     println!(
-        "query_slowdown_ratio {:.3} (target <= 1.05); retina_vs_datafusion_ratio {:.3}",
-        report.query_slowdown_ratio, report.retina_vs_datafusion_ratio
+        "query_slowdown_ratio {:.3} (target <= 1.05); delta_slowdown_ratio {:.3}; retina_vs_datafusion_ratio {:.3}",
+        report.query_slowdown_ratio, report.delta_slowdown_ratio, report.retina_vs_datafusion_ratio
     );
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
