@@ -67,13 +67,7 @@ pub(super) fn split(line: &str) -> Option<Parts<'_>> {
     if cursor.peek_literal("\"key\"") {
         cursor.token("\"key\"")?;
         cursor.token(":")?;
-        cursor.token("{")?;
-        cursor.token("\"schema\"")?;
-        cursor.token(":")?;
-        let key_schema = cursor.known_schema()?;
-        cursor.token(",")?;
-        cursor.token("\"payload\"")?;
-        cursor.token(":")?;
+        let key_schema = cursor.known_schema_then_payload()?;
         let key_payload = cursor.value()?;
         cursor.token("}")?;
         cursor.token(",")?;
@@ -90,13 +84,7 @@ pub(super) fn split(line: &str) -> Option<Parts<'_>> {
 /// `{"schema":S,"payload":P}` with `S` known.
 fn split_value(text: &str) -> Option<Parts<'_>> {
     let mut cursor = Cursor { text, at: 0 };
-    cursor.token("{")?;
-    cursor.token("\"schema\"")?;
-    cursor.token(":")?;
-    let schema = cursor.known_schema()?;
-    cursor.token(",")?;
-    cursor.token("\"payload\"")?;
-    cursor.token(":")?;
+    let schema = cursor.known_schema_then_payload()?;
     let payload = cursor.rest().trim_end().strip_suffix('}')?.trim();
     if payload.is_empty() || payload == "null" {
         return None;
@@ -128,6 +116,19 @@ impl<'a> Cursor<'a> {
     fn token(&mut self, literal: &str) -> Option<()> {
         self.skip_whitespace();
         self.rest().starts_with(literal).then(|| self.at += literal.len())
+    }
+
+    /// `{"schema":S,"payload":` with `S` remembered: returns `S`, the cursor left at
+    /// the payload.
+    fn known_schema_then_payload(&mut self) -> Option<&'a str> {
+        self.token("{")?;
+        self.token("\"schema\"")?;
+        self.token(":")?;
+        let schema = self.known_schema()?;
+        self.token(",")?;
+        self.token("\"payload\"")?;
+        self.token(":")?;
+        Some(schema)
     }
 
     /// A remembered schema starting here, moved to the front of the memory.
