@@ -21,7 +21,7 @@ fn knob(name: &str, default: u64) -> u64 {
 /// (schema envelope and key); otherwise bare payloads.
 fn encoding() -> retina_cdc::debezium::EncoderOptions {
     match std::env::var("CDC_BENCH_FORMAT").as_deref() {
-        Ok("envelope") => DebeziumReplayConfig::envelope_with_keys(),
+        Ok("envelope") => retina_cdc::debezium::EncoderOptions::kafka_connect_default(),
         _ => Default::default(),
     }
 }

@@ -39,14 +39,6 @@ pub struct DebeziumReplayConfig {
     pub encoding: EncoderOptions,
 }
 
-impl DebeziumReplayConfig {
-    /// The stream as Kafka Connect's JsonConverter writes it by default: every value
-    /// `{"schema":…,"payload":…}` and every line keyed, the key with its own schema.
-    pub fn envelope_with_keys() -> EncoderOptions {
-        EncoderOptions { with_schemas: true, with_keys: true }
-    }
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct DebeziumReplayReport {
     pub base_rows: u64,
@@ -67,7 +59,7 @@ pub struct DebeziumReplayReport {
     /// busy threads on a shared 2-core machine, wall time alone understates the rate.
     pub replay_cpu_seconds: Option<f64>,
     pub shards: usize,
-    /// `"payload"` or `"envelope+key"`: what each line carried.
+    /// What each line carried: `"payload"`, `"envelope"`, with `"+key"` when keyed.
     pub encoding: &'static str,
 }
 
@@ -141,7 +133,12 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
         replay_seconds,
         replay_cpu_seconds,
         shards: engine.config().shards,
-        encoding: if config.encoding.with_schemas { "envelope+key" } else { "payload" },
+        encoding: match (config.encoding.with_schemas, config.encoding.with_keys) {
+            (true, true) => "envelope+key",
+            (true, false) => "envelope",
+            (false, true) => "payload+key",
+            (false, false) => "payload",
+        },
     })
 }
 

@@ -18,7 +18,7 @@ fn debezium_replay_reports_decode_and_end_to_end_rates() {
 #[test]
 fn envelope_replay_applies_the_same_row_changes() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let encoding = DebeziumReplayConfig::envelope_with_keys();
+    let encoding = retina_cdc::debezium::EncoderOptions::kafka_connect_default();
     let config = DebeziumReplayConfig { base_rows: 3_000, row_changes: 20_000, shards: 2, seed: 1, encoding };
     let report = replay_debezium(&config, dir.path()).expect("bench");
     assert_eq!(report.encoding, "envelope+key");

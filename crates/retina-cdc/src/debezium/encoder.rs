@@ -25,6 +25,14 @@ pub struct EncoderOptions {
     pub with_keys: bool,
 }
 
+impl EncoderOptions {
+    /// Lines as Kafka Connect's JsonConverter writes them by default: every value
+    /// `{"schema":…,"payload":…}` and every line keyed, the key with its own schema.
+    pub fn kafka_connect_default() -> Self {
+        Self { with_schemas: true, with_keys: true }
+    }
+}
+
 /// One event to write: op, before-image key values, after-image row.
 type EncodedEvent<'a> = (char, Option<&'a [Value]>, Option<&'a [Value]>);
 

@@ -59,8 +59,8 @@ pub struct ReplayArgs {
     #[arg(long, default_value = "native", value_parser = ["native", "debezium", "debezium-envelope"])]
     format: String,
     /// memory: the stream replayed from memory; nats: published to a JetStream stream
-    /// and replayed by the ingest driver `retina serve --source nats://` runs (implies
-    /// --format debezium).
+    /// and replayed by the ingest driver `retina serve --source nats://` runs (Debezium
+    /// JSON: bare payloads unless --format debezium-envelope).
     #[arg(long, default_value = "memory", value_parser = ["memory", "nats"])]
     source: String,
     /// With --source nats: a running server HOST:PORT (default: the benchmark starts
@@ -114,12 +114,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.name {
         BenchName::Replay(args) => {
             let work = WorkDir::new(args.data_dir)?;
+            let envelope = args.format == "debezium-envelope";
             if args.source == "nats" {
-                return super::bench_cdc::run_replay_nats(args.base_rows, args.changes, args.shards, args.seed, args.nats.as_deref(), work.path(), args.json);
+                let config = super::bench_cdc::replay_config(args.base_rows, args.changes, args.shards, args.seed, envelope);
+                return super::bench_cdc::run_replay_nats(&config, args.nats.as_deref(), work.path(), args.json);
             }
             if args.format.starts_with("debezium") {
-                let envelope = args.format == "debezium-envelope";
-                return super::bench_cdc::run_replay(args.base_rows, args.changes, args.shards, args.seed, envelope, work.path(), args.json);
+                let config = super::bench_cdc::replay_config(args.base_rows, args.changes, args.shards, args.seed, envelope);
+                return super::bench_cdc::run_replay(&config, work.path(), args.json);
             }
             let mut config = replay::ReplayBenchConfig {
                 base_rows: args.base_rows,

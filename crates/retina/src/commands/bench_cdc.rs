@@ -35,12 +35,16 @@ fn default_shards() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-/// `envelope`: every line as Kafka Connect's JsonConverter writes it by default
-/// (schema envelope and key); otherwise bare payloads.
-pub fn run_replay(base_rows: u64, changes: u64, shards: Option<usize>, seed: u64, envelope: bool, dir: &Path, json: bool) -> anyhow::Result<()> {
-    let encoding = if envelope { DebeziumReplayConfig::envelope_with_keys() } else { Default::default() };
-    let config = DebeziumReplayConfig { base_rows, row_changes: changes, shards: shards.unwrap_or_else(default_shards), seed, encoding };
-    let report = replay_debezium(&config, dir)?;
+/// The replay benchmarks' stream. `envelope`: every line as Kafka Connect's
+/// JsonConverter writes it by default (schema envelope and key); otherwise bare
+/// payloads.
+pub fn replay_config(base_rows: u64, changes: u64, shards: Option<usize>, seed: u64, envelope: bool) -> DebeziumReplayConfig {
+    let encoding = if envelope { retina_cdc::debezium::EncoderOptions::kafka_connect_default() } else { Default::default() };
+    DebeziumReplayConfig { base_rows, row_changes: changes, shards: shards.unwrap_or_else(default_shards), seed, encoding }
+}
+
+pub fn run_replay(config: &DebeziumReplayConfig, dir: &Path, json: bool) -> anyhow::Result<()> {
+    let report = replay_debezium(config, dir)?;
     println!(
         "Debezium JSON ({}): decoded {} messages ({:.1} MB) at {:.0} events/s ({:.0} MB/s); end to end {} row changes ({} transactions) with {} shards in {:.2} s: {:.0} row changes/s",
         report.encoding,
@@ -60,17 +64,8 @@ pub fn run_replay(base_rows: u64, changes: u64, shards: Option<usize>, seed: u64
     Ok(())
 }
 
-pub fn run_replay_nats(
-    base_rows: u64,
-    changes: u64,
-    shards: Option<usize>,
-    seed: u64,
-    server: Option<&str>,
-    dir: &Path,
-    json: bool,
-) -> anyhow::Result<()> {
-    let config = DebeziumReplayConfig { base_rows, row_changes: changes, shards: shards.unwrap_or_else(default_shards), seed, encoding: Default::default() };
-    let report = replay_nats(&config, server, dir)?;
+pub fn run_replay_nats(config: &DebeziumReplayConfig, server: Option<&str>, dir: &Path, json: bool) -> anyhow::Result<()> {
+    let report = replay_nats(config, server, dir)?;
     println!(
         "Debezium JSON in JetStream ({}): published {} messages at {:.0}/s; replayed {} row changes ({} transactions) with {} shards in {:.2} s: {:.0} row changes/s",
         report.server,
