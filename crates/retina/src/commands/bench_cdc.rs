@@ -45,40 +45,39 @@ pub fn replay_config(base_rows: u64, changes: u64, shards: Option<usize>, seed: 
 
 pub fn run_replay(config: &DebeziumReplayConfig, dir: &Path, json: bool) -> anyhow::Result<()> {
     let report = replay_debezium(config, dir)?;
-    println!(
-        "Debezium JSON ({}): decoded {} messages ({:.1} MB) at {:.0} events/s ({:.0} MB/s); end to end {} row changes ({} transactions) with {} shards in {:.2} s: {:.0} row changes/s",
+    let summary = format!(
+        "Debezium JSON ({}): decoded {} messages ({:.1} MB) at {:.0} events/s ({:.0} MB/s); end to end {}",
         report.encoding,
         report.events,
         report.json_bytes as f64 / 1e6,
         report.decode_events_per_s,
         report.decode_mb_per_s,
-        report.row_changes,
-        report.transactions,
-        report.shards,
-        report.replay_seconds,
-        report.row_changes_per_s
+        replayed(report.row_changes, report.transactions, report.shards, report.replay_seconds, report.row_changes_per_s)
     );
-    if json {
-        println!("{}", serde_json::to_string(&report)?);
-    }
-    Ok(())
+    print_report(&summary, &report, json)
 }
 
 pub fn run_replay_nats(config: &DebeziumReplayConfig, server: Option<&str>, dir: &Path, json: bool) -> anyhow::Result<()> {
     let report = replay_nats(config, server, dir)?;
-    println!(
-        "Debezium JSON in JetStream ({}): published {} messages at {:.0}/s; replayed {} row changes ({} transactions) with {} shards in {:.2} s: {:.0} row changes/s",
+    let summary = format!(
+        "Debezium JSON in JetStream ({}): published {} messages at {:.0}/s; replayed {}",
         report.server,
         report.messages,
         report.publish_messages_per_s,
-        report.row_changes,
-        report.transactions,
-        report.shards,
-        report.replay_seconds,
-        report.row_changes_per_s
+        replayed(report.row_changes, report.transactions, report.shards, report.replay_seconds, report.row_changes_per_s)
     );
+    print_report(&summary, &report, json)
+}
+
+fn replayed(row_changes: u64, transactions: u64, shards: usize, seconds: f64, rate: f64) -> String {
+    format!("{row_changes} row changes ({transactions} transactions) with {shards} shards in {seconds:.2} s: {rate:.0} row changes/s")
+}
+
+/// The summary line, then with `--json` the report as one JSON object on the last line.
+fn print_report(summary: &str, report: &impl serde::Serialize, json: bool) -> anyhow::Result<()> {
+    println!("{summary}");
     if json {
-        println!("{}", serde_json::to_string(&report)?);
+        println!("{}", serde_json::to_string(report)?);
     }
     Ok(())
 }
