@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use bytes::{BufMut, BytesMut};
-use retina_bench::chbench::{schemas, ChBenchGenerator, ChBenchScale, ChBenchTables};
+use retina_workload::chbench::{schemas, ChBenchGenerator, ChBenchScale, ChBenchTables};
 use retina_cdc::debezium::{DebeziumEncoder, EncoderOptions};
 use retina_core::{RowChange, TableId, TableSchema, Value};
 

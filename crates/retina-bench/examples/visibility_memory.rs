@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use retina_bench::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
+use retina_workload::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
 use retina_core::{Engine, EngineConfig};
 use retina_storage::ParquetLakeStore;
 

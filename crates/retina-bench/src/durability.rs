@@ -17,8 +17,8 @@ use retina_core::{CoreError, CoreResult, Engine, EngineConfig, RowChange};
 use retina_storage::ParquetLakeStore;
 use serde::Serialize;
 
-use crate::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
-use crate::live::Latency;
+use retina_workload::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
+use crate::measure::Latency;
 use crate::progress::Progress;
 
 #[derive(Clone, Debug)]

@@ -9,7 +9,7 @@ use retina_core::{CoreError, CoreResult, EmbeddedTransactionService, Engine, Eng
 use retina_storage::ParquetLakeStore;
 use serde::Serialize;
 
-use crate::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
+use retina_workload::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
 use crate::progress::Progress;
 
 #[derive(Clone, Debug)]

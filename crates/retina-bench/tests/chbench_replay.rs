@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use retina_bench::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
+use retina_workload::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
 use retina_core::storage::MemoryLakeStore;
 use retina_core::{EmbeddedTransactionService, Engine, EngineConfig};
 

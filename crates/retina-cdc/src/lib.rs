@@ -8,12 +8,9 @@
 //!   ([`parse_source_uri`] is what `retina serve --source` parses too);
 //! - [`pipeline`]: the decode stage, a thread that decodes while the sink applies;
 //! - [`ingest`]: the one ingest driver (source -> decode stage -> sink -> durable
-//!   acknowledgements), behind `retina ingest`, `serve`, `demo` and the benchmarks;
-//! - [`bench`](mod@bench): `retina bench replay --format debezium` and `retina bench freshness`;
-//!   [`bench_nats`]: `retina bench replay --source nats`.
+//!   acknowledgements), behind `retina ingest`, `serve`, `demo` and the benchmarks
+//!   (in `retina-bench`).
 
-pub mod bench;
-pub mod bench_nats;
 pub mod debezium;
 pub mod error;
 pub mod ingest;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::*;
 use retina_cdc::ingest::{run, StopWhen};
-use retina_cdc::bench_nats::LocalNatsServer;
+use retina_test_support::LocalNatsServer;
 use retina_cdc::source::nats::NatsSource;
 use retina_cdc::{CdcError, SinkOptions};
 

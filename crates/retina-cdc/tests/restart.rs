@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use retina_bench::chbench::{schemas, ChBenchGenerator, ChBenchScale, ChBenchTables};
+use retina_workload::chbench::{schemas, ChBenchGenerator, ChBenchScale, ChBenchTables};
 use retina_cdc::debezium::{DebeziumEncoder, EncoderOptions};
 use retina_cdc::SinkOptions;
 use retina_core::{Engine, EngineConfig, TableId};

@@ -9,7 +9,7 @@ use common::*;
 use proptest::prelude::*;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
-use retina_bench::chbench::{schemas, ChBenchGenerator, ChBenchScale, ChBenchTables};
+use retina_workload::chbench::{schemas, ChBenchGenerator, ChBenchScale, ChBenchTables};
 use retina_cdc::debezium::{DebeziumEncoder, EncoderOptions};
 use retina_cdc::{Grouping, SinkOptions};
 use retina_core::{RowChange, TableId};

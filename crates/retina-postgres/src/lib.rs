@@ -20,7 +20,6 @@
 //! - [`replicator`]: [`PgSource`], the main loop and exactly-once positions.
 //! - [`status`]: progress and lag for `retina.sources` and `/metrics`.
 
-pub mod bench;
 pub mod conninfo;
 pub mod error;
 pub mod initial_copy;

@@ -15,7 +15,6 @@
 //!   memory limit; query metrics ([`metrics`]).
 
 pub mod catalog;
-pub mod chbench_queries;
 pub mod error;
 pub mod exec;
 pub mod export;

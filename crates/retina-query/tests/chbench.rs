@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use retina_bench::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
+use retina_workload::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
 use retina_core::EngineConfig;
-use retina_query::chbench_queries::{QUERIES, UNDELIVERED_CONSISTENCY};
+use retina_workload::chbench::sql::{QUERIES, UNDELIVERED_CONSISTENCY};
 use retina_query::datafusion::arrow::array::{Array, AsArray};
 use retina_query::datafusion::arrow::datatypes::{DataType, Float64Type};
 use retina_query::datafusion::arrow::record_batch::RecordBatch;

@@ -17,11 +17,11 @@
 //! (conflict graph, discovery) · `colour` · `plan` (Algorithm 1) · `simulate`
 //! (event-driven admission, makespans) · `dynamic` (arrivals/completions) ·
 //! `jobfile` and `databricks` (inputs, write-back) · `load` (jobs → workload) ·
-//! `render` (table/json/dot) · `synth` and `bench` (the paper's experiment).
+//! `render` (table/json/dot) · `synth` (the paper's synthetic workloads; its experiment is `retina-bench`'s
+//! `scheduler` module).
 
 pub mod access;
 pub mod analysis;
-pub mod bench;
 pub mod colour;
 pub mod databricks;
 pub mod dynamic;

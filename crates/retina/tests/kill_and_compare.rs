@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use retina_cdc::bench_nats::LocalNatsServer;
+use retina_test_support::LocalNatsServer;
 
 mod support;
 

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::bounded;
-use retina_bench::chbench::{schemas, ChBenchGenerator, ChBenchScale, ChBenchTables};
+use retina_workload::chbench::{schemas, ChBenchGenerator, ChBenchScale, ChBenchTables};
 use retina_core::{TableId, TableSchema};
 
 use super::channel::ChannelSource;

@@ -1,6 +1,6 @@
 //! A bank on the source: accounts and a history of transfers between them, written by
 //! concurrent clients, and the checks a mirror of it must pass. Shared by the
-//! replication tests here and the process-kill test of `retina-bench`.
+//! replication tests here and the process-kill test (`pg_kill.rs`).
 #![allow(dead_code)]
 
 use std::collections::HashMap;

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::Args;
-use retina_cdc::bench::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
-use retina_cdc::bench_nats::replay_nats;
+use retina_bench::debezium_replay::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
+use retina_bench::nats_replay::replay_nats;
 
 #[derive(Args)]
 pub struct FreshnessArgs {

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use clap::Args;
+use retina_bench::postgres as bench;
 use retina_core::EngineConfig;
-use retina_postgres::bench;
 use retina_storage::ParquetLakeStore;
 use serde::Serialize;
 

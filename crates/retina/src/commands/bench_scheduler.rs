@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 use clap::Args;
-use retina_scheduler::bench::{format_row, run_point, BenchRow, SWEEP};
+use retina_bench::scheduler::{format_row, run_point, BenchRow, SWEEP};
 use retina_scheduler::synth::Density;
 use retina_scheduler::{RuleKind, Rules};
 

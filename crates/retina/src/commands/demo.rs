@@ -1,5 +1,5 @@
 //! `retina demo`: the embedded main job. A CH-benCHmark-like change stream, encoded
-//! as Debezium JSON and replayed by the CDC sink ([`super::demo_feed`]), goes into a
+//! as Debezium JSON and replayed by the CDC sink ([`retina_bench::live::DebeziumFeed`]), goes into a
 //! data dir at a target rate while analytical queries run on fresh snapshots; a
 //! summary follows.
 
@@ -62,7 +62,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         &config,
         &args.data_dir,
         &mut |phase, done, total| progress.update(phase, done, total),
-        &mut super::demo_feed::DebeziumFeed,
+        &mut live::DebeziumFeed,
         &mut |engine| sql = Some(super::demo_sql::DemoSql::start(engine, listen)),
     )?;
     progress.finish();

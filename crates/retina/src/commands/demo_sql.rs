@@ -11,7 +11,7 @@ use anyhow::Context;
 use futures::StreamExt;
 use retina_bench::live::Latency;
 use retina_core::Engine;
-use retina_query::chbench_queries::QUERIES;
+use retina_workload::chbench::sql::QUERIES;
 use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
 use retina_server::PgServer;
 use tokio::runtime::Runtime;

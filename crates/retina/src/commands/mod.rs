@@ -6,7 +6,6 @@ pub mod bench_postgres;
 pub mod bench_query;
 pub mod bench_scheduler;
 pub mod demo;
-pub mod demo_feed;
 pub mod ingest;
 pub mod demo_sql;
 pub mod jobs;

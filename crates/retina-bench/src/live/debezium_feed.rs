@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::Sender;
-use retina_bench::live::{ChangeFeed, ChangeFeedFactory, FeedError};
 use retina_cdc::debezium::{DebeziumEncoder, EncoderOptions};
 use retina_cdc::ingest::{run, IngestReport, StopWhen};
 use retina_cdc::source::channel::{ChannelSource, EncodedChunk};
 use retina_cdc::{CdcResult, SinkOptions};
 use retina_core::{Engine, RowChange, TableSchema};
+
+use super::{ChangeFeed, ChangeFeedFactory, FeedError};
 
 /// The source name the demo's sink records positions under.
 const SOURCE: &str = "demo:chbench-debezium";

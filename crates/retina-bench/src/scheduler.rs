@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::colour::Colouring;
-use crate::graph::{discover, discover_all_pairs};
-use crate::plan::plan;
-use crate::rules::Rules;
-use crate::synth::{generate, Density};
+use retina_scheduler::colour::Colouring;
+use retina_scheduler::graph::{discover, discover_all_pairs};
+use retina_scheduler::plan::plan;
+use retina_scheduler::rules::Rules;
+use retina_scheduler::synth::{generate, Density};
 
 /// Task counts of the sweep: the paper's 50, 100, 200, …, 1,000, then 10,000
 /// and 100,000.
@@ -90,8 +90,8 @@ pub fn run_point(n: usize, density: Density, rules: &Rules) -> BenchRow {
         let _ = discover_all_pairs(&w, rules);
         ms(t)
     });
-    let makespan_batches = crate::simulate::simulate_batches(&w, &p);
-    let makespan_event_driven = crate::simulate::event_driven(&w, &g).makespan;
+    let makespan_batches = retina_scheduler::simulate::simulate_batches(&w, &p);
+    let makespan_event_driven = retina_scheduler::simulate::event_driven(&w, &g).makespan;
     BenchRow {
         makespan_batches,
         makespan_event_driven,

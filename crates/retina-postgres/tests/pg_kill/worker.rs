@@ -1,12 +1,13 @@
-//! Mirrors a PostgreSQL database into a data dir with the PostgreSQL source,
-//! checkpointing often so that a kill lands anywhere. Used by `tests/pg_kill.rs`,
-//! which kills it with SIGKILL at random moments and starts it again. When its
+//! The kill test's worker: mirrors a PostgreSQL database into a data dir with the
+//! PostgreSQL source, checkpointing often so that a kill lands anywhere. When its
 //! standard input closes it stops cleanly (final checkpoint) and exits 0.
 //!
-//! Usage: pg_mirror_worker DATA_DIR SOURCE_URI
+//! It is this test binary run again ([`spawn`]), so it needs no binary target of its
+//! own: the arguments come in [`ARGS_ENV`] (DATA_DIR and SOURCE_URI).
 
 use std::io::Read;
-use std::process::ExitCode;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,20 +16,37 @@ use retina_core::{Engine, EngineConfig};
 use retina_postgres::{PgSource, PgSourceOptions};
 use retina_storage::ParquetLakeStore;
 
-fn main() -> ExitCode {
+/// Where the worker process finds its arguments.
+pub const ARGS_ENV: &str = "RETINA_PG_MIRROR_WORKER_ARGS";
+
+/// Starts the worker process mirroring `uri` into `dir` (stdin piped: close it to
+/// stop the worker cleanly).
+pub fn spawn(dir: &Path, uri: &str) -> Child {
+    Command::new(std::env::current_exe().expect("the test binary's path"))
+        // `--nocapture`: the worker's output is the process's, not the harness's.
+        .args(["pg_mirror_worker_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(ARGS_ENV, format!("{}\t{uri}", dir.display()))
+        .stdin(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the worker process")
+}
+
+/// The worker's main: never returns (exit code 0 after a clean stop, 2 on an error).
+pub fn main() -> ! {
     match run() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => std::process::exit(0),
         Err(message) => {
             eprintln!("pg_mirror_worker: {message}");
-            ExitCode::from(2)
+            std::process::exit(2)
         }
     }
 }
 
 fn run() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().collect();
-    let [_, dir, uri] = args.as_slice() else {
-        return Err("usage: pg_mirror_worker DATA_DIR SOURCE_URI".into());
+    let args = std::env::var(ARGS_ENV).map_err(|e| format!("{ARGS_ENV}: {e}"))?;
+    let Some((dir, uri)) = args.split_once('\t') else {
+        return Err(format!("{ARGS_ENV} must be DATA_DIR and SOURCE_URI (tab-separated), got {args:?}"));
     };
     let config = EngineConfig {
         shards: 2,

@@ -8,11 +8,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use retina_core::{CoreError, CoreResult, Engine, EngineConfig, RowChange};
 use retina_storage::ParquetLakeStore;
+use retina_workload::chbench::queries;
+use retina_workload::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
 use serde::Serialize;
 
-use crate::chbench::{ChBenchGenerator, ChBenchScale, ChBenchTables};
+pub use crate::measure::Latency;
 use crate::progress::Progress;
-use crate::queries;
+
+mod debezium_feed;
+pub use debezium_feed::DebeziumFeed;
 
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
@@ -21,27 +25,6 @@ pub struct LiveConfig {
     /// Target row changes per second.
     pub rate: u64,
     pub seed: u64,
-}
-
-/// Latency percentiles in milliseconds.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Latency {
-    pub count: usize,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-}
-
-impl Latency {
-    /// Percentiles of `samples` (milliseconds).
-    pub fn of(mut samples: Vec<f64>) -> Self {
-        if samples.is_empty() {
-            return Self::default();
-        }
-        samples.sort_by(f64::total_cmp);
-        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-        Self { count: samples.len(), p50_ms: at(0.5), p99_ms: at(0.99), max_ms: at(1.0) }
-    }
 }
 
 #[derive(Clone, Debug, Serialize)]

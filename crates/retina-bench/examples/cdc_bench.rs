@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use retina_cdc::bench::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
+use retina_bench::debezium_replay::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
 
 /// As in the `retina` binary: shards free rows the sink thread allocated, which glibc's
 /// arenas serialize on a lock.
@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 encoding: encoding(),
             };
             let server = std::env::var("CDC_BENCH_NATS").ok();
-            let report = retina_cdc::bench_nats::replay_nats(&config, server.as_deref(), dir.path())?;
+            let report = retina_bench::nats_replay::replay_nats(&config, server.as_deref(), dir.path())?;
             println!("{}", serde_json::to_string(&report)?);
         }
         "freshness" => {

@@ -3,14 +3,13 @@
 //! slot, and the data dir ends equal to the source row for row (nothing lost,
 //! nothing applied twice), with the bank's invariants holding after every recovery.
 
-#[path = "../../retina-postgres/tests/bank/mod.rs"]
 mod bank;
-#[path = "../../retina-postgres/tests/mirror/mod.rs"]
 mod mirror;
-#[path = "../../retina-postgres/tests/support/mod.rs"]
 mod support;
+#[path = "pg_kill/worker.rs"]
+mod worker;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use bank::*;
@@ -18,16 +17,15 @@ use mirror::open_engine;
 use rand::{Rng, SeedableRng};
 use support::PgCluster;
 
-const WORKER: &str = env!("CARGO_BIN_EXE_pg_mirror_worker");
-
 fn spawn_worker(dir: &std::path::Path, uri: &str) -> Child {
-    Command::new(WORKER)
-        .arg(dir)
-        .arg(uri)
-        .stdin(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start pg_mirror_worker")
+    worker::spawn(dir, uri)
+}
+
+/// Not a test: the worker process the test here spawns (this binary run again).
+#[test]
+#[ignore = "the kill test's worker process; it starts it itself"]
+fn pg_mirror_worker_process() {
+    worker::main()
 }
 
 /// Waits until the worker's walsender is attached to the slot.

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use retina_cdc::bench::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
+use retina_bench::debezium_replay::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
 
 #[test]
 fn debezium_replay_reports_decode_and_end_to_end_rates() {

@@ -6,21 +6,23 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use retina_bench::chbench::{schemas, DISTRICT};
-use retina_bench::chbench::ChBenchScale;
+use retina_workload::chbench::{schemas, DISTRICT};
+use retina_workload::chbench::ChBenchScale;
 use retina_core::{EmbeddedTransactionService, Engine, EngineConfig};
 use retina_storage::ParquetLakeStore;
 use serde::Serialize;
 
-use crate::debezium::{decode_line, EncoderOptions, Message, Op};
-use crate::error::{CdcError, CdcResult};
-use crate::ingest::{run, StopWhen};
-use crate::position::Position;
-use crate::sink::SinkOptions;
-use crate::source::{MessageSource, SourceEvent};
-use crate::source::generator::EncodedChunk;
-use crate::source::generator::{now_micros, pre_encode, GeneratorSource};
-use crate::source::uri::GeneratorSpec;
+use retina_cdc::debezium::{decode_line, EncoderOptions, Message, Op};
+use retina_cdc::error::{CdcError, CdcResult};
+use retina_cdc::ingest::{run, StopWhen};
+use retina_cdc::position::Position;
+use retina_cdc::sink::SinkOptions;
+use retina_cdc::source::{MessageSource, SourceEvent};
+use retina_cdc::source::generator::EncodedChunk;
+use retina_cdc::source::generator::{now_micros, pre_encode, GeneratorSource};
+use retina_cdc::source::uri::GeneratorSpec;
+
+use crate::measure::{process_cpu_seconds, thread_cpu_seconds, Latency};
 
 fn start_engine(data_dir: &std::path::Path, config: EngineConfig) -> CdcResult<Engine> {
     let location = data_dir.to_str().ok_or_else(|| CdcError::InvalidOption(format!("{} is not UTF-8", data_dir.display())))?;
@@ -88,7 +90,7 @@ pub fn replay_debezium(config: &DebeziumReplayConfig, data_dir: &std::path::Path
     let loaded = run(&engine, "generator:chbench", &mut load_source, SinkOptions::default(), StopWhen::default())?;
 
     // Decode alone: envelope and both images, as the sink does.
-    let plans: Vec<_> = schemas().iter().map(|s| (s.name().to_string(), crate::sink::tables::plan_of_schema(s))).collect();
+    let plans: Vec<_> = schemas().iter().map(|s| (s.name().to_string(), retina_cdc::sink::tables::plan_of_schema(s))).collect();
     let plans = plans.into_iter().map(|(n, p)| p.map(|p| (n, p))).collect::<Result<std::collections::HashMap<_, _>, _>>()
         .map_err(|e| CdcError::InvalidOption(e.to_string()))?;
     let (mut events, mut bytes) = (0u64, 0u64);
@@ -209,7 +211,7 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
                 let started = now_micros();
                 let snapshot = engine.snapshot()?;
                 // district.fresh_ts is column 6; nearly every transaction updates a district.
-                let newest = retina_bench::queries::newest_fresh_ts(&engine, district, 6, &snapshot)?;
+                let newest = retina_workload::chbench::queries::newest_fresh_ts(&engine, district, 6, &snapshot)?;
                 if let (true, Some(newest)) = (measuring.load(SeqCst), newest) {
                     let sample = (started - newest).max(0) as f64 / 1000.0;
                     if trace && sample > 20.0 {
@@ -262,17 +264,17 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
     let report = report?;
     queries??;
     let samples = freshness_samples(&samples.lock().map(|s| s.clone()).unwrap_or_default());
-    let (p50, p99, max) = percentiles(samples.clone());
+    let latency = Latency::of(samples);
     let row_changes = report.stats.row_changes_applied.saturating_sub(base_rows_of(config.base_rows));
     Ok(FreshnessReport {
         rate: config.rate,
         seconds,
         row_changes,
         row_changes_per_s: row_changes as f64 / change_seconds.max(1e-9),
-        queries: samples.len(),
-        freshness_p50_ms: p50,
-        freshness_p99_ms: p99,
-        freshness_max_ms: max,
+        queries: latency.count,
+        freshness_p50_ms: latency.p50_ms,
+        freshness_p99_ms: latency.p99_ms,
+        freshness_max_ms: latency.max_ms,
         gc_interval_ms: config.gc_interval.map(|d| d.as_millis() as u64),
     })
 }
@@ -291,32 +293,6 @@ fn freshness_samples(samples: &[(i64, i64)]) -> Vec<f64> {
         .filter(|&&(started, _)| started <= last_generated)
         .map(|&(started, newest)| (started - newest).max(0) as f64 / 1000.0)
         .collect()
-}
-
-/// p50, p99 and max of `samples` (zeros when empty).
-fn percentiles(mut samples: Vec<f64>) -> (f64, f64, f64) {
-    if samples.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    samples.sort_by(f64::total_cmp);
-    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-    (at(0.5), at(0.99), at(1.0))
-}
-
-/// CPU time of the calling thread in seconds (Linux `schedstat`), `None` elsewhere.
-fn thread_cpu_seconds() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let nanos: u64 = text.split_whitespace().next()?.parse().ok()?;
-    Some(nanos as f64 / 1e9)
-}
-
-/// User + system CPU time of the whole process in seconds (Linux `/proc/self/stat`).
-fn process_cpu_seconds() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let fields: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
 }
 
 /// Pre-encoded chunks as a finite source (positions continue after `start`).

@@ -1,7 +1,7 @@
 //! Planner benchmark without the CLI: `cargo run --release -p retina-scheduler
 //! --example plan_bench [-- N DENSITY]`. Without arguments, the paper's sweep.
 
-use retina_scheduler::bench::{format_row, run_point, SWEEP};
+use retina_bench::scheduler::{format_row, run_point, SWEEP};
 use retina_scheduler::synth::Density;
 use retina_scheduler::Rules;
 

@@ -1,7 +1,10 @@
-//! The built-in CH-benCHmark-like workload: schemas and a seeded change generator.
+//! The built-in CH-benCHmark-like workload: schemas, a seeded change generator, and
+//! its analytical queries ([`queries`] on the snapshot-scan API, [`sql`] as SQL).
 
 mod generator;
+pub mod queries;
 mod schema;
+pub mod sql;
 
 pub use generator::{ChBenchGenerator, ChBenchScale, TxnKind};
 pub use schema::*;

@@ -1,5 +1,5 @@
 //! Analytical queries of the CH-benCHmark, written against the snapshot-scan API
-//! (the SQL versions come with the DataFusion integration). Each runs on one
+//! (the SQL versions are in [`super::sql`]). Each runs on one
 //! snapshot shared by every table it reads.
 
 use std::collections::BTreeMap;

@@ -4,18 +4,17 @@
 //! acknowledgements). Without a server address the benchmark starts its own
 //! `nats-server -js` in a temporary directory.
 
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use retina_cdc::error::{CdcError, CdcResult};
+use retina_cdc::ingest::{run, StopWhen};
+use retina_cdc::sink::SinkOptions;
+use retina_cdc::source::generator::EncodedChunk;
+use retina_cdc::source::nats::NatsSource;
+use retina_test_support::LocalNatsServer;
 use serde::Serialize;
 
-use crate::bench::{encoded_workload, DebeziumReplayConfig};
-use crate::error::{CdcError, CdcResult};
-use crate::ingest::{run, StopWhen};
-use crate::sink::SinkOptions;
-use crate::source::generator::EncodedChunk;
-use crate::source::nats::NatsSource;
+use crate::debezium_replay::{encoded_workload, DebeziumReplayConfig};
 
 const STREAM: &str = "retina-bench";
 /// How long the driver waits on an empty stream before it counts as replayed; not
@@ -36,61 +35,8 @@ pub struct NatsReplayReport {
     pub shards: usize,
 }
 
-/// A `nats-server -js` on a free loopback port with its store in a temporary
-/// directory, stopped on drop: what the benchmark (and the tests) run against when no
-/// server is given.
-pub struct LocalNatsServer {
-    child: Child,
-    address: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for LocalNatsServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn bench_error(reason: String) -> CdcError {
     CdcError::Source { source_name: "bench nats".into(), reason }
-}
-
-impl LocalNatsServer {
-    /// Starts the server and waits until it listens; fails saying what to install
-    /// when `nats-server` is missing.
-    pub fn start() -> CdcResult<Self> {
-        let dir = tempfile::tempdir().map_err(|e| bench_error(format!("temporary directory: {e}")))?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| bench_error(format!("no free port: {e}")))?
-            .port();
-        let child = Command::new("nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| bench_error(format!("cannot start nats-server ({e}): install the Debian package nats-server (apt-get install -y nats-server)")))?;
-        let server = Self { child, address: format!("127.0.0.1:{port}"), _dir: dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err(bench_error(format!("nats-server did not listen on port {port}")));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(server)
-    }
-
-    /// `HOST:PORT`.
-    pub fn address(&self) -> &str {
-        &self.address
-    }
-
-    pub fn port(&self) -> u16 {
-        self.address.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_default()
-    }
 }
 
 /// Publishes every line of `chunks` to the benchmark stream (created, or purged when
@@ -141,7 +87,7 @@ fn publish(server: &str, chunks: &[EncodedChunk], purge: bool) -> CdcResult<u64>
 /// Publishes the initial load and replays it (untimed), then publishes the changes
 /// and times their replay through the ingest driver until visible and checkpointed.
 pub fn replay_nats(config: &DebeziumReplayConfig, server: Option<&str>, data_dir: &std::path::Path) -> CdcResult<NatsReplayReport> {
-    let own = if server.is_none() { Some(LocalNatsServer::start()?) } else { None };
+    let own = if server.is_none() { Some(LocalNatsServer::start().map_err(|e| bench_error(e.to_string()))?) } else { None };
     let server = server.or(own.as_ref().map(LocalNatsServer::address)).unwrap_or_default().to_string();
     let (engine, load, changes) = encoded_workload(config, data_dir)?;
     let uri = format!("nats://{server}/{STREAM}?durable=retina-bench");

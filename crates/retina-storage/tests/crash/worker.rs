@@ -1,25 +1,44 @@
-//! Replays the crash-test stream into a data dir, resuming after the recovered
-//! position; checkpoints, flushes and GC run often so that a kill lands anywhere.
-//! Checks the cross-table invariant on snapshots as it goes. Used by
-//! `tests/crash.rs`, which kills it with SIGKILL at random moments.
+//! The crash tests' worker: replays the crash-test stream into a data dir, resuming
+//! after the recovered position; checkpoints, flushes and GC run often so that a kill
+//! lands anywhere. Checks the cross-table invariant on snapshots as it goes.
 //!
-//! Usage: crash_worker DATA_DIR SEED BASE_ROWS TRANSACTIONS
-//! With `FAILPOINTS=name=action` (the `fail` crate, when built with retina-core's
-//! `failpoints` feature, as the tests do) it aborts at that exact step.
+//! It is this test binary run again ([`command`]), so it needs no binary target of
+//! its own: the arguments come in [`ARGS_ENV`] (DATA_DIR SEED BASE_ROWS TRANSACTIONS).
+//! With `FAILPOINTS=name=action` (the `fail` crate; retina-core's `failpoints`
+//! feature is on in these tests) it aborts at that exact step.
 
-use std::process::ExitCode;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use retina_bench::chbench::{schemas, ChBenchTables};
-use retina_bench::crash_stream::crash_stream;
-use retina_bench::queries::undelivered_orders;
 use retina_core::{Engine, EngineConfig, TableId};
 use retina_storage::ParquetLakeStore;
+use retina_workload::chbench::queries::undelivered_orders;
+use retina_workload::chbench::{schemas, ChBenchTables};
+use retina_workload::crash_stream::crash_stream;
 
 const SOURCE: &str = "crash-stream";
+/// Where the worker process finds its arguments.
+pub const ARGS_ENV: &str = "RETINA_CRASH_WORKER_ARGS";
 
-fn main() -> ExitCode {
+/// The worker process for `dir` (stdout and stderr piped; no failpoints unless the
+/// caller sets `FAILPOINTS`).
+pub fn command(dir: &Path, seed: u64, base_rows: u64, transactions: usize) -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("the test binary's path"));
+    // `--nocapture`: the worker's output is the process's, not the harness's.
+    command
+        .args(["crash_worker_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(ARGS_ENV, format!("{}\t{seed}\t{base_rows}\t{transactions}", dir.display()))
+        .env_remove("FAILPOINTS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// The worker's main: never returns (exit code 0 when done, 2 on an error, abort on
+/// a panic or a failpoint).
+pub fn main() -> ! {
     // A panic anywhere, including a failpoint configured through FAILPOINTS, is a
     // crash at exactly that step: abort the process like a kill would.
     std::panic::set_hook(Box::new(|info| {
@@ -28,18 +47,18 @@ fn main() -> ExitCode {
     }));
     let _failpoints = fail::FailScenario::setup();
     match run() {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => std::process::exit(0),
         Err(message) => {
             eprintln!("crash_worker: {message}");
-            ExitCode::from(2)
+            std::process::exit(2)
         }
     }
 }
 
 fn run() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().collect();
-    let [_, dir, seed, base_rows, transactions] = args.as_slice() else {
-        return Err("usage: crash_worker DATA_DIR SEED BASE_ROWS TRANSACTIONS".into());
+    let args = std::env::var(ARGS_ENV).map_err(|e| format!("{ARGS_ENV}: {e}"))?;
+    let [dir, seed, base_rows, transactions] = args.split('\t').collect::<Vec<_>>()[..] else {
+        return Err(format!("{ARGS_ENV} must be DATA_DIR SEED BASE_ROWS TRANSACTIONS (tab-separated), got {args:?}"));
     };
     let parse = |s: &str, what: &str| s.parse::<u64>().map_err(|e| format!("{what} {s:?}: {e}"));
     let (seed, base_rows, transactions) =

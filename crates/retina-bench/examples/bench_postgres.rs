@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use retina_core::EngineConfig;
-use retina_postgres::bench;
+use retina_bench::postgres as bench;
 use retina_storage::ParquetLakeStore;
 
 fn store(dir: &tempfile::TempDir) -> Arc<ParquetLakeStore> {

@@ -17,11 +17,13 @@ use retina_core::storage::LakeStore;
 use retina_core::{Engine, EngineConfig};
 use serde::Serialize;
 
-use crate::conninfo::PgSourceOptions;
-use crate::error::{PgSourceError, PgSourceResult};
-use crate::replicator::PgSource;
-use crate::status::Phase;
-use crate::wire::PgConnection;
+use retina_postgres::conninfo::PgSourceOptions;
+use retina_postgres::error::{PgSourceError, PgSourceResult};
+use retina_postgres::replicator::PgSource;
+use retina_postgres::status::Phase;
+use retina_postgres::wire::PgConnection;
+
+use crate::measure::{cpu_seconds_of, process_cpu_seconds, threads_cpu_seconds, Latency};
 
 /// What the throughput run measured.
 #[derive(Clone, Debug, Serialize)]
@@ -44,36 +46,6 @@ pub struct ThroughputFigures {
     /// Our busiest thread during the run and its share of one core: a single thread
     /// near 1.0 would be our bottleneck even with cores to spare.
     pub busiest_thread: Option<(String, f64)>,
-}
-
-/// CPU seconds per thread of this process, by thread id, with the thread's name.
-fn thread_cpu_seconds() -> std::collections::HashMap<String, (String, f64)> {
-    let mut out = std::collections::HashMap::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return out };
-    for task in tasks.flatten() {
-        let tid = task.file_name().to_string_lossy().to_string();
-        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim().to_string();
-        if let Some(cpu) = cpu_seconds_of(&format!("self/task/{tid}")) {
-            out.insert(tid, (name, cpu));
-        }
-    }
-    out
-}
-
-/// User + system CPU seconds of process `pid` (Linux `/proc`; `None` if unreadable).
-fn cpu_seconds_of(pid: &str) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesized command name; utime and stime are the 12th and
-    // 13th, in USER_HZ (100 on Linux) ticks.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
-    Some((ticks(11)? + ticks(12)?) / 100.0)
-}
-
-/// User + system CPU seconds of this process so far (0 where `/proc` is missing).
-fn process_cpu_seconds() -> f64 {
-    cpu_seconds_of("self").unwrap_or(0.0)
 }
 
 /// What the freshness run measured (milliseconds, source commit to visible).
@@ -121,7 +93,7 @@ fn wait_for<T>(limit: Duration, what: &str, mut probe: impl FnMut() -> PgSourceR
 }
 
 /// Runs `source` on a thread until `done` says so; returns what `done` returned.
-fn run_source<T>(engine: &Arc<Engine>, source: PgSource, done: impl FnMut(&crate::status::PgSourceStatus) -> Option<T>) -> PgSourceResult<T> {
+fn run_source<T>(engine: &Arc<Engine>, source: PgSource, done: impl FnMut(&retina_postgres::status::PgSourceStatus) -> Option<T>) -> PgSourceResult<T> {
     let status = source.status();
     let stop = source.stop_flag();
     let runner = {
@@ -196,8 +168,8 @@ pub fn throughput(url: &str, store: Arc<dyn LakeStore>, config: EngineConfig, ro
     }
     let row_changes = 2 * rows;
     let began = Instant::now();
-    let cpu_before = process_cpu_seconds();
-    let threads_before = thread_cpu_seconds();
+    let cpu_before = process_cpu_seconds().unwrap_or(0.0);
+    let threads_before = threads_cpu_seconds();
     // The walsender serving our slot: its CPU from when we first see it to the end.
     let mut walsender: Option<(String, f64, Instant)> = None;
     let mut walsender_share = None;
@@ -215,7 +187,7 @@ pub fn throughput(url: &str, store: Arc<dyn LakeStore>, config: EngineConfig, ro
         if done {
             // Measured while the source thread still runs (its entry goes when it ends).
             let elapsed = began.elapsed().as_secs_f64();
-            busiest_thread = thread_cpu_seconds()
+            busiest_thread = threads_cpu_seconds()
                 .into_iter()
                 .map(|(tid, (name, cpu))| (name, (cpu - threads_before.get(&tid).map_or(0.0, |(_, before)| *before)) / elapsed))
                 .max_by(|a, b| a.1.total_cmp(&b.1));
@@ -227,7 +199,7 @@ pub fn throughput(url: &str, store: Arc<dyn LakeStore>, config: EngineConfig, ro
     })?;
     engine.sync()?;
     let seconds = began.elapsed().as_secs_f64();
-    let retina_cpu_seconds = process_cpu_seconds() - cpu_before;
+    let retina_cpu_seconds = process_cpu_seconds().unwrap_or(0.0) - cpu_before;
     let decode_began = Instant::now();
     sql.simple_query(&format!(
         "SELECT count(*) FROM pg_logical_slot_get_binary_changes('{decode_slot}', NULL, NULL, 'proto_version', '1', 'publication_names', '{publication}')"
@@ -245,13 +217,6 @@ pub fn throughput(url: &str, store: Arc<dyn LakeStore>, config: EngineConfig, ro
         walsender_cpu_share: walsender_share,
         busiest_thread,
     })
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
 /// See the module documentation. 10-row transactions at `rate` row changes/s.
@@ -313,16 +278,16 @@ pub fn freshness(url: &str, store: Arc<dyn LakeStore>, config: EngineConfig, rat
     })?;
     stop.store(true, Ordering::Relaxed);
     runner.join().map_err(|_| PgSourceError::Setup("the source thread panicked".into()))??;
-    let mut latencies = observer.join().map_err(|_| PgSourceError::Setup("the observer panicked".into()))?;
-    latencies.sort_by(f64::total_cmp);
+    let latencies = observer.join().map_err(|_| PgSourceError::Setup("the observer panicked".into()))?;
+    let latency = Latency::of(latencies);
     drop_bench_objects(&mut sql, &[slot], publication, &["bench_fresh"])?;
     Ok(FreshnessFigures {
         target_row_changes_per_second: rate,
         achieved_row_changes_per_second: (transactions * ROWS_PER_TRANSACTION) as f64 / elapsed,
-        transactions: latencies.len(),
-        p50_ms: percentile(&latencies, 0.50),
-        p99_ms: percentile(&latencies, 0.99),
-        max_ms: latencies.last().copied().unwrap_or(0.0),
+        transactions: latency.count,
+        p50_ms: latency.p50_ms,
+        p99_ms: latency.p99_ms,
+        max_ms: latency.max_ms,
     })
 }
 
