@@ -30,6 +30,9 @@ if ! "$venv/bin/python" -c 'import sqlalchemy, psycopg' >/dev/null 2>&1; then
     "$venv/bin/pip" install -q 'sqlalchemy>=2,<3' 'psycopg[binary]>=3.1,<4'
 fi
 
+# The layering rule: no import cycles between the modules of a crate.
+python3 scripts/module_cycles.py
+
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --no-fail-fast
     cargo test --workspace --doc

@@ -15,7 +15,7 @@ use arrow_schema::{Field, Schema};
 use libfuzzer_sys::fuzz_target;
 use retina_cdc::debezium::schema::{columns_of_envelope, key_columns};
 use retina_cdc::debezium::value::value_of;
-use retina_cdc::debezium::{decode_line, ChangeEvent, ColumnKind, ColumnPlan, Image, Message, Scalar, TablePlan};
+use retina_cdc::debezium::{decode_line, ChangeEvent, DebeziumType, ColumnPlan, Image, Message, Scalar, TablePlan};
 use retina_cdc::sink::prepare::{change, row_changes, Prepared};
 use retina_cdc::sink::tables::{plan_of_schema, TableBinding};
 use retina_cdc::sink::{CompletedTransaction, Grouping, PendingChange, Reconstructor};
@@ -23,37 +23,37 @@ use retina_cdc::Position;
 use retina_core::{TableId, TableSchema};
 
 /// One of each kind (and a few decimal shapes), for the value conversions.
-fn all_kinds() -> Vec<ColumnKind> {
+fn all_kinds() -> Vec<DebeziumType> {
     vec![
-        ColumnKind::Boolean,
-        ColumnKind::Int16,
-        ColumnKind::Int32,
-        ColumnKind::Int64,
-        ColumnKind::Float32,
-        ColumnKind::Float64,
-        ColumnKind::Utf8,
-        ColumnKind::Binary,
-        ColumnKind::Date,
-        ColumnKind::TimeMillis,
-        ColumnKind::TimeMicros,
-        ColumnKind::TimeNanos,
-        ColumnKind::TimestampMillis { timezone: None },
-        ColumnKind::TimestampMicros { timezone: Some("UTC".into()) },
-        ColumnKind::TimestampNanos,
-        ColumnKind::ZonedTimestamp,
-        ColumnKind::Decimal { precision: 38, scale: 2 },
-        ColumnKind::Decimal { precision: 10, scale: 0 },
-        ColumnKind::Decimal { precision: 38, scale: -3 },
-        ColumnKind::Decimal { precision: 5, scale: 10 },
-        ColumnKind::Decimal { precision: 1, scale: 127 },
-        ColumnKind::Decimal { precision: 38, scale: -128 },
-        ColumnKind::VariableScaleDecimal,
+        DebeziumType::Boolean,
+        DebeziumType::Int16,
+        DebeziumType::Int32,
+        DebeziumType::Int64,
+        DebeziumType::Float32,
+        DebeziumType::Float64,
+        DebeziumType::Utf8,
+        DebeziumType::Binary,
+        DebeziumType::Date,
+        DebeziumType::TimeMillis,
+        DebeziumType::TimeMicros,
+        DebeziumType::TimeNanos,
+        DebeziumType::TimestampMillis { timezone: None },
+        DebeziumType::TimestampMicros { timezone: Some("UTC".into()) },
+        DebeziumType::TimestampNanos,
+        DebeziumType::ZonedTimestamp,
+        DebeziumType::Decimal { precision: 38, scale: 2 },
+        DebeziumType::Decimal { precision: 10, scale: 0 },
+        DebeziumType::Decimal { precision: 38, scale: -3 },
+        DebeziumType::Decimal { precision: 5, scale: 10 },
+        DebeziumType::Decimal { precision: 1, scale: 127 },
+        DebeziumType::Decimal { precision: 38, scale: -128 },
+        DebeziumType::VariableScaleDecimal,
     ]
 }
 
 /// What the sink keeps between lines of one stream.
 struct Stream {
-    kinds: Vec<ColumnKind>,
+    kinds: Vec<DebeziumType>,
     /// First binding of each table (the sink caches bindings by name and schema).
     bindings: HashMap<String, Arc<TableBinding>>,
     reconstructor: Reconstructor,
@@ -206,11 +206,11 @@ fn inferred_columns(image: &Image<'_>) -> Option<Vec<ColumnPlan>> {
     let mut columns = Vec::with_capacity(image.fields.len());
     for (name, value) in &image.fields {
         let kind = match value {
-            Scalar::Bool(_) => ColumnKind::Boolean,
-            Scalar::I64(_) | Scalar::U64(_) => ColumnKind::Int64,
-            Scalar::F64(_) => ColumnKind::Float64,
-            Scalar::Str(_) | Scalar::Null => ColumnKind::Utf8,
-            Scalar::VariableDecimal { .. } => ColumnKind::VariableScaleDecimal,
+            Scalar::Bool(_) => DebeziumType::Boolean,
+            Scalar::I64(_) | Scalar::U64(_) => DebeziumType::Int64,
+            Scalar::F64(_) => DebeziumType::Float64,
+            Scalar::Str(_) | Scalar::Null => DebeziumType::Utf8,
+            Scalar::VariableDecimal { .. } => DebeziumType::VariableScaleDecimal,
             // Nested values (and kinds this mirror does not know) make no column.
             #[allow(unreachable_patterns)]
             _ => return None,

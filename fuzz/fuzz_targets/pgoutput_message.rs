@@ -27,27 +27,27 @@ use retina_postgres::lsn::Lsn;
 use retina_postgres::pgoutput::{LogicalMessage, OldTuple, PgOutputDecoder, RelationBody, ReplicationMessage, TupleValue};
 use retina_postgres::relation::{qualified_name, BoundColumn, BoundRelation, ROW_ID_COLUMN};
 use retina_postgres::transaction::{SourceChange, TransactionAssembler};
-use retina_postgres::types::{parse_value, ColumnKind, TypeCatalog};
+use retina_postgres::types::{parse_value, PgType, TypeCatalog};
 
-fn all_kinds() -> Vec<ColumnKind> {
+fn all_kinds() -> Vec<PgType> {
     vec![
-        ColumnKind::Boolean,
-        ColumnKind::Int16,
-        ColumnKind::Int32,
-        ColumnKind::Int64,
-        ColumnKind::Float32,
-        ColumnKind::Float64,
-        ColumnKind::Decimal { precision: 38, scale: 2 },
-        ColumnKind::Decimal { precision: 10, scale: 0 },
-        ColumnKind::Decimal { precision: 3, scale: -2 },
-        ColumnKind::Decimal { precision: 38, scale: 127 },
-        ColumnKind::Decimal { precision: 38, scale: -128 },
-        ColumnKind::Binary,
-        ColumnKind::Date,
-        ColumnKind::Time,
-        ColumnKind::Timestamp,
-        ColumnKind::TimestampTz,
-        ColumnKind::Text,
+        PgType::Boolean,
+        PgType::Int16,
+        PgType::Int32,
+        PgType::Int64,
+        PgType::Float32,
+        PgType::Float64,
+        PgType::Decimal { precision: 38, scale: 2 },
+        PgType::Decimal { precision: 10, scale: 0 },
+        PgType::Decimal { precision: 3, scale: -2 },
+        PgType::Decimal { precision: 38, scale: 127 },
+        PgType::Decimal { precision: 38, scale: -128 },
+        PgType::Binary,
+        PgType::Date,
+        PgType::Time,
+        PgType::Timestamp,
+        PgType::TimestampTz,
+        PgType::Text,
     ]
 }
 
@@ -72,7 +72,7 @@ struct Stream {
     assembler: TransactionAssembler,
     relations: HashMap<u32, BoundRelation>,
     catalog: TypeCatalog,
-    kinds: Vec<ColumnKind>,
+    kinds: Vec<PgType>,
     /// The position of messages that come without XLogData framing.
     next_lsn: u64,
 }
@@ -226,7 +226,7 @@ impl Stream {
                 name: c.name.clone(),
                 type_oid: c.type_oid,
                 type_modifier: c.type_modifier,
-                kind: self.catalog.column_kind(c.type_oid, c.type_modifier).unwrap_or(ColumnKind::Text),
+                kind: self.catalog.column_kind(c.type_oid, c.type_modifier).unwrap_or(PgType::Text),
             })
             .collect();
         if let Some(known) = self.relations.get_mut(&body.oid) {

@@ -91,9 +91,11 @@ pub enum CdcError {
     #[error("{position}: {reason}")]
     Gap { position: Position, reason: String },
 
-    /// Applying a transaction failed in the engine (e.g. a delete of a missing key).
-    #[error("{position}: source transaction {transaction}{}: {reason}", table_suffix(.table))]
-    Apply { position: Position, transaction: String, table: Option<String>, reason: String },
+    /// Applying a transaction failed in the engine (e.g. a delete of a missing key):
+    /// the engine's error in the source's terms, `detail` adding the key's values,
+    /// where the transaction ends and what to do.
+    #[error("{position}: source transaction {transaction}{}: {source}{detail}", table_suffix(.table))]
+    Apply { position: Position, transaction: String, table: Option<String>, source: Box<retina_core::CoreError>, detail: String },
 
     #[error("engine: {0}")]
     Engine(#[from] retina_core::CoreError),

@@ -1,4 +1,4 @@
-//! Retina's CDC sink (DESIGN.md §3.5, paper §2.2, §3.3, §5.3): decode Debezium JSON,
+//! Retina's CDC sink (ARCHITECTURE.md §3.5, paper §2.2, §3.3, §5.3): decode Debezium JSON,
 //! rebuild source transactions, and replay each as one mirror transaction.
 //!
 //! - [`debezium`]: the decoder (and an encoder for generated streams);

@@ -7,7 +7,15 @@ use crate::schema::TableSchema;
 use crate::types::{FileId, RowId, TableId, Ts};
 
 /// Bumped whenever the manifest's meaning changes; an unknown version is refused.
-pub const CATALOG_FORMAT_VERSION: u32 = 1;
+///
+/// - 2: every data file's `column_ranges` are recorded (empty: no column has a
+///   type that records one), the one source of column statistics;
+/// - 1: older files may lack them; recovery reads such a file once, records its
+///   ranges, and the next catalog save writes version 2.
+pub const CATALOG_FORMAT_VERSION: u32 = 2;
+
+/// The oldest manifest version this build reads (and migrates).
+pub const OLDEST_CATALOG_FORMAT_VERSION: u32 = 1;
 
 /// One flushed data file: a Parquet file with one row group holding the rows
 /// `first_row_id .. first_row_id + row_count` of its table, `_create_ts` included.
@@ -26,7 +34,7 @@ pub struct DataFileMeta {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub replaces: Vec<FileId>,
     /// Min and max of the file's columns, for skipping it (see
-    /// [`crate::column_ranges`]); empty for files written before they were recorded.
+    /// [`crate::column_ranges`]); recorded for every file from catalog version 2 on.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub column_ranges: Vec<crate::column_ranges::ColumnRange>,
 }

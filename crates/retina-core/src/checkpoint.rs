@@ -1,4 +1,4 @@
-//! What a checkpoint records (DESIGN.md §3.7, paper §4.3): the state at a committed
+//! What a checkpoint records (ARCHITECTURE.md §3.7, paper §4.3): the state at a committed
 //! ts C from which replay can resume with the source position of C.
 //!
 //! Flushed data files are not copied: the catalog manifest lists them, and their

@@ -51,8 +51,14 @@ pub enum CoreError {
     #[error("no visibility for file {file_id}")]
     MissingVisibility { file_id: FileId },
 
+    /// A problem the core found in what storage holds (a missing file, a checkpoint
+    /// that disagrees with its segments).
     #[error("storage: {0}")]
     Storage(String),
+
+    /// A lake store's own failure, with its source chain (object store, Parquet).
+    #[error(transparent)]
+    Store(Box<dyn std::error::Error + Send + Sync>),
 
     #[error("arrow: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),

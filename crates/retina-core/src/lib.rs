@@ -1,4 +1,5 @@
-//! Retina's core: the pieces of the paper's replay path and its snapshot scan.
+//! Retina's core: the pieces of the paper's replay path and its snapshot scan (see
+//! ARCHITECTURE.md §3; paper sections in parentheses).
 //!
 //! - [`txn`]: mirror-transaction timestamps, HWM and LWM (§3.4);
 //! - [`visibility`]: tile visibility and memory GC (§4.1, Figure 7);
@@ -7,16 +8,16 @@
 //! - [`replay`]: sharded replay of mirror transactions with group commit (§4.2);
 //! - [`scan`]: vectorized filter-on-read (§5, Algorithm 1).
 //!
-//! Lake storage is behind [`storage::LakeStore`], so this crate builds without
-//! Parquet; `retina-storage` provides the Parquet/object_store implementation.
+//! Lake storage is behind small capability traits ([`storage::DataFiles`],
+//! [`storage::CatalogStore`], [`storage::CheckpointStore`]; [`storage::LakeStore`]
+//! is all three), so this crate builds without Parquet; `retina-storage` provides
+//! the Parquet/object_store implementation.
 
 pub mod catalog;
 pub mod checkpoint;
 pub mod column_ranges;
 pub mod error;
 pub mod index;
-pub mod query_snapshot;
-pub mod reference_model;
 pub mod replay;
 pub mod rows;
 pub mod scan;

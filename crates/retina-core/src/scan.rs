@@ -14,10 +14,10 @@ use arrow_select::filter::filter_record_batch;
 
 use crate::error::CoreResult;
 use crate::schema::TableSchema;
-use crate::storage::{LakeStore, PageBound};
+use crate::storage::{DataFiles, PageBound};
 use crate::table::{FlushedFile, TableFiles, TableRuntime};
-use crate::types::{FileId, Ts};
-use crate::visibility::{DeleteBitmap, RgVisibility};
+use crate::types::Ts;
+use crate::visibility::DeleteBitmap;
 use crate::write_buffer::VirtualFile;
 
 /// One independently readable part of a table.
@@ -48,7 +48,7 @@ pub fn splits_of(files: &TableFiles) -> Vec<ScanSplit> {
 /// Every visible row of `table` at `qts`, columns in `projection` order.
 pub fn scan_table(
     table: &TableRuntime,
-    store: &dyn LakeStore,
+    store: &dyn DataFiles,
     qts: Ts,
     projection: Option<&[usize]>,
 ) -> CoreResult<Vec<RecordBatch>> {
@@ -63,57 +63,24 @@ pub fn scan_table(
 pub fn read_split(
     schema: &TableSchema,
     split: &ScanSplit,
-    store: &dyn LakeStore,
+    store: &dyn DataFiles,
     qts: Ts,
     projection: Option<&[usize]>,
 ) -> CoreResult<Vec<RecordBatch>> {
-    read_split_with(schema, split, store, &qts, projection)
+    read_split_pruned(schema, split, store, qts, projection, &[]).map(|(batches, _)| batches)
 }
 
-/// Where a scan gets its deleted-rows bitmaps from: the live tiles at a snapshot ts
-/// (a plain [`Ts`]), or a [`crate::query_snapshot::QuerySnapshot`] whose bitmaps may
-/// have been materialized so that it no longer holds LWM back.
-pub trait VisibilitySource {
-    /// The snapshot ts.
-    fn ts(&self) -> Ts;
-    /// Rows of `file` (its first `rows`) deleted at the snapshot. Fails only when
-    /// materialized bitmaps cannot be read back.
-    fn deleted_rows(&self, file: FileId, visibility: &RgVisibility, rows: usize) -> CoreResult<DeleteBitmap>;
-}
-
-impl VisibilitySource for Ts {
-    fn ts(&self) -> Ts {
-        *self
-    }
-
-    fn deleted_rows(&self, _file: FileId, visibility: &RgVisibility, rows: usize) -> CoreResult<DeleteBitmap> {
-        Ok(visibility.bitmap_at(*self, rows))
-    }
-}
-
-/// [`read_split`] with the bitmaps from `visibility`.
-pub fn read_split_with(
-    schema: &TableSchema,
-    split: &ScanSplit,
-    store: &dyn LakeStore,
-    visibility: &dyn VisibilitySource,
-    projection: Option<&[usize]>,
-) -> CoreResult<Vec<RecordBatch>> {
-    read_split_pruned(schema, split, store, visibility, projection, &[]).map(|(batches, _)| batches)
-}
-
-/// [`read_split_with`] that lets the store skip pages of a flushed file whose
-/// statistics prove no row is within `bounds` (see [`LakeStore::read_file_pruned`]);
-/// the rows it returns may still be outside them. Also returns the rows skipped.
+/// [`read_split`] that lets the store skip pages of a flushed file whose statistics
+/// prove no row is within `bounds` (see [`DataFiles::read_file`]); the rows it
+/// returns may still be outside them. Also returns the rows skipped.
 pub fn read_split_pruned(
     schema: &TableSchema,
     split: &ScanSplit,
-    store: &dyn LakeStore,
-    visibility: &dyn VisibilitySource,
+    store: &dyn DataFiles,
+    qts: Ts,
     projection: Option<&[usize]>,
     bounds: &[PageBound],
 ) -> CoreResult<(Vec<RecordBatch>, u64)> {
-    let qts = visibility.ts();
     let all: Vec<usize>;
     let projection = match projection {
         Some(p) => p,
@@ -136,12 +103,18 @@ pub fn read_split_pruned(
             }
             columns.sort_unstable();
             columns.dedup();
-            // The deleted rows are skipped while decoding; what remains is the
-            // `_create_ts` cut for files flushed after the snapshot.
-            let deleted = visibility.deleted_rows(meta.file_id, &file.visibility, meta.row_count as usize)?;
+            let decoded = store.read_file(schema, meta, &columns, bounds)?;
+            let deleted = file.visibility.bitmap_at(qts, meta.row_count as usize);
             let any_deleted = deleted.iter().any(|&word| word != 0);
-            let (batches, skipped) =
-                store.read_file_pruned(schema, meta, &columns, any_deleted.then_some(&deleted), bounds)?;
+            // Measured on `retina bench scan` (1M rows, 1% scattered deletes): skipping
+            // deleted rows through a Parquet RowSelection cost 1.35x a clean scan,
+            // decoding everything and then applying the mask with Arrow's filter
+            // kernel 1.10x. So stores decode whole pages and the mask is applied here.
+            let deleted = match (&decoded.selected, any_deleted) {
+                (_, false) => None,
+                (None, true) => Some(deleted),
+                (Some(selected), true) => Some(deleted_among(&deleted, selected)),
+            };
             let output: Vec<usize> = projection
                 .iter()
                 .map(|c| columns.binary_search(c).expect("projection columns are read"))
@@ -149,7 +122,7 @@ pub fn read_split_pruned(
             // Skipped pages leave a subsequence of the rows: `_create_ts` still never
             // decreases, so the cut below stays a prefix cut.
             let ts_column = filter_ts.then(|| columns.binary_search(&create_ts).expect("read above"));
-            Ok((mask_batches(&batches, None, ts_column, &output, qts)?, skipped))
+            Ok((mask_batches(&decoded.batches, deleted.as_deref(), ts_column, &output, qts)?, decoded.skipped_rows()))
         }
         ScanSplit::Virtual(file) => {
             // Blocks written before a column was added (or after, for a reader that
@@ -166,9 +139,9 @@ pub fn read_split_pruned(
             if rows == 0 {
                 return Ok((Vec::new(), 0));
             }
-            let deleted = visibility.deleted_rows(file.file_id(), file.visibility(), rows)?;
+            let deleted = file.visibility().bitmap_at(qts, rows);
             // In-memory blocks hold rows of transactions above the snapshot too.
-            Ok((mask_batches(blocks, Some(&deleted), Some(create_ts), projection, qts)?, 0))
+            Ok((mask_batches(blocks, Some(deleted.as_slice()), Some(create_ts), projection, qts)?, 0))
         }
     }
 }
@@ -197,9 +170,22 @@ fn created_prefix_len(batch: &RecordBatch, column: usize, ts: Ts) -> usize {
     created.partition_point(|&created| created <= ts.0 as i64)
 }
 
+/// The bits of `deleted` (one per row of a file) for the rows `selected` keeps, in
+/// their order: the delete bitmap of a read that left pages out.
+fn deleted_among(deleted: &DeleteBitmap, selected: &[bool]) -> DeleteBitmap {
+    let kept = selected.iter().filter(|&&keep| keep).count();
+    let mut out = vec![0u64; kept.div_ceil(64)];
+    for (at, (row, _)) in selected.iter().enumerate().filter(|(_, &keep)| keep).enumerate() {
+        if deleted.get(row / 64).is_some_and(|word| word >> (row % 64) & 1 == 1) {
+            out[at / 64] |= 1 << (at % 64);
+        }
+    }
+    out
+}
+
 /// Leaves out the rows whose bit is set in `deleted` from consecutive batches of one
 /// row group.
-pub fn drop_deleted_rows(batches: &[RecordBatch], deleted: &DeleteBitmap) -> CoreResult<Vec<RecordBatch>> {
+pub(crate) fn drop_deleted_rows(batches: &[RecordBatch], deleted: &[u64]) -> CoreResult<Vec<RecordBatch>> {
     let all: Vec<usize> = match batches.first() {
         Some(batch) => (0..batch.num_columns()).collect(),
         None => return Ok(Vec::new()),
@@ -216,7 +202,7 @@ pub fn drop_deleted_rows(batches: &[RecordBatch], deleted: &DeleteBitmap) -> Cor
 /// binary search, not a per-row comparison.
 fn mask_batches(
     batches: &[RecordBatch],
-    deleted: Option<&DeleteBitmap>,
+    deleted: Option<&[u64]>,
     ts_column: Option<usize>,
     output: &[usize],
     qts: Ts,
@@ -283,15 +269,27 @@ mod tests {
         let mut deleted = vec![0u64; 1];
         deleted[0] |= 1 << 1; // row 1
         deleted[0] |= 1 << 3; // row 3, first of the second batch
-        let out = mask_batches(&batches, Some(&deleted), Some(2), &[0, 1], Ts(4)).expect("mask");
+        let out = mask_batches(&batches, Some(deleted.as_slice()), Some(2), &[0, 1], Ts(4)).expect("mask");
         assert_eq!(ids(&out), vec![0, 2, 4]);
         assert_eq!(out[0].num_columns(), 2, "_create_ts is not in the output");
-        let without_ts = mask_batches(&batches, Some(&deleted), None, &[0], Ts(4)).expect("mask");
+        let without_ts = mask_batches(&batches, Some(deleted.as_slice()), None, &[0], Ts(4)).expect("mask");
         assert_eq!(ids(&without_ts), vec![0, 2, 4, 5]);
         let nothing_deleted = mask_batches(&batches, None, None, &[1, 0], Ts(9)).expect("mask");
         let dropped = drop_deleted_rows(&batches, &deleted).expect("drop");
         assert_eq!(ids(&dropped), vec![0, 2, 4, 5]);
         assert_eq!(dropped[0].num_columns(), 3);
         assert_eq!(nothing_deleted[0].schema().field(0).name(), "name", "projection order is kept");
+    }
+
+    #[test]
+    fn deleted_bits_follow_the_rows_a_pruned_read_kept() {
+        // 70 rows, rows 3 and 66 deleted; the read kept rows 2..5 and 64..70.
+        let mut deleted = vec![0u64; 2];
+        deleted[0] |= 1 << 3;
+        deleted[1] |= 1 << 2;
+        let selected: Vec<bool> = (0..70).map(|row| (2..5).contains(&row) || row >= 64).collect();
+        let aligned = deleted_among(&deleted, &selected);
+        // kept rows: 2, 3, 4, 64, 65, 66, ...: row 3 is at 1, row 66 at 5.
+        assert_eq!(aligned, vec![(1 << 1) | (1 << 5)]);
     }
 }

@@ -14,10 +14,7 @@ use arrow_array::{new_null_array, ArrayRef, RecordBatch};
 use arrow_schema::Schema;
 
 use crate::error::CoreResult;
-use crate::replay::{Engine, RowChange};
 use crate::schema::TableSchema;
-use crate::types::TableId;
-use crate::value::Value;
 
 /// Where each requested column comes from in data of one stored width.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,22 +90,6 @@ pub fn conform_batch(table: &TableSchema, batch: &RecordBatch) -> CoreResult<Rec
     let plan = StoredColumns::plan(table, batch.num_columns(), &all);
     let read = batch.project(plan.physical())?;
     plan.assemble(table, &all, &read)
-}
-
-/// Rows of `tables` in `changes` that are shorter than their table's current schema
-/// get NULLs for the missing columns: a source that converted rows before it added a
-/// column (same transaction, or an event bound to an older schema) submits them in
-/// the table's shape, as the source database itself reads them.
-pub fn pad_short_rows(engine: &Engine, tables: &[TableId], changes: &mut [RowChange]) -> CoreResult<()> {
-    for &table in tables {
-        let width = engine.table(table)?.column_count();
-        for change in changes.iter_mut().filter(|c| c.table() == table) {
-            if let Some(row) = change.row_mut().filter(|row| row.len() < width) {
-                row.resize(width, Value::Null);
-            }
-        }
-    }
-    Ok(())
 }
 
 /// [`conform_batch`] over several batches.

@@ -7,8 +7,8 @@
 
 use crate::error::CoreResult;
 use crate::replay::{Engine, RowChange};
-use crate::schema_evolution::pad_short_rows;
 use crate::types::{TableId, Ts};
+use crate::value::Value;
 
 /// One change of a source transaction, already converted to Retina rows.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,4 +81,20 @@ pub fn expand_truncates(engine: &Engine, changes: Vec<SourceChange>) -> CoreResu
         }
     }
     Ok(out)
+}
+
+/// Rows of `tables` in `changes` that are shorter than their table's current schema
+/// get NULLs for the missing columns: a source that converted rows before it added a
+/// column (same transaction, or an event bound to an older schema) submits them in
+/// the table's shape, as the source database itself reads them.
+pub fn pad_short_rows(engine: &Engine, tables: &[TableId], changes: &mut [RowChange]) -> CoreResult<()> {
+    for &table in tables {
+        let width = engine.table(table)?.column_count();
+        for change in changes.iter_mut().filter(|c| c.table() == table) {
+            if let Some(row) = change.row_mut().filter(|row| row.len() < width) {
+                row.resize(width, Value::Null);
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,6 +1,8 @@
-//! The interface to lake storage. The engine depends on this trait only, so the
-//! core builds without Parquet; `retina-storage` implements it with Parquet files
-//! through object_store, and [`MemoryLakeStore`] keeps batches in memory.
+//! The interface to lake storage, as small capability traits (data files, catalog,
+//! checkpoints) that [`LakeStore`] puts together. The engine depends
+//! on these traits only, so the core builds without Parquet; `retina-storage`
+//! implements them with Parquet files through object_store, and [`MemoryLakeStore`]
+//! keeps batches in memory. Stores only decode: visibility is applied by the core.
 
 use std::collections::HashMap;
 
@@ -12,7 +14,6 @@ use crate::checkpoint::CheckpointManifest;
 use crate::error::{CoreError, CoreResult};
 use crate::schema::TableSchema;
 use crate::types::{FileId, Ts};
-use crate::visibility::DeleteBitmap;
 
 /// Where a written file ended up.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,53 +40,64 @@ impl PageBound {
     }
 }
 
-pub trait LakeStore: Send + Sync {
+/// A data file's rows as decoded, before any visibility mask: the rows
+/// `selected` names, in file order, so the core can line its delete bitmap up with
+/// them ([`crate::scan`] applies visibility; stores only decode).
+#[derive(Debug, Default)]
+pub struct DecodedRows {
+    pub batches: Vec<RecordBatch>,
+    /// Which of the file's rows were decoded, when pages were left out; `None` when
+    /// every row was.
+    pub selected: Option<Vec<bool>>,
+}
+
+impl DecodedRows {
+    /// Every row of the file.
+    pub fn all(batches: Vec<RecordBatch>) -> Self {
+        Self { batches, selected: None }
+    }
+
+    /// Rows of the file left out by page pruning.
+    pub fn skipped_rows(&self) -> u64 {
+        self.selected.as_ref().map_or(0, |kept| kept.iter().filter(|&&keep| !keep).count() as u64)
+    }
+}
+
+/// Data files: immutable, written once under a name derived from their id, read by
+/// scans, recovery and storage GC, deleted when nothing references them.
+pub trait DataFiles: Send + Sync {
     /// Writes `batches` (stored schema: user columns + `_create_ts`) as one data file
     /// with a single row group, under a name derived from `file_id`. A failed write
     /// leaves no visible file.
     fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile>;
 
-    /// Reads the columns `columns` (indices into `table`'s stored schema, ascending)
-    /// of a file, in row order. With `skip`, rows whose bit is set are left out (the
-    /// visibility mask, applied while decoding where the format allows it). A file
-    /// written under another version of the schema is conformed to `table`
+    /// Decodes the columns `columns` (indices into `table`'s stored schema,
+    /// ascending) of a file, in row order. A store may leave out whole pages whose
+    /// statistics (the Parquet page index) prove that no row satisfies every bound in
+    /// `bounds` (an optimization only: the caller still filters what comes back). A
+    /// file written under another version of the schema is conformed to `table`
     /// ([`crate::schema_evolution::StoredColumns`]): added columns read as NULL.
-    fn read_file(
-        &self,
-        table: &TableSchema,
-        file: &DataFileMeta,
-        columns: &[usize],
-        skip: Option<&DeleteBitmap>,
-    ) -> CoreResult<Vec<RecordBatch>>;
-
-    /// [`Self::read_file`] that may also leave out whole pages whose statistics (the
-    /// Parquet page index) prove that no row satisfies every bound in `bounds`.
-    /// Returns the batches and how many rows were skipped that way. An optimization
-    /// only: the caller still filters what comes back. The default skips nothing.
-    fn read_file_pruned(
-        &self,
-        table: &TableSchema,
-        file: &DataFileMeta,
-        columns: &[usize],
-        skip: Option<&DeleteBitmap>,
-        bounds: &[PageBound],
-    ) -> CoreResult<(Vec<RecordBatch>, u64)> {
-        let _ = bounds;
-        Ok((self.read_file(table, file, columns, skip)?, 0))
-    }
+    fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], bounds: &[PageBound]) -> CoreResult<DecodedRows>;
 
     /// Deletes a data file that no catalog, checkpoint or query references any more.
     fn delete_file(&self, path: &str) -> CoreResult<()>;
+}
 
+/// The catalog manifest: one document, replaced atomically.
+pub trait CatalogStore: Send + Sync {
     /// Replaces the catalog manifest atomically.
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()>;
 
     /// The last saved manifest, if any.
     fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>>;
+}
 
+/// Checkpoints: segments of the write buffer's rows and the manifest naming them.
+pub trait CheckpointStore: Send + Sync {
     /// Writes rows `first_row ..` of a write buffer's file as a segment of the
-    /// checkpoint at `ts` (readable back with [`Self::read_file`]). Segment paths are
-    /// never reused, so a segment an older checkpoint references is never rewritten.
+    /// checkpoint at `ts` (readable back with [`DataFiles::read_file`]). Segment paths
+    /// are never reused, so a segment an older checkpoint references is never
+    /// rewritten.
     fn write_checkpoint_segment(
         &self,
         table: &TableSchema,
@@ -101,29 +113,19 @@ pub trait LakeStore: Send + Sync {
 
     /// The latest complete checkpoint, if any.
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>>;
-
-    /// Stores an opaque object at `path` (atomically, like every write): the
-    /// materialized visibility of long queries. Stores that cannot hold objects say so.
-    fn put_object(&self, path: &str, _bytes: Vec<u8>) -> CoreResult<()> {
-        Err(CoreError::Storage(format!("this lake store cannot hold objects (writing {path})")))
-    }
-
-    /// The object at `path`, if any.
-    fn get_object(&self, path: &str) -> CoreResult<Option<Vec<u8>>> {
-        Err(CoreError::Storage(format!("this lake store cannot hold objects (reading {path})")))
-    }
-
-    /// Deletes every object under the folder `prefix` (nothing if there is none).
-    fn delete_objects(&self, prefix: &str) -> CoreResult<()> {
-        Err(CoreError::Storage(format!("this lake store cannot hold objects (deleting {prefix})")))
-    }
 }
+
+/// Everything the engine keeps in the lake. Code that needs one capability takes
+/// that trait (a scan takes [`DataFiles`]), so a wrapper that changes one
+/// capability implements one small trait and forwards the others.
+pub trait LakeStore: DataFiles + CatalogStore + CheckpointStore {}
+
+impl<T: DataFiles + CatalogStore + CheckpointStore> LakeStore for T {}
 
 /// A lake store in memory, for tests and throwaway runs.
 #[derive(Default)]
 pub struct MemoryLakeStore {
     files: Mutex<HashMap<String, Vec<RecordBatch>>>,
-    objects: Mutex<HashMap<String, Vec<u8>>>,
     catalog: Mutex<Option<CatalogManifest>>,
     checkpoint: Mutex<Option<CheckpointManifest>>,
 }
@@ -132,16 +134,9 @@ impl MemoryLakeStore {
     pub fn new() -> Self {
         Self::default()
     }
-
-    /// The paths of the objects held ([`LakeStore::put_object`]), sorted.
-    pub fn object_paths(&self) -> Vec<String> {
-        let mut paths: Vec<String> = self.objects.lock().keys().cloned().collect();
-        paths.sort();
-        paths
-    }
 }
 
-impl LakeStore for MemoryLakeStore {
+impl DataFiles for MemoryLakeStore {
     fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
         let path = format!("{}/{file_id}.mem", table.name());
         let size_bytes = batches.iter().map(|b| b.get_array_memory_size() as u64).sum();
@@ -149,13 +144,8 @@ impl LakeStore for MemoryLakeStore {
         Ok(StoredFile { path, size_bytes })
     }
 
-    fn read_file(
-        &self,
-        table: &TableSchema,
-        file: &DataFileMeta,
-        columns: &[usize],
-        skip: Option<&DeleteBitmap>,
-    ) -> CoreResult<Vec<RecordBatch>> {
+    /// Reads whole files: memory batches have no page index to prune with.
+    fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], _bounds: &[PageBound]) -> CoreResult<DecodedRows> {
         let files = self.files.lock();
         let batches = files
             .get(&file.path)
@@ -167,17 +157,16 @@ impl LakeStore for MemoryLakeStore {
                 plan.assemble(table, columns, &b.project(plan.physical())?)
             })
             .collect::<CoreResult<Vec<_>>>()?;
-        match skip {
-            Some(deleted) => crate::scan::drop_deleted_rows(&projected, deleted),
-            None => Ok(projected),
-        }
+        Ok(DecodedRows::all(projected))
     }
 
     fn delete_file(&self, path: &str) -> CoreResult<()> {
         self.files.lock().remove(path);
         Ok(())
     }
+}
 
+impl CatalogStore for MemoryLakeStore {
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
         *self.catalog.lock() = Some(catalog.clone());
         Ok(())
@@ -186,7 +175,9 @@ impl LakeStore for MemoryLakeStore {
     fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>> {
         Ok(self.catalog.lock().clone())
     }
+}
 
+impl CheckpointStore for MemoryLakeStore {
     fn write_checkpoint_segment(
         &self,
         table: &TableSchema,
@@ -209,20 +200,5 @@ impl LakeStore for MemoryLakeStore {
 
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {
         Ok(self.checkpoint.lock().clone())
-    }
-
-    fn put_object(&self, path: &str, bytes: Vec<u8>) -> CoreResult<()> {
-        self.objects.lock().insert(path.to_string(), bytes);
-        Ok(())
-    }
-
-    fn get_object(&self, path: &str) -> CoreResult<Option<Vec<u8>>> {
-        Ok(self.objects.lock().get(path).cloned())
-    }
-
-    fn delete_objects(&self, prefix: &str) -> CoreResult<()> {
-        let folder = format!("{}/", prefix.trim_end_matches('/'));
-        self.objects.lock().retain(|path, _| !path.starts_with(&folder));
-        Ok(())
     }
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 ///
 /// Invariant: `0 < ts <= Ts::MAX` for every allocated timestamp; `Ts(0)` is the
 /// snapshot that sees nothing. Only 52 bits are usable because a delete-ts entry packs
-/// the timestamp with a 12-bit row offset (DESIGN.md §3.2).
+/// the timestamp with a 12-bit row offset (ARCHITECTURE.md §3.2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Ts(pub u64);
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_schema::DataType;
 use retina_core::rows::rows_of;
-use retina_core::storage::{LakeStore, MemoryLakeStore};
+use retina_core::storage::{DataFiles, MemoryLakeStore};
 use retina_core::{CoreError, EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableSchema, Ts, Value};
 
 fn engine(config: EngineConfig) -> Engine {
@@ -12,7 +12,7 @@ fn engine(config: EngineConfig) -> Engine {
 }
 
 fn small() -> EngineConfig {
-    EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 3, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 }
+    EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 3, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 }
 }
 
 fn accounts() -> TableSchema {
@@ -215,58 +215,6 @@ fn checkpoints_write_only_new_buffered_rows_and_recover() {
 }
 
 #[test]
-fn long_query_is_materialized_to_objects_so_gc_goes_on_and_its_results_stay() {
-    let store = Arc::new(MemoryLakeStore::new());
-    let engine = Engine::start(
-        EngineConfig { file_rows: 4096, block_rows: 1024, ..small() },
-        Arc::new(EmbeddedTransactionService::new()),
-        store.clone(),
-    )
-    .expect("engine");
-    let table = engine.create_table(accounts()).expect("table");
-    for id in 0..510 {
-        engine.submit(vec![RowChange::Insert { table, row: account(id, "a", 0) }]).expect("insert");
-    }
-    // Rows deleted before the query: its materialized bitmaps are not all zero.
-    for id in 500..510 {
-        engine.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(id)] }]).expect("delete");
-    }
-    engine.sync().expect("sync");
-    let query = engine.query_snapshot().expect("query snapshot");
-    let sorted = |batches: Vec<arrow_array::RecordBatch>| {
-        let mut rows = rows_of(&batches).expect("rows");
-        rows.sort_by_key(|r| match r[0] {
-            Value::Int64(v) => v,
-            _ => i64::MIN,
-        });
-        rows
-    };
-    let before = sorted(engine.scan_query(table, &query, None).expect("scan"));
-    assert_eq!(before.len(), 500);
-    for id in 0..500 {
-        engine.submit(vec![RowChange::Update { table, key: vec![Value::Int64(id)], row: account(id, "b", 1) }]).expect("update");
-    }
-    engine.sync().expect("sync");
-    assert_eq!(engine.collect_garbage(), query.ts(), "the live query holds LWM");
-    assert_eq!(engine.materialize_long_queries(std::time::Duration::from_secs(3600)), 0, "not old enough");
-    assert_eq!(engine.materialize_long_queries(std::time::Duration::ZERO), 1);
-    assert!(query.is_materialized());
-    let objects = store.object_paths();
-    assert!(!objects.is_empty() && objects.iter().all(|p| p.starts_with("visibility/")), "{objects:?}");
-    let lwm = engine.collect_garbage();
-    assert!(lwm > query.ts(), "LWM passes the materialized query");
-    for id in 0..500 {
-        engine.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(id)] }]).expect("delete");
-    }
-    engine.sync().expect("sync");
-    engine.collect_garbage();
-    assert_eq!(sorted(engine.scan_query(table, &query, None).expect("scan")), before, "results of the query never change");
-    assert!(scan_sorted(&engine, table, None).is_empty());
-    drop(query);
-    assert!(store.object_paths().is_empty(), "the query's objects go with it");
-}
-
-#[test]
 fn mistyped_or_null_keys_are_rejected_at_submit() {
     let engine = engine(small());
     let table = engine.create_table(accounts()).expect("table");
@@ -345,7 +293,7 @@ fn storage_gc_then_checkpoint_deletes_the_old_files_and_recovers_from_the_new() 
     engine.checkpoint().expect("checkpoint after the swap");
     let meta = engine.table(table).expect("table").files().flushed[0].meta.clone();
     for path in &old_paths {
-        let gone = store.read_file(&accounts(), &retina_core::catalog::DataFileMeta { path: path.clone(), ..meta.clone() }, &[0], None);
+        let gone = store.read_file(&accounts(), &retina_core::catalog::DataFileMeta { path: path.clone(), ..meta.clone() }, &[0], &[]);
         assert!(gone.is_err(), "old file {path} must be deleted after the checkpoint");
     }
     drop(engine);

@@ -18,7 +18,7 @@ fn engine() -> Engine {
         batch_changes: 3,
         gc_interval: None,
         checkpoint_interval: None,
-        materialize_queries_after: None,
+       
         storage_gc_interval: None,
         ..EngineConfig::default()
     };

@@ -10,8 +10,7 @@ use arrow_schema::DataType;
 use retina_core::catalog::{CatalogManifest, DataFileMeta};
 use retina_core::checkpoint::CheckpointManifest;
 use retina_core::rows::rows_of;
-use retina_core::storage::{LakeStore, MemoryLakeStore, StoredFile};
-use retina_core::visibility::DeleteBitmap;
+use retina_core::storage::{CatalogStore, CheckpointStore, DataFiles, DecodedRows, MemoryLakeStore, PageBound, StoredFile};
 use retina_core::{CoreError, CoreResult, Engine, EngineConfig, FileId, RowChange, TableSchema, Ts, Value};
 
 /// Fails the next `fail_writes` data-file writes and `fail_checkpoints` checkpoint saves.
@@ -26,25 +25,31 @@ fn take_failure(counter: &AtomicUsize) -> bool {
     counter.fetch_update(SeqCst, SeqCst, |n| n.checked_sub(1)).is_ok()
 }
 
-impl LakeStore for FlakyStore {
+impl DataFiles for FlakyStore {
     fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
         if take_failure(&self.fail_writes) {
             return Err(CoreError::Storage("injected: disk full".into()));
         }
         self.inner.write_file(table, file_id, batches)
     }
-    fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], skip: Option<&DeleteBitmap>) -> CoreResult<Vec<RecordBatch>> {
-        self.inner.read_file(table, file, columns, skip)
+    fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], bounds: &[PageBound]) -> CoreResult<DecodedRows> {
+        self.inner.read_file(table, file, columns, bounds)
     }
     fn delete_file(&self, path: &str) -> CoreResult<()> {
         self.inner.delete_file(path)
     }
+}
+
+impl CatalogStore for FlakyStore {
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
         self.inner.save_catalog(catalog)
     }
     fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>> {
         self.inner.load_catalog()
     }
+}
+
+impl CheckpointStore for FlakyStore {
     fn write_checkpoint_segment(&self, table: &TableSchema, file_id: FileId, first_row: u64, ts: Ts, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
         self.inner.write_checkpoint_segment(table, file_id, first_row, ts, batches)
     }
@@ -64,7 +69,7 @@ fn schema() -> TableSchema {
 }
 
 fn config() -> EngineConfig {
-    EngineConfig { shards: 1, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 }
+    EngineConfig { shards: 1, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 }
 }
 
 fn count(engine: &Engine) -> usize {

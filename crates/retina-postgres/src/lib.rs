@@ -1,4 +1,4 @@
-//! Retina's PostgreSQL source (DESIGN.md §3.5): logical replication with the built-in
+//! Retina's PostgreSQL source (ARCHITECTURE.md §3.5): logical replication with the built-in
 //! `pgoutput` plugin, an initial copy inside the slot's exported snapshot, one mirror
 //! transaction per source transaction, and flush-LSN feedback only for durable work.
 //!

@@ -17,7 +17,7 @@ use retina_core::{Engine, Row, TableId, TableSchema, Value};
 use crate::error::{PgSourceError, PgSourceResult};
 use crate::lsn::Lsn;
 use crate::pgoutput::{RelationBody, TupleValue};
-use crate::types::{parse_value, ColumnKind, TypeCatalog};
+use crate::types::{parse_value, PgType, TypeCatalog};
 
 /// The synthetic key column of insert-only tables.
 pub const ROW_ID_COLUMN: &str = "_pg_row_id";
@@ -28,7 +28,7 @@ pub struct BoundColumn {
     pub name: String,
     pub type_oid: u32,
     pub type_modifier: i32,
-    pub kind: ColumnKind,
+    pub kind: PgType,
 }
 
 /// A relation bound to its Retina table.
@@ -160,7 +160,7 @@ fn bind_columns(table: &str, body: &RelationBody, catalog: &TypeCatalog, options
         .map(|column| {
             let kind = match catalog.column_kind(column.type_oid, column.type_modifier) {
                 Some(kind) => kind,
-                None if options.unsupported_types_as_text => ColumnKind::Text,
+                None if options.unsupported_types_as_text => PgType::Text,
                 None => {
                     return Err(PgSourceError::UnsupportedType {
                         table: table.to_string(),
@@ -338,7 +338,7 @@ mod tests {
                 name: n.to_string(),
                 type_oid: *oid,
                 type_modifier: -1,
-                kind: TypeCatalog::default().column_kind(*oid, -1).unwrap_or(ColumnKind::Text),
+                kind: TypeCatalog::default().column_kind(*oid, -1).unwrap_or(PgType::Text),
             })
             .collect()
     }

@@ -40,7 +40,7 @@ fn core_sqlstate(error: &CoreError) -> &'static str {
         CoreError::UnknownTable { .. } => "42P01",                   // undefined_table
         CoreError::TooManySnapshots { .. } => "53000",               // insufficient_resources
         CoreError::SnapshotTooOld { .. } => "72000",                 // snapshot_too_old
-        CoreError::Storage(_) => "58030",                            // io_error
+        CoreError::Storage(_) | CoreError::Store(_) => "58030",      // io_error
         CoreError::EngineStopped { .. } => "57P03",                  // cannot_connect_now
         _ => "XX000",                                                // internal_error
     }

@@ -3,14 +3,14 @@
 //! One output partition per scan split (a flushed file with its single row group, or
 //! a write buffer's virtual file), so DataFusion reads splits in parallel. Each split
 //! is read by `retina_core::scan::read_split` — row-group skip by `_create_ts` min/max,
-//! the visibility bitmap applied while decoding, the `_create_ts` prefix cut — so no
+//! the visibility bitmap applied to what the store decoded, the `_create_ts` prefix
+//! cut — so no
 //! operator above ever sees an invisible version or the hidden `_create_ts` column.
 //!
 //! Splits pruned by statistics ([`crate::split_pruning`]) are not partitions at all;
 //! EXPLAIN shows how many (`pruned_splits=`) and with what predicate, and the
 //! `splits_read` / `splits_pruned` metrics (EXPLAIN ANALYZE, `retina.metrics`) count
-//! them as the scan runs. Reads go through [`RecordingStore`], which learns the
-//! statistics later scans prune with.
+//! them as the scan runs.
 //!
 //! The storage layer blocks (it drives its own runtime), so a split is read on
 //! tokio's blocking pool, never on an async worker. A per-scan semaphore bounds how
@@ -36,13 +36,12 @@ use datafusion::physical_plan::{
 };
 use futures::StreamExt;
 use retina_core::scan::{read_split_pruned, ScanSplit};
-use retina_core::storage::{LakeStore, PageBound};
+use retina_core::storage::{DataFiles, PageBound};
 use retina_core::table::TableRuntime;
 use retina_core::Snapshot;
 use tokio::sync::Semaphore;
 
-use crate::provider::ScanContext;
-use crate::recording_store::RecordingStore;
+use crate::scan_context::ScanContext;
 
 /// What statistics pruning did to a scan's splits.
 #[derive(Clone, Debug)]
@@ -61,7 +60,7 @@ pub struct ScanPruning {
 /// table's user schema projected by `projection` (never `_create_ts`).
 pub struct RetinaScanExec {
     table: Arc<TableRuntime>,
-    store: Arc<dyn LakeStore>,
+    store: Arc<dyn DataFiles>,
     snapshot: Arc<Snapshot>,
     splits: Arc<[ScanSplit]>,
     projection: Option<Arc<[usize]>>,
@@ -78,7 +77,7 @@ pub struct RetinaScanExec {
 impl RetinaScanExec {
     pub fn new(
         table: Arc<TableRuntime>,
-        store: Arc<dyn LakeStore>,
+        store: Arc<dyn DataFiles>,
         snapshot: Arc<Snapshot>,
         splits: Vec<ScanSplit>,
         projection: Option<Vec<usize>>,
@@ -252,7 +251,6 @@ impl ExecutionPlan for RetinaScanExec {
             }
         }
         let context = self.context.clone();
-        let table_id = self.table.id();
         let split = self.splits.get(partition).cloned();
         let table = Arc::clone(&self.table);
         let store = Arc::clone(&self.store);
@@ -269,8 +267,7 @@ impl ExecutionPlan for RetinaScanExec {
             let (batches, skipped) = tokio::task::spawn_blocking(move || match &context {
                 Some(context) => {
                     context.metrics.count_split_read();
-                    let recording = RecordingStore { inner: store.as_ref(), statistics: &context.statistics, table: table_id };
-                    read_visible(&table, &split, &recording, &snapshot, projection.as_deref(), &bounds)
+                    read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref(), &bounds)
                 }
                 None => read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref(), &bounds),
             })
@@ -304,7 +301,7 @@ fn leaf_without_children(
 fn read_visible(
     table: &TableRuntime,
     split: &ScanSplit,
-    store: &dyn LakeStore,
+    store: &dyn DataFiles,
     snapshot: &Snapshot,
     projection: Option<&[usize]>,
     bounds: &[PageBound],
@@ -317,10 +314,10 @@ fn read_visible(
         // how many rows survive: read the first key column and drop it.
         Some([]) => {
             let key = schema.primary_key().first().copied().unwrap_or(0);
-            let (batches, skipped) = read_split_pruned(&schema, split, store, &ts, Some(&[key]), bounds).map_err(external)?;
+            let (batches, skipped) = read_split_pruned(&schema, split, store, ts, Some(&[key]), bounds).map_err(external)?;
             let batches = batches.iter().map(|batch| batch.project(&[]).map_err(DataFusionError::from)).collect::<Result<_>>()?;
             Ok((batches, skipped))
         }
-        projection => read_split_pruned(&schema, split, store, &ts, projection, bounds).map_err(external),
+        projection => read_split_pruned(&schema, split, store, ts, projection, bounds).map_err(external),
     }
 }

@@ -1,20 +1,20 @@
-//! SQL over Retina snapshots (DESIGN.md §3.6, paper §5).
+//! SQL over Retina snapshots (ARCHITECTURE.md §3.6, paper §5).
 //!
 //! - [`provider::RetinaTable`]: a DataFusion `TableProvider` for one Retina table;
 //! - [`exec::RetinaScanExec`]: its `ExecutionPlan`, one partition per scan split (a
 //!   flushed file's row group or a write buffer's virtual file), each read with
 //!   vectorized filter-on-read (Algorithm 1) on a blocking thread;
 //! - [`split_pruning`]: simple filters pushed into the scan (inexactly) to skip
-//!   splits whose column statistics ([`split_statistics`], learned from reads by
-//!   [`recording_store`]) rule them out;
+//!   splits whose column statistics ([`split_statistics`], recorded in the catalog
+//!   at flush) rule them out;
 //! - [`snapshot::QuerySnapshot`]: the one snapshot a query reads at, shared by every
 //!   table it scans and released when the query's last stream is dropped;
-//! - [`catalog`]: schemas and tables resolved from the engine at planning time, plus
+//! - [`sql_catalog`]: schemas and tables resolved from the engine at planning time, plus
 //!   the `retina` system schema ([`system`]);
 //! - [`session::RetinaSession`]: parse, plan and run SQL; read-only; per-query
 //!   memory limit; query metrics ([`metrics`]).
 
-pub mod catalog;
+pub mod sql_catalog;
 pub mod error;
 pub mod exec;
 pub mod export;
@@ -23,7 +23,7 @@ pub mod metrics;
 pub mod page_bounds;
 pub mod pg_compat;
 pub mod provider;
-pub mod recording_store;
+pub mod scan_context;
 pub mod session;
 pub mod snapshot;
 pub mod sources;

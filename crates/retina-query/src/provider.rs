@@ -8,7 +8,7 @@
 //! leaves out splits whose statistics rule them out, and DataFusion still filters
 //! every row above the scan.
 
-use std::collections::HashSet;
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -18,24 +18,14 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_plan::ExecutionPlan;
-use retina_core::scan::{table_splits, ScanSplit};
-use retina_core::{Engine, FileId, TableId};
+use retina_core::scan::table_splits;
+use retina_core::{Engine, TableId};
 
 use crate::exec::{RetinaScanExec, ScanPruning};
-use crate::metrics::QueryMetrics;
 use crate::snapshot::QuerySnapshot;
 use crate::page_bounds::page_bounds;
+use crate::scan_context::ScanContext;
 use crate::split_pruning::{is_prunable, SplitPruning};
-use crate::split_statistics::SplitStatistics;
-
-/// What the scans of one session share: learned file statistics, the query
-/// counters, and whether to prune splits at all.
-#[derive(Debug)]
-pub struct ScanContext {
-    pub statistics: Arc<SplitStatistics>,
-    pub metrics: Arc<QueryMetrics>,
-    pub prune_splits: bool,
-}
 
 /// One Retina table as seen by DataFusion.
 pub struct RetinaTable {
@@ -90,19 +80,10 @@ impl TableProvider for RetinaTable {
             None => Arc::clone(&self.schema),
         };
         let splits = table_splits(&table);
-        let statistics = &self.context.statistics;
-        let files: HashSet<FileId> = splits
-            .iter()
-            .filter_map(|split| match split {
-                ScanSplit::File(file) => Some(file.meta.file_id),
-                ScanSplit::Virtual(_) => None,
-            })
-            .collect();
-        statistics.retain_files(self.id, &files);
         let pruning = self.context.prune_splits.then(|| SplitPruning::new(filters, &self.schema, state)).flatten();
         let (splits, pruning) = match pruning {
             Some(pruning) => {
-                let (kept, pruned) = pruning.prune(self.id, &self.schema, splits, statistics);
+                let (kept, pruned) = pruning.prune(&self.schema, splits);
                 (kept, Some(ScanPruning { pruned_splits: pruned, predicate: pruning.describe() }))
             }
             None => (splits, None),
@@ -110,7 +91,7 @@ impl TableProvider for RetinaTable {
         let parallel = state.config().target_partitions();
         let bounds = if self.context.prune_splits { page_bounds(filters, &self.schema) } else { Vec::new() };
         Ok(Arc::new(
-            RetinaScanExec::new(table, Arc::clone(self.engine.store()), snapshot.guard(), splits, projection.cloned(), schema, parallel)
+            RetinaScanExec::new(table, self.engine.data_files(), snapshot.guard(), splits, projection.cloned(), schema, parallel)
                 .with_context(Arc::clone(&self.context), pruning)
                 .with_page_bounds(bounds),
         ))

@@ -26,12 +26,11 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::{Stream, StreamExt};
 use retina_core::{Engine, Snapshot, Ts};
 
-use crate::catalog::{RetinaCatalog, CATALOG, DEFAULT_SCHEMA};
+use crate::sql_catalog::{RetinaCatalog, CATALOG, DEFAULT_SCHEMA};
 use crate::error::{QueryError, QueryResult};
 use crate::figures::{Figures, FiguresCollector};
 use crate::metrics::QueryMetrics;
-use crate::provider::ScanContext;
-use crate::split_statistics::SplitStatistics;
+use crate::scan_context::ScanContext;
 use crate::snapshot::QuerySnapshot;
 use crate::sources::SourceRegistry;
 
@@ -81,7 +80,6 @@ impl RetinaSession {
             .set_str("datafusion.sql_parser.dialect", "PostgreSQL");
         let context = SessionContext::new_with_config(config);
         let scans = Arc::new(ScanContext {
-            statistics: Arc::new(SplitStatistics::new()),
             metrics: Arc::clone(&metrics),
             prune_splits: options.prune_splits,
         });

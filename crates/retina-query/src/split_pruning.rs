@@ -6,10 +6,11 @@
 //! still evaluates them in a `FilterExec` above it, so pruning only has to be safe,
 //! never exact. The scan turns them into DataFusion's `PruningPredicate` (min/max
 //! rewriting of comparisons, IN lists, BETWEEN, IS [NOT] NULL, AND, OR) and evaluates
-//! it over one container per split with the statistics learned so far
-//! ([`crate::split_statistics`]). A split is dropped only when its statistics prove
-//! every stored version fails the filter; unknown statistics (a file not read yet, a
-//! write buffer's virtual file, which still grows) keep it. The visibility mask is
+//! it over one container per split with the statistics the catalog recorded when
+//! the file was written ([`crate::split_statistics`]). A split is dropped only when
+//! its statistics prove every stored version fails the filter; unknown statistics (a
+//! column type that is not recorded, a write buffer's virtual file, which still
+//! grows) keep it. The visibility mask is
 //! untouched: kept splits are read by `read_split` exactly as before.
 //!
 //! A flushed file is a single row group, so pruning a file is pruning a row group.
@@ -30,9 +31,8 @@ use datafusion::logical_expr::utils::conjunction;
 use datafusion::logical_expr::{Between, BinaryExpr, Cast, Expr, Operator, TryCast};
 use datafusion::physical_optimizer::pruning::{PruningPredicate, PruningPredicateBuilder};
 use retina_core::scan::ScanSplit;
-use retina_core::TableId;
 
-use crate::split_statistics::{ColumnStatistics, FileStatistics, SplitStatistics};
+use crate::split_statistics::{ColumnStatistics, FileStatistics};
 
 /// Whether `filter` is simple enough to prune splits with: `column op literal`
 /// (=, <>, <, <=, >, >=, either side), `[NOT] IN (literals)`, `[NOT] BETWEEN
@@ -98,14 +98,8 @@ impl SplitPruning {
     }
 
     /// Splits that may hold a matching row, and how many were left out.
-    pub fn prune(
-        &self,
-        table: TableId,
-        schema: &Schema,
-        splits: Vec<ScanSplit>,
-        statistics: &SplitStatistics,
-    ) -> (Vec<ScanSplit>, usize) {
-        let containers = SplitContainers::new(table, schema, &splits, statistics);
+    pub fn prune(&self, schema: &Schema, splits: Vec<ScanSplit>) -> (Vec<ScanSplit>, usize) {
+        let containers = SplitContainers::new(schema, &splits);
         let Ok(keep) = self.predicate.prune(&containers) else { return (splits, 0) };
         let before = splits.len();
         let kept: Vec<ScanSplit> =
@@ -135,18 +129,16 @@ fn unqualified(filter: &Expr) -> Expr {
 /// virtual file, of which nothing is.
 struct SplitContainers<'a> {
     schema: &'a Schema,
-    files: Vec<Option<Arc<FileStatistics>>>,
+    files: Vec<Option<FileStatistics>>,
     row_counts: Vec<Option<u64>>,
 }
 
 impl<'a> SplitContainers<'a> {
-    fn new(table: TableId, schema: &'a Schema, splits: &[ScanSplit], statistics: &SplitStatistics) -> Self {
+    fn new(schema: &'a Schema, splits: &[ScanSplit]) -> Self {
         let files = splits
             .iter()
             .map(|split| match split {
-                ScanSplit::File(file) => statistics
-                    .file(table, &file.meta)
-                    .or_else(|| FileStatistics::recorded(&file.meta, schema).map(Arc::new)),
+                ScanSplit::File(file) => FileStatistics::recorded(&file.meta, schema),
                 ScanSplit::Virtual(_) => None,
             })
             .collect();
@@ -166,7 +158,7 @@ impl<'a> SplitContainers<'a> {
         let known: Vec<Option<&ColumnStatistics>> = self
             .files
             .iter()
-            .map(|file| file.as_deref().and_then(|file| file.column(&column.name, field.data_type())))
+            .map(|file| file.as_ref().and_then(|file| file.column(&column.name, field.data_type())))
             .collect();
         known.iter().any(Option::is_some).then_some(known)
     }

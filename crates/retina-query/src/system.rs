@@ -1,4 +1,4 @@
-//! The `retina` system schema (DESIGN.md §5): `watermarks`, `tables`, `sources` and
+//! The `retina` system schema (ARCHITECTURE.md §5): `watermarks`, `tables`, `sources` and
 //! `metrics`. Each view is computed when a query scans it, so it shows the figures of
 //! that moment.
 

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use crate::error::{Result, SchedulerError};
 use crate::graph::ConflictGraph;
-use crate::jobfile::{read_sql, stem, JobDef, JobSet, TaskDef};
+use crate::jobset::{read_sql, stem, JobDef, JobSet, TaskDef};
 use crate::model::{TaskIdx, Workload};
 use crate::plan::Plan;
 

@@ -1,7 +1,7 @@
 //! Partition-aware meta-scheduler for data-pipeline jobs on a lakehouse.
 //!
 //! After "A dynamic, partition-aware meta-scheduler for Delta Lake pipelines"
-//! (DESIGN.md §3.8): jobs are DAGs of SQL tasks; each task's SQL is analysed into
+//! (ARCHITECTURE.md §3.8): jobs are DAGs of SQL tasks; each task's SQL is analysed into
 //! `(table, mode, partitions)` accesses; tasks whose accesses conflict under the
 //! chosen rules get an edge in a conflict graph; runnable tasks are coloured so
 //! that conflicting tasks never run together.
@@ -29,6 +29,7 @@ pub mod error;
 pub mod graph;
 pub mod index;
 pub mod jobfile;
+pub mod jobset;
 pub mod load;
 pub mod model;
 pub mod plan;

@@ -1,4 +1,4 @@
-//! Retina's SQL front end (DESIGN.md §2, §5).
+//! Retina's SQL front end (ARCHITECTURE.md §2, §5).
 //!
 //! - [`pg`]: the PostgreSQL wire protocol (simple and extended query protocols) over
 //!   a shared [`retina_query::RetinaSession`], so `psql` and Postgres drivers work;

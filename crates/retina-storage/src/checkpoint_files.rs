@@ -10,9 +10,8 @@
 use retina_core::checkpoint::{CheckpointManifest, CHECKPOINT_FORMAT_VERSION};
 use retina_core::{FileId, TableSchema, Ts};
 
-use crate::store::ParquetLakeStore;
-
-use crate::store::StorageError;
+use crate::error::StorageError;
+use crate::layout::data_file_path;
 
 pub(crate) const LATEST_PATH: &str = "checkpoints/latest.json";
 
@@ -20,7 +19,7 @@ pub(crate) const SEGMENTS_FOLDER: &str = "checkpoints/segments";
 
 /// Path of the segment holding rows `first_row..` of `file_id`, written at `ts`.
 pub(crate) fn segment_path(table: &TableSchema, file_id: FileId, first_row: u64, ts: Ts) -> String {
-    let data_path = ParquetLakeStore::data_file_path(table, file_id);
+    let data_path = data_file_path(table, file_id);
     let stem = data_path.trim_start_matches("tables/").trim_end_matches(".parquet");
     format!("{SEGMENTS_FOLDER}/{stem}-{first_row:010}-{:016}.parquet", ts.0)
 }
@@ -30,7 +29,7 @@ pub(crate) fn encode(checkpoint: &CheckpointManifest) -> Result<Vec<u8>, Storage
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<CheckpointManifest, StorageError> {
-    crate::manifest::decode_versioned(bytes, CHECKPOINT_FORMAT_VERSION, LATEST_PATH)
+    crate::manifest::decode_versioned(bytes, CHECKPOINT_FORMAT_VERSION..=CHECKPOINT_FORMAT_VERSION, LATEST_PATH)
         .map_err(|reason| StorageError::Checkpoint { reason })
 }
 

@@ -3,10 +3,13 @@
 //! `object_store`, so a local directory and any object-store URL work alike.
 
 mod checkpoint_files;
+mod error;
+mod layout;
 mod location;
 mod manifest;
 mod parquet_files;
 mod store;
 
 pub use location::open_object_store;
-pub use store::{ParquetLakeStore, StorageError};
+pub use error::StorageError;
+pub use store::ParquetLakeStore;

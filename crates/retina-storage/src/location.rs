@@ -7,7 +7,7 @@ use object_store::path::Path;
 use object_store::ObjectStore;
 use url::Url;
 
-use crate::store::StorageError;
+use crate::error::StorageError;
 
 /// Name of the lock file in a local data dir.
 pub const LOCK_FILE: &str = "retina.lock";
@@ -49,7 +49,7 @@ fn open_local(dir: &std::path::Path, location: &str) -> Result<Opened, StorageEr
     match file.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(StorageError::Locked { dir: dir.display().to_string() });
+            return Err(StorageError::Locked { dir: dir.display().to_string(), lock_file: dir.join(LOCK_FILE).display().to_string() });
         }
         Err(std::fs::TryLockError::Error(e)) => return Err(bad(format!("cannot lock {LOCK_FILE}: {e}"))),
     }

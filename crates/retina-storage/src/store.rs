@@ -1,4 +1,5 @@
-//! `ParquetLakeStore`: the `LakeStore` of the embedded default and of object storage.
+//! `ParquetLakeStore`: the lake store (every capability trait of
+//! `retina_core::storage`) of the embedded default and of object storage.
 
 use std::sync::Arc;
 
@@ -9,36 +10,12 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use futures::TryStreamExt;
 use retina_core::catalog::{CatalogManifest, DataFileMeta};
 use retina_core::checkpoint::CheckpointManifest;
-use retina_core::storage::{LakeStore, PageBound, StoredFile};
-use retina_core::visibility::DeleteBitmap;
+use retina_core::storage::{CatalogStore, CheckpointStore, DataFiles, DecodedRows, PageBound, StoredFile};
 use retina_core::{CoreError, CoreResult, FileId, TableSchema, Ts};
 use tokio::runtime::Runtime;
 
-use crate::{checkpoint_files, location, manifest, parquet_files};
-
-#[derive(Debug, thiserror::Error)]
-pub enum StorageError {
-    #[error("data location {location}: {reason}")]
-    Location { location: String, reason: String },
-    #[error("object store, {path}: {source}")]
-    ObjectStore { path: String, source: object_store::Error },
-    #[error("parquet file {path}: {source}")]
-    Parquet { path: String, source: parquet::errors::ParquetError },
-    #[error("catalog manifest: {reason}")]
-    Manifest { reason: String },
-    #[error("checkpoint: {reason}")]
-    Checkpoint { reason: String },
-    #[error("data dir {dir} is in use by another Retina process (it holds {dir}/{}); stop it first", location::LOCK_FILE)]
-    Locked { dir: String },
-    #[error("cannot start the storage I/O runtime: {0}")]
-    Runtime(std::io::Error),
-}
-
-impl From<StorageError> for CoreError {
-    fn from(error: StorageError) -> Self {
-        CoreError::Storage(error.to_string())
-    }
-}
+use crate::error::StorageError;
+use crate::{checkpoint_files, layout, location, manifest, parquet_files};
 
 /// Data files as `tables/<table>/<file id>.parquet` and the catalog manifest as
 /// `catalog/manifest.json`, under one object-store prefix.
@@ -79,12 +56,7 @@ impl ParquetLakeStore {
 
     /// The object path of a table's data file.
     pub fn data_file_path(table: &TableSchema, file_id: FileId) -> String {
-        let folder: String = table
-            .name()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
-            .collect();
-        format!("tables/{folder}/{file_id}.parquet")
+        layout::data_file_path(table, file_id)
     }
 
     fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<(), StorageError> {
@@ -138,56 +110,18 @@ impl ParquetLakeStore {
     }
 }
 
-impl LakeStore for ParquetLakeStore {
+impl DataFiles for ParquetLakeStore {
     fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
         Ok(self.put_parquet(Self::data_file_path(table, file_id), table, batches)?)
     }
 
-    fn read_file(
-        &self,
-        table: &TableSchema,
-        file: &DataFileMeta,
-        columns: &[usize],
-        skip: Option<&DeleteBitmap>,
-    ) -> CoreResult<Vec<RecordBatch>> {
-        self.read_file_pruned(table, file, columns, skip, &[]).map(|(batches, _)| batches)
-    }
-
-    fn read_file_pruned(
-        &self,
-        table: &TableSchema,
-        file: &DataFileMeta,
-        columns: &[usize],
-        skip: Option<&DeleteBitmap>,
-        bounds: &[PageBound],
-    ) -> CoreResult<(Vec<RecordBatch>, u64)> {
+    fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], bounds: &[PageBound]) -> CoreResult<DecodedRows> {
         let bytes = self.get(&file.path)?.ok_or_else(|| {
             CoreError::Storage(format!("data file {} of the catalog is missing from storage", file.path))
         })?;
         let (batches, selected) = parquet_files::decode_pruned(bytes, table, columns, bounds)
             .map_err(|source| StorageError::Parquet { path: file.path.clone(), source })?;
-        // Measured on `retina bench scan` (1M rows, 1% scattered deletes): skipping
-        // through a Parquet RowSelection cost 1.35x a clean scan, decoding everything
-        // and then applying the mask with Arrow's filter kernel 1.10x. So deleted rows
-        // are filtered after decoding; only whole pages the page index rules out are
-        // skipped while decoding.
-        let Some(deleted) = skip else {
-            let skipped = selected.map_or(0, |kept| kept.iter().filter(|&&keep| !keep).count() as u64);
-            return Ok((batches, skipped));
-        };
-        let Some(selected) = selected else {
-            return Ok((retina_core::scan::drop_deleted_rows(&batches, deleted)?, 0));
-        };
-        // The deleted bits of the rows that were decoded, in their order.
-        let kept = selected.iter().filter(|&&keep| keep).count();
-        let mut kept_deleted = vec![0u64; kept.div_ceil(64)];
-        for (at, (row, _)) in selected.iter().enumerate().filter(|(_, &keep)| keep).enumerate() {
-            if deleted.get(row / 64).is_some_and(|word| word >> (row % 64) & 1 == 1) {
-                kept_deleted[at / 64] |= 1 << (at % 64);
-            }
-        }
-        let skipped = (selected.len() - kept) as u64;
-        Ok((retina_core::scan::drop_deleted_rows(&batches, &kept_deleted)?, skipped))
+        Ok(DecodedRows { batches, selected })
     }
 
     fn delete_file(&self, path: &str) -> CoreResult<()> {
@@ -198,6 +132,9 @@ impl LakeStore for ParquetLakeStore {
         }
     }
 
+}
+
+impl CatalogStore for ParquetLakeStore {
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
         self.put(manifest::MANIFEST_PATH, manifest::encode(catalog)?)?;
         Ok(())
@@ -210,6 +147,9 @@ impl LakeStore for ParquetLakeStore {
         }
     }
 
+}
+
+impl CheckpointStore for ParquetLakeStore {
     fn write_checkpoint_segment(
         &self,
         table: &TableSchema,
@@ -235,15 +175,4 @@ impl LakeStore for ParquetLakeStore {
         }
     }
 
-    fn put_object(&self, path: &str, bytes: Vec<u8>) -> CoreResult<()> {
-        Ok(self.put(path, bytes)?)
-    }
-
-    fn get_object(&self, path: &str) -> CoreResult<Option<Vec<u8>>> {
-        Ok(self.get(path)?.map(|bytes| bytes.to_vec()))
-    }
-
-    fn delete_objects(&self, prefix: &str) -> CoreResult<()> {
-        Ok(self.delete_under(prefix, |_| true)?)
-    }
 }

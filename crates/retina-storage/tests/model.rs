@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 mod support;
 
 use proptest::prelude::*;
-use retina_core::reference_model::ReferenceModel;
+use support::reference_model::ReferenceModel;
 use retina_core::rows::rows_of;
 use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, TableId, Value};
 use retina_storage::ParquetLakeStore;
@@ -118,6 +118,6 @@ proptest! {
         batch_changes in 1..12usize,
         steps in proptest::collection::vec(step(), 10..120),
     ) {
-        run(EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 }, steps);
+        run(EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 }, steps);
     }
 }

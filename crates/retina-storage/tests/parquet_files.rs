@@ -6,7 +6,7 @@ use std::sync::Arc;
 use arrow_schema::DataType;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::statistics::Statistics;
-use retina_core::storage::LakeStore;
+use retina_core::storage::{CatalogStore, DataFiles};
 use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableSchema, Value};
 use retina_storage::ParquetLakeStore;
 
@@ -23,7 +23,7 @@ fn schema() -> TableSchema {
 fn flushed_files_are_standard_parquet_with_create_ts_statistics() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Arc::new(ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store"));
-    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, batch_changes: 8, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 };
+    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, batch_changes: 8, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 };
     let engine = Engine::start(config, Arc::new(EmbeddedTransactionService::new()), store.clone()).expect("engine");
     let table = engine.create_table(schema()).expect("table");
     for id in 0..100 {
@@ -76,7 +76,7 @@ fn missing_file_and_bad_location_are_clear_errors() {
         replaces: Vec::new(),
         column_ranges: Vec::new(),
     };
-    let error = store.read_file(&schema(), &meta, &[0], None).expect_err("missing");
+    let error = store.read_file(&schema(), &meta, &[0], &[]).expect_err("missing");
     assert!(error.to_string().contains("0000000000000007.parquet"), "{error}");
     let bad = ParquetLakeStore::open("nosuchscheme://bucket/x").err().expect("bad url");
     assert!(bad.to_string().contains("nosuchscheme://bucket/x"), "{bad}");
@@ -86,32 +86,11 @@ fn missing_file_and_bad_location_are_clear_errors() {
     assert!(old.to_string().contains("format version 0"), "{old}");
 }
 
-#[test]
-fn objects_round_trip_and_leftover_visibility_is_purged_when_an_engine_opens() {
-    use retina_core::storage::LakeStore;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
-    store.put_object("visibility/1-2-3/7", vec![1, 2, 3]).expect("put");
-    store.put_object("visibility/1-2-3/8", vec![4]).expect("put");
-    store.put_object("other/keep", vec![5]).expect("put");
-    assert_eq!(store.get_object("visibility/1-2-3/7").expect("get"), Some(vec![1, 2, 3]));
-    assert_eq!(store.get_object("visibility/none").expect("get"), None);
-    store.delete_objects("visibility/1-2-3").expect("delete");
-    assert_eq!(store.get_object("visibility/1-2-3/8").expect("get"), None);
-    store.put_object("visibility/9-9-9/1", vec![1]).expect("put");
-    drop(store);
-    // A crashed process left materialized visibility: opening an engine removes it.
-    let store = std::sync::Arc::new(ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store"));
-    let engine = retina_core::Engine::open(retina_core::EngineConfig::default(), store.clone()).expect("engine");
-    assert_eq!(store.get_object("visibility/9-9-9/1").expect("get"), None);
-    assert_eq!(store.get_object("other/keep").expect("get"), Some(vec![5]));
-    drop(engine);
-}
-
 /// A filter on an integer column reads only the pages whose min/max can match (the
-/// page index), and the deleted-rows mask still applies to the rows it decoded.
+/// page index), and says which rows it decoded (the core lines its delete mask up
+/// with them).
 #[test]
-fn page_index_skips_pages_that_cannot_match_and_keeps_the_delete_mask() {
+fn page_index_skips_pages_that_cannot_match_and_names_the_rows_it_decoded() {
     use arrow_array::cast::AsArray;
     use arrow_array::types::Int64Type;
     use retina_core::storage::PageBound;
@@ -141,26 +120,67 @@ fn page_index_skips_pages_that_cannot_match_and_keeps_the_delete_mask() {
         replaces: Vec::new(),
         column_ranges: Vec::new(),
     };
-    // Row 40,010 is deleted.
-    let mut deleted = vec![0u64; (rows as usize).div_ceil(64)];
-    deleted[40_010 / 64] |= 1 << (40_010 % 64);
     let ids = |batches: &[arrow_array::RecordBatch]| -> Vec<i64> {
         batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect()
     };
 
     let bound = PageBound { column: 0, min: Some(40_000), max: Some(40_020) };
-    let (batches, skipped) = store.read_file_pruned(&schema(), &meta, &[0, 1], Some(&deleted), &[bound]).expect("read");
+    let decoded = store.read_file(&schema(), &meta, &[0, 1], &[bound]).expect("read");
+    let skipped = decoded.skipped_rows();
     assert!(skipped >= rows as u64 / 2, "most pages are skipped, {skipped} rows were");
-    let kept = ids(&batches);
-    assert_eq!(kept.len() as u64, rows as u64 - skipped - 1, "the deleted row is left out of what was decoded");
-    assert!((40_000..=40_020).filter(|&id| id != 40_010).all(|id| kept.contains(&id)), "every matching row is read");
-    assert!(!kept.contains(&40_010));
+    let kept = ids(&decoded.batches);
+    assert_eq!(kept.len() as u64, rows as u64 - skipped);
+    assert!((40_000..=40_020).all(|id| kept.contains(&id)), "every matching row is read");
     assert!(kept.windows(2).all(|w| w[0] < w[1]), "row order is kept");
+    let selected = decoded.selected.as_ref().expect("pages were left out");
+    let named: Vec<i64> = (0..rows).filter(|&row| selected[row as usize]).collect();
+    assert_eq!(named, kept, "`selected` names exactly the decoded rows (ids equal row numbers here)");
 
     // A bound no page can match skips everything; no bound skips nothing.
     let none = PageBound { column: 0, min: Some(rows), max: None };
-    let (batches, skipped) = store.read_file_pruned(&schema(), &meta, &[0], None, &[none]).expect("read");
-    assert_eq!((ids(&batches).len(), skipped), (0, rows as u64));
-    let (batches, skipped) = store.read_file_pruned(&schema(), &meta, &[0], Some(&deleted), &[]).expect("read");
-    assert_eq!((ids(&batches).len() as i64, skipped), (rows - 1, 0));
+    let decoded = store.read_file(&schema(), &meta, &[0], &[none]).expect("read");
+    assert_eq!((ids(&decoded.batches).len(), decoded.skipped_rows()), (0, rows as u64));
+    let decoded = store.read_file(&schema(), &meta, &[0], &[]).expect("read");
+    assert_eq!((ids(&decoded.batches).len() as i64, decoded.skipped_rows()), (rows, 0));
+}
+
+/// A catalog of format version 1 (files without column ranges) opens: recovery reads
+/// each such file once and records the same ranges a flush records, and the next
+/// catalog save writes version 2.
+#[test]
+fn a_version_1_catalog_gets_its_column_ranges_recorded_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let location = dir.path().to_str().expect("utf-8");
+    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, batch_changes: 8, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, ..EngineConfig::default() };
+    let engine = Engine::open(config.clone(), Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("engine");
+    let table = engine.create_table(schema()).expect("table");
+    for id in 0..200 {
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}"))] }]).expect("insert");
+    }
+    engine.wait_for_flushes().expect("flush");
+    engine.close().expect("close");
+
+    let manifest_path = dir.path().join("catalog/manifest.json");
+    let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).expect("read")).expect("json");
+    let recorded = manifest["tables"][0]["files"].clone();
+    assert!(recorded.as_array().is_some_and(|files| !files.is_empty() && files.iter().all(|f| f["column_ranges"].is_array())), "{recorded}");
+    manifest["format_version"] = 1.into();
+    for file in manifest["tables"][0]["files"].as_array_mut().expect("files") {
+        file.as_object_mut().expect("file").remove("column_ranges");
+    }
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).expect("encode")).expect("write");
+
+    let store = ParquetLakeStore::open(location).expect("store");
+    let engine = Engine::open(config.clone(), Arc::new(store)).expect("open a version-1 catalog");
+    let files = recorded.as_array().map_or(0, Vec::len);
+    assert_eq!(engine.recovery_report().expect("recovered").files_given_column_ranges, files);
+    engine.close().expect("close");
+    let migrated: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).expect("read")).expect("json");
+    assert_eq!(migrated["format_version"], 2);
+    // The reopened engine may flush the checkpointed buffer too: compare the old files.
+    let now = migrated["tables"][0]["files"].as_array().expect("files");
+    assert_eq!(serde_json::Value::from(now[..files].to_vec()), recorded, "the same ranges a flush records");
+
+    let engine = Engine::open(config, Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("reopen");
+    assert_eq!(engine.recovery_report().expect("recovered").files_given_column_ranges, 0, "recorded once");
 }

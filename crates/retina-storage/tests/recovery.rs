@@ -9,7 +9,7 @@ mod support;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use retina_core::reference_model::ReferenceModel;
+use support::reference_model::ReferenceModel;
 use retina_core::rows::rows_of;
 use retina_core::{Engine, EngineConfig, RowChange, TableId, Ts};
 use retina_storage::ParquetLakeStore;
@@ -127,7 +127,7 @@ proptest! {
         batch_changes in 1..12usize,
         steps in proptest::collection::vec(crash_step(), 10..100),
     ) {
-        let config = EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, materialize_queries_after: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 };
+        let config = EngineConfig { shards, block_rows, file_rows, batch_changes, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, storage_gc_threshold: 0.5, background_nice: 0 };
         run(config, steps);
     }
 }

@@ -1,4 +1,4 @@
-//! The `retina` command line (DESIGN.md §5). Each subcommand lives in its own
+//! The `retina` command line (ARCHITECTURE.md §5). Each subcommand lives in its own
 //! module under `commands/`; this file only parses arguments and dispatches.
 
 mod commands;

@@ -12,7 +12,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use retina_core::{RowChange, TableSchema, Value};
 
-use super::types::ColumnKind;
+use super::types::DebeziumType;
 use super::value::decimal_to_base64;
 use crate::error::DecodeError;
 
@@ -40,7 +40,7 @@ struct EncodedTable {
     namespace: String,
     table: String,
     full_name: String,
-    columns: Vec<(String, ColumnKind, bool)>,
+    columns: Vec<(String, DebeziumType, bool)>,
     primary_key: Vec<usize>,
     value_schema: String,
     key_schema: String,
@@ -66,7 +66,7 @@ impl DebeziumEncoder {
                 .columns()
                 .fields()
                 .iter()
-                .map(|f| Ok((f.name().clone(), ColumnKind::for_arrow_type(f.name(), f.data_type())?, f.is_nullable())))
+                .map(|f| Ok((f.name().clone(), DebeziumType::for_arrow_type(f.name(), f.data_type())?, f.is_nullable())))
                 .collect::<Result<Vec<_>, DecodeError>>()?;
             let value_schema = envelope_schema(schema.name(), &columns);
             let key_columns: Vec<_> = schema.primary_key().iter().map(|&i| columns[i].clone()).collect();
@@ -228,7 +228,7 @@ fn write_key_image(out: &mut String, table: &EncodedTable, key: &[Value]) {
     out.push('}');
 }
 
-fn write_value(out: &mut String, kind: &ColumnKind, value: &Value) {
+fn write_value(out: &mut String, kind: &DebeziumType, value: &Value) {
     let _ = match value {
         Value::Null => write!(out, "null"),
         Value::Boolean(v) => write!(out, "{v}"),
@@ -245,7 +245,7 @@ fn write_value(out: &mut String, kind: &ColumnKind, value: &Value) {
         }
         Value::Binary(v) => write!(out, "\"{}\"", BASE64.encode(v)),
         Value::Decimal128(v) => match kind {
-            ColumnKind::Decimal { .. } => write!(out, "\"{}\"", decimal_to_base64(*v)),
+            DebeziumType::Decimal { .. } => write!(out, "\"{}\"", decimal_to_base64(*v)),
             _ => write!(out, "{v}"),
         },
     };
@@ -288,31 +288,31 @@ fn write_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
-fn connect_type(kind: &ColumnKind) -> (&'static str, Option<&'static str>) {
+fn connect_type(kind: &DebeziumType) -> (&'static str, Option<&'static str>) {
     match kind {
-        ColumnKind::Boolean => ("boolean", None),
-        ColumnKind::Int16 => ("int16", None),
-        ColumnKind::Int32 => ("int32", None),
-        ColumnKind::Int64 => ("int64", None),
-        ColumnKind::Float32 => ("float", None),
-        ColumnKind::Float64 => ("double", None),
-        ColumnKind::Utf8 | ColumnKind::VariableScaleDecimal => ("string", None),
+        DebeziumType::Boolean => ("boolean", None),
+        DebeziumType::Int16 => ("int16", None),
+        DebeziumType::Int32 => ("int32", None),
+        DebeziumType::Int64 => ("int64", None),
+        DebeziumType::Float32 => ("float", None),
+        DebeziumType::Float64 => ("double", None),
+        DebeziumType::Utf8 | DebeziumType::VariableScaleDecimal => ("string", None),
         // Catalog columns never decode as geometry or zoned time (for_arrow_type):
         // their Arrow types are plain Binary and Time64(µs).
-        ColumnKind::Binary | ColumnKind::Geometry => ("bytes", None),
-        ColumnKind::Date => ("int32", Some("io.debezium.time.Date")),
-        ColumnKind::TimeMillis => ("int32", Some("io.debezium.time.Time")),
-        ColumnKind::TimeMicros | ColumnKind::ZonedTime => ("int64", Some("io.debezium.time.MicroTime")),
-        ColumnKind::TimeNanos => ("int64", Some("io.debezium.time.NanoTime")),
-        ColumnKind::TimestampMillis { .. } => ("int64", Some("io.debezium.time.Timestamp")),
-        ColumnKind::TimestampMicros { .. } => ("int64", Some("io.debezium.time.MicroTimestamp")),
-        ColumnKind::TimestampNanos => ("int64", Some("io.debezium.time.NanoTimestamp")),
-        ColumnKind::ZonedTimestamp => ("string", Some("io.debezium.time.ZonedTimestamp")),
-        ColumnKind::Decimal { .. } => ("bytes", Some("org.apache.kafka.connect.data.Decimal")),
+        DebeziumType::Binary | DebeziumType::Geometry => ("bytes", None),
+        DebeziumType::Date => ("int32", Some("io.debezium.time.Date")),
+        DebeziumType::TimeMillis => ("int32", Some("io.debezium.time.Time")),
+        DebeziumType::TimeMicros | DebeziumType::ZonedTime => ("int64", Some("io.debezium.time.MicroTime")),
+        DebeziumType::TimeNanos => ("int64", Some("io.debezium.time.NanoTime")),
+        DebeziumType::TimestampMillis { .. } => ("int64", Some("io.debezium.time.Timestamp")),
+        DebeziumType::TimestampMicros { .. } => ("int64", Some("io.debezium.time.MicroTimestamp")),
+        DebeziumType::TimestampNanos => ("int64", Some("io.debezium.time.NanoTimestamp")),
+        DebeziumType::ZonedTimestamp => ("string", Some("io.debezium.time.ZonedTimestamp")),
+        DebeziumType::Decimal { .. } => ("bytes", Some("org.apache.kafka.connect.data.Decimal")),
     }
 }
 
-fn fields_schema(columns: &[(String, ColumnKind, bool)]) -> String {
+fn fields_schema(columns: &[(String, DebeziumType, bool)]) -> String {
     let mut out = String::new();
     for (i, (name, kind, nullable)) in columns.iter().enumerate() {
         if i > 0 {
@@ -323,7 +323,7 @@ fn fields_schema(columns: &[(String, ColumnKind, bool)]) -> String {
         if let Some(semantic) = semantic {
             let _ = write!(out, r#","name":"{semantic}""#);
         }
-        if let ColumnKind::Decimal { precision, scale } = kind {
+        if let DebeziumType::Decimal { precision, scale } = kind {
             let _ = write!(out, r#","parameters":{{"scale":"{scale}","connect.decimal.precision":"{precision}"}}"#);
         }
         out.push_str(",\"field\":");
@@ -333,7 +333,7 @@ fn fields_schema(columns: &[(String, ColumnKind, bool)]) -> String {
     out
 }
 
-fn envelope_schema(table: &str, columns: &[(String, ColumnKind, bool)]) -> String {
+fn envelope_schema(table: &str, columns: &[(String, DebeziumType, bool)]) -> String {
     let fields = fields_schema(columns);
     format!(
         r#"{{"type":"struct","optional":false,"name":"{table}.Envelope","fields":[{{"type":"struct","optional":true,"name":"{table}.Value","field":"before","fields":[{fields}]}},{{"type":"struct","optional":true,"name":"{table}.Value","field":"after","fields":[{fields}]}},{{"type":"struct","optional":false,"field":"source","fields":[]}},{{"type":"string","optional":false,"field":"op"}}]}}"#

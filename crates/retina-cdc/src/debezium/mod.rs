@@ -15,4 +15,4 @@ pub use encoder::{DebeziumEncoder, EncoderOptions};
 pub use image::{Image, Scalar};
 pub use message::{decode_line, decode_line_with, ChangeEvent, Message, Op, TransactionBlock};
 pub use row::{ColumnPlan, TablePlan};
-pub use types::ColumnKind;
+pub use types::DebeziumType;

@@ -6,7 +6,7 @@ use retina_core::{Row, Value};
 use serde_json::value::RawValue;
 
 use super::image::{Image, Scalar};
-use super::types::ColumnKind;
+use super::types::DebeziumType;
 use super::value::value_of;
 use crate::error::DecodeError;
 
@@ -14,7 +14,7 @@ use crate::error::DecodeError;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ColumnPlan {
     pub name: String,
-    pub kind: ColumnKind,
+    pub kind: DebeziumType,
     pub nullable: bool,
 }
 
@@ -169,12 +169,12 @@ pub const UNAVAILABLE_VALUE_BASE64: &str = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1
 
 /// Whether `scalar` is the placeholder for `kind` (a length check first: this runs for
 /// every string value of every image).
-fn is_unavailable(kind: &ColumnKind, scalar: &Scalar<'_>) -> bool {
+fn is_unavailable(kind: &DebeziumType, scalar: &Scalar<'_>) -> bool {
     let Scalar::Str(text) = scalar else { return false };
     match text.len() {
         28 => text == UNAVAILABLE_VALUE,
         40 => {
-            matches!(kind, ColumnKind::Binary | ColumnKind::Decimal { .. } | ColumnKind::Geometry) && text == UNAVAILABLE_VALUE_BASE64
+            matches!(kind, DebeziumType::Binary | DebeziumType::Decimal { .. } | DebeziumType::Geometry) && text == UNAVAILABLE_VALUE_BASE64
         }
         _ => false,
     }
@@ -218,9 +218,9 @@ mod tests {
         TablePlan::new(
             "s.t",
             vec![
-                ColumnPlan { name: "id".into(), kind: ColumnKind::Int64, nullable: false },
-                ColumnPlan { name: "name".into(), kind: ColumnKind::Utf8, nullable: true },
-                ColumnPlan { name: "qty".into(), kind: ColumnKind::Int32, nullable: false },
+                ColumnPlan { name: "id".into(), kind: DebeziumType::Int64, nullable: false },
+                ColumnPlan { name: "name".into(), kind: DebeziumType::Utf8, nullable: true },
+                ColumnPlan { name: "qty".into(), kind: DebeziumType::Int32, nullable: false },
             ],
             vec![0],
         )
@@ -256,10 +256,10 @@ mod tests {
         let plan = TablePlan::new(
             "s.docs",
             vec![
-                ColumnPlan { name: "id".into(), kind: ColumnKind::Int64, nullable: false },
-                ColumnPlan { name: "body".into(), kind: ColumnKind::Utf8, nullable: true },
-                ColumnPlan { name: "data".into(), kind: ColumnKind::Binary, nullable: true },
-                ColumnPlan { name: "note".into(), kind: ColumnKind::Utf8, nullable: true },
+                ColumnPlan { name: "id".into(), kind: DebeziumType::Int64, nullable: false },
+                ColumnPlan { name: "body".into(), kind: DebeziumType::Utf8, nullable: true },
+                ColumnPlan { name: "data".into(), kind: DebeziumType::Binary, nullable: true },
+                ColumnPlan { name: "note".into(), kind: DebeziumType::Utf8, nullable: true },
             ],
             vec![0],
         );

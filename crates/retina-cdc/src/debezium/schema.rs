@@ -5,7 +5,7 @@
 use serde::Deserialize;
 
 use super::row::ColumnPlan;
-use super::types::ColumnKind;
+use super::types::DebeziumType;
 use crate::error::DecodeError;
 
 #[derive(Deserialize)]
@@ -69,7 +69,7 @@ fn column_of(field: &ConnectSchema, context: &str) -> Result<ColumnPlan, DecodeE
             Some((precision.clamp(1, 38), scale))
         }
     };
-    let kind = ColumnKind::from_connect(&name, &field.connect_type, field.name.as_deref(), decimal)?;
+    let kind = DebeziumType::from_connect(&name, &field.connect_type, field.name.as_deref(), decimal)?;
     Ok(ColumnPlan { name, kind, nullable: field.optional })
 }
 
@@ -90,9 +90,9 @@ mod tests {
     fn envelope_gives_columns_with_semantic_types() {
         let columns = columns_of_envelope(ENVELOPE).expect("columns");
         assert_eq!(columns.len(), 3);
-        assert_eq!(columns[0], ColumnPlan { name: "id".into(), kind: ColumnKind::Int32, nullable: false });
-        assert_eq!(columns[1].kind, ColumnKind::Decimal { precision: 10, scale: 2 });
-        assert_eq!(columns[2].kind, ColumnKind::TimestampMicros { timezone: None });
+        assert_eq!(columns[0], ColumnPlan { name: "id".into(), kind: DebeziumType::Int32, nullable: false });
+        assert_eq!(columns[1].kind, DebeziumType::Decimal { precision: 10, scale: 2 });
+        assert_eq!(columns[2].kind, DebeziumType::TimestampMicros { timezone: None });
     }
 
     #[test]

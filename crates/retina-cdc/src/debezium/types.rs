@@ -6,10 +6,10 @@ use arrow_schema::{DataType, TimeUnit};
 use crate::error::DecodeError;
 
 /// How one column's JSON value is decoded. The variant fixes the Arrow type of the
-/// column ([`ColumnKind::arrow_type`]) and the unit of the JSON number or the format
+/// column ([`DebeziumType::arrow_type`]) and the unit of the JSON number or the format
 /// of the JSON string.
 #[derive(Clone, Debug, PartialEq)]
-pub enum ColumnKind {
+pub enum DebeziumType {
     Boolean,
     /// Connect `int8` and `int16` (Arrow has no Retina int8 column yet).
     Int16,
@@ -89,7 +89,7 @@ pub const KNOWN_SEMANTIC_TYPES: &[&str] = &[
     "io.debezium.data.geometry.Point",
 ];
 
-impl ColumnKind {
+impl DebeziumType {
     /// Maps a Connect schema (`type`, optional `name`, decimal parameters) to a kind.
     /// An unknown type or semantic name is an error naming `field` and the type.
     pub fn from_connect(
@@ -251,7 +251,7 @@ mod tests {
             _ => "int64",
         };
         for name in KNOWN_SEMANTIC_TYPES {
-            let kind = ColumnKind::from_connect("c", connect_type(name), Some(name), Some((10, 2)));
+            let kind = DebeziumType::from_connect("c", connect_type(name), Some(name), Some((10, 2)));
             let kind = kind.unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(retina_core::schema::is_supported_type(&kind.arrow_type()), "{name} -> {:?}", kind.arrow_type());
         }
@@ -259,24 +259,24 @@ mod tests {
 
     #[test]
     fn unknown_types_name_field_and_type() {
-        let error = ColumnKind::from_connect("geo", "struct", Some("io.debezium.data.geometry.Polygon3D"), None)
+        let error = DebeziumType::from_connect("geo", "struct", Some("io.debezium.data.geometry.Polygon3D"), None)
             .expect_err("unknown semantic type");
         let message = error.to_string();
         assert!(message.contains("geo") && message.contains("io.debezium.data.geometry.Polygon3D"), "{message}");
-        let error = ColumnKind::from_connect("x", "array", None, None).expect_err("unknown primitive");
+        let error = DebeziumType::from_connect("x", "array", None, None).expect_err("unknown primitive");
         assert!(error.to_string().contains("array"));
         let missing_scale =
-            ColumnKind::from_connect("price", "bytes", Some("org.apache.kafka.connect.data.Decimal"), None);
+            DebeziumType::from_connect("price", "bytes", Some("org.apache.kafka.connect.data.Decimal"), None);
         assert!(missing_scale.expect_err("no scale").to_string().contains("price.parameters.scale"));
     }
 
     #[test]
     fn timestamps_fit_columns_with_any_zone_label_of_the_same_unit() {
-        let micros = ColumnKind::TimestampMicros { timezone: None };
+        let micros = DebeziumType::TimestampMicros { timezone: None };
         assert!(micros.fits_column(&DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))));
         assert!(!micros.fits_column(&DataType::Timestamp(TimeUnit::Nanosecond, None)));
-        assert!(!ColumnKind::Int32.fits_column(&DataType::Int64));
-        let decimal = ColumnKind::Decimal { precision: 38, scale: 2 };
+        assert!(!DebeziumType::Int32.fits_column(&DataType::Int64));
+        let decimal = DebeziumType::Decimal { precision: 38, scale: 2 };
         assert!(decimal.fits_column(&DataType::Decimal128(12, 2)));
         assert!(!decimal.fits_column(&DataType::Decimal128(12, 3)));
     }

@@ -1,4 +1,4 @@
-//! Decoding one JSON column value into a [`Value`] by its [`ColumnKind`], straight from
+//! Decoding one JSON column value into a [`Value`] by its [`DebeziumType`], straight from
 //! the JSON tokens (no intermediate JSON tree: this is the hot path of the decoder).
 
 use std::fmt;
@@ -10,11 +10,11 @@ use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
 use super::image::Scalar;
 use super::time;
-use super::types::ColumnKind;
+use super::types::DebeziumType;
 
 /// Deserializes one value of `kind`. On a type or range problem it fails with a
 /// message that the row decoder turns into an error naming the column.
-pub struct ValueSeed<'k>(pub &'k ColumnKind);
+pub struct ValueSeed<'k>(pub &'k DebeziumType);
 
 impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
     type Value = Value;
@@ -25,10 +25,10 @@ impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
 }
 
 #[derive(Clone, Copy)]
-struct KindVisitor<'k>(&'k ColumnKind);
+struct KindVisitor<'k>(&'k DebeziumType);
 
 /// Converts a scalar tokenized by [`super::image::Image`] to a value of `kind`.
-pub fn value_of(kind: &ColumnKind, scalar: &Scalar<'_>) -> Result<Value, String> {
+pub fn value_of(kind: &DebeziumType, scalar: &Scalar<'_>) -> Result<Value, String> {
     type E = de::value::Error;
     let visitor = KindVisitor(kind);
     let result: Result<Value, E> = match scalar {
@@ -39,13 +39,13 @@ pub fn value_of(kind: &ColumnKind, scalar: &Scalar<'_>) -> Result<Value, String>
         Scalar::F64(v) => visitor.visit_f64(*v),
         Scalar::Str(v) => visitor.visit_str(v),
         Scalar::VariableDecimal { scale, value } => match kind {
-            ColumnKind::VariableScaleDecimal => {
+            DebeziumType::VariableScaleDecimal => {
                 decimal_from_base64(value).and_then(|u| variable_decimal_text(u, *scale)).map(Value::Utf8).map_err(de::Error::custom)
             }
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         },
         Scalar::Geometry { wkb, srid, x, y } => match kind {
-            ColumnKind::Geometry => geometry_value(wkb.as_deref(), *srid, *x, *y).map_err(de::Error::custom),
+            DebeziumType::Geometry => geometry_value(wkb.as_deref(), *srid, *x, *y).map_err(de::Error::custom),
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         },
         Scalar::Nested(what) => Err(de::Error::custom(format_args!("{what} where {} was expected", expected(kind)))),
@@ -53,27 +53,27 @@ pub fn value_of(kind: &ColumnKind, scalar: &Scalar<'_>) -> Result<Value, String>
     result.map_err(|e| e.to_string())
 }
 
-fn expected(kind: &ColumnKind) -> &'static str {
+fn expected(kind: &DebeziumType) -> &'static str {
     match kind {
-        ColumnKind::Boolean => "a boolean",
-        ColumnKind::Int16 | ColumnKind::Int32 | ColumnKind::Int64 => "an integer",
-        ColumnKind::Float32 | ColumnKind::Float64 => "a number",
-        ColumnKind::Utf8 => "a string",
-        ColumnKind::Binary => "base64 bytes",
-        ColumnKind::Date => "days since 1970-01-01 or YYYY-MM-DD",
-        ColumnKind::TimeMillis | ColumnKind::TimeMicros | ColumnKind::TimeNanos => "a time of day as an integer",
-        ColumnKind::TimestampMillis { .. } | ColumnKind::TimestampMicros { .. } | ColumnKind::TimestampNanos => {
+        DebeziumType::Boolean => "a boolean",
+        DebeziumType::Int16 | DebeziumType::Int32 | DebeziumType::Int64 => "an integer",
+        DebeziumType::Float32 | DebeziumType::Float64 => "a number",
+        DebeziumType::Utf8 => "a string",
+        DebeziumType::Binary => "base64 bytes",
+        DebeziumType::Date => "days since 1970-01-01 or YYYY-MM-DD",
+        DebeziumType::TimeMillis | DebeziumType::TimeMicros | DebeziumType::TimeNanos => "a time of day as an integer",
+        DebeziumType::TimestampMillis { .. } | DebeziumType::TimestampMicros { .. } | DebeziumType::TimestampNanos => {
             "an epoch timestamp as an integer or ISO-8601 text"
         }
-        ColumnKind::ZonedTimestamp => "ISO-8601 timestamp text with an offset",
-        ColumnKind::ZonedTime => "ISO-8601 time-of-day text with an offset",
-        ColumnKind::Geometry => "{\"wkb\": base64, \"srid\": int} (a point may give x and y)",
-        ColumnKind::Decimal { .. } => "a decimal as base64 unscaled bytes, text or a number",
-        ColumnKind::VariableScaleDecimal => "{\"scale\": int, \"value\": base64}",
+        DebeziumType::ZonedTimestamp => "ISO-8601 timestamp text with an offset",
+        DebeziumType::ZonedTime => "ISO-8601 time-of-day text with an offset",
+        DebeziumType::Geometry => "{\"wkb\": base64, \"srid\": int} (a point may give x and y)",
+        DebeziumType::Decimal { .. } => "a decimal as base64 unscaled bytes, text or a number",
+        DebeziumType::VariableScaleDecimal => "{\"scale\": int, \"value\": base64}",
     }
 }
 
-fn range_error<E: de::Error>(kind: &ColumnKind, value: impl fmt::Display) -> E {
+fn range_error<E: de::Error>(kind: &DebeziumType, value: impl fmt::Display) -> E {
     E::custom(format_args!("value {value} is out of range for {kind:?}"))
 }
 
@@ -94,7 +94,7 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
 
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
         match self.0 {
-            ColumnKind::Boolean => Ok(Value::Boolean(v)),
+            DebeziumType::Boolean => Ok(Value::Boolean(v)),
             _ => Err(E::invalid_type(de::Unexpected::Bool(v), &self)),
         }
     }
@@ -103,9 +103,9 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
         match i64::try_from(v) {
             Ok(v) => self.visit_i64(v),
             Err(_) => match self.0 {
-                ColumnKind::Float32 => Ok(Value::Float32(v as f32)),
-                ColumnKind::Float64 => Ok(Value::Float64(v as f64)),
-                ColumnKind::Decimal { scale, .. } => decimal_from_text(&v.to_string(), *scale).map_err(E::custom),
+                DebeziumType::Float32 => Ok(Value::Float32(v as f32)),
+                DebeziumType::Float64 => Ok(Value::Float64(v as f64)),
+                DebeziumType::Decimal { scale, .. } => decimal_from_text(&v.to_string(), *scale).map_err(E::custom),
                 kind => Err(range_error(kind, v)),
             },
         }
@@ -115,19 +115,19 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
         let kind = self.0;
         let narrow = |value: Option<Value>| value.ok_or_else(|| range_error::<E>(kind, v));
         match kind {
-            ColumnKind::Int16 => narrow(i16::try_from(v).ok().map(Value::Int16)),
-            ColumnKind::Int32 => narrow(i32::try_from(v).ok().map(Value::Int32)),
-            ColumnKind::Int64 => Ok(Value::Int64(v)),
-            ColumnKind::Float32 => Ok(Value::Float32(v as f32)),
-            ColumnKind::Float64 => Ok(Value::Float64(v as f64)),
-            ColumnKind::Date => narrow(i32::try_from(v).ok().map(Value::Date32)),
-            ColumnKind::TimeMillis => narrow(v.checked_mul(1000).map(Value::Time64Micros)),
-            ColumnKind::TimeMicros => Ok(Value::Time64Micros(v)),
-            ColumnKind::TimeNanos => Ok(Value::Time64Nanos(v)),
-            ColumnKind::TimestampMillis { .. } => narrow(v.checked_mul(1000).map(Value::TimestampMicros)),
-            ColumnKind::TimestampMicros { .. } => Ok(Value::TimestampMicros(v)),
-            ColumnKind::TimestampNanos => Ok(Value::TimestampNanos(v)),
-            ColumnKind::Decimal { scale, precision } => {
+            DebeziumType::Int16 => narrow(i16::try_from(v).ok().map(Value::Int16)),
+            DebeziumType::Int32 => narrow(i32::try_from(v).ok().map(Value::Int32)),
+            DebeziumType::Int64 => Ok(Value::Int64(v)),
+            DebeziumType::Float32 => Ok(Value::Float32(v as f32)),
+            DebeziumType::Float64 => Ok(Value::Float64(v as f64)),
+            DebeziumType::Date => narrow(i32::try_from(v).ok().map(Value::Date32)),
+            DebeziumType::TimeMillis => narrow(v.checked_mul(1000).map(Value::Time64Micros)),
+            DebeziumType::TimeMicros => Ok(Value::Time64Micros(v)),
+            DebeziumType::TimeNanos => Ok(Value::Time64Nanos(v)),
+            DebeziumType::TimestampMillis { .. } => narrow(v.checked_mul(1000).map(Value::TimestampMicros)),
+            DebeziumType::TimestampMicros { .. } => Ok(Value::TimestampMicros(v)),
+            DebeziumType::TimestampNanos => Ok(Value::TimestampNanos(v)),
+            DebeziumType::Decimal { scale, precision } => {
                 let unscaled = rescale(v as i128, 0, *scale).ok_or_else(|| range_error::<E>(kind, v))?;
                 check_precision(unscaled, *precision).map_err(E::custom)
             }
@@ -137,14 +137,14 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
         match self.0 {
-            ColumnKind::Float32 => Ok(Value::Float32(v as f32)),
-            ColumnKind::Float64 => Ok(Value::Float64(v)),
+            DebeziumType::Float32 => Ok(Value::Float32(v as f32)),
+            DebeziumType::Float64 => Ok(Value::Float64(v)),
             // A decimal as a JSON number (JsonConverter's decimal.format=numeric, or
             // decimal.handling.mode=double into a decimal column): through the shortest
             // text, which is the number's own digits as long as it has at most 15
             // significant digits. Beyond that a double may have changed it already, so
             // it is refused rather than stored altered.
-            ColumnKind::Decimal { scale, precision } => {
+            DebeziumType::Decimal { scale, precision } => {
                 let exact_below = 10f64.powi(15 - i32::from(*scale));
                 if !v.is_finite() || (*precision > 15 && v.abs() >= exact_below) {
                     return Err(E::custom(format_args!(
@@ -164,18 +164,18 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
         match self.0 {
-            ColumnKind::Utf8 => Ok(Value::Utf8(v.to_string())),
-            ColumnKind::Binary => BASE64.decode(v).map(Value::Binary).map_err(|e| E::custom(format_args!("invalid base64: {e}"))),
-            ColumnKind::Float32 | ColumnKind::Float64 => {
+            DebeziumType::Utf8 => Ok(Value::Utf8(v.to_string())),
+            DebeziumType::Binary => BASE64.decode(v).map(Value::Binary).map_err(|e| E::custom(format_args!("invalid base64: {e}"))),
+            DebeziumType::Float32 | DebeziumType::Float64 => {
                 let float = match v {
                     "NaN" => f64::NAN,
                     "Infinity" => f64::INFINITY,
                     "-Infinity" => f64::NEG_INFINITY,
                     _ => return Err(E::invalid_type(de::Unexpected::Str(v), &self)),
                 };
-                Ok(if matches!(self.0, ColumnKind::Float32) { Value::Float32(float as f32) } else { Value::Float64(float) })
+                Ok(if matches!(self.0, DebeziumType::Float32) { Value::Float32(float as f32) } else { Value::Float64(float) })
             }
-            ColumnKind::Decimal { precision, scale } => {
+            DebeziumType::Decimal { precision, scale } => {
                 let unscaled = match decimal_from_base64(v) {
                     Ok(unscaled) => unscaled,
                     Err(base64_error) => match decimal_from_text(v, *scale) {
@@ -185,12 +185,12 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
                 };
                 check_precision(unscaled, *precision).map_err(E::custom)
             }
-            ColumnKind::Date => time::parse_date(v).map(Value::Date32).map_err(E::custom),
-            ColumnKind::ZonedTimestamp | ColumnKind::TimestampMicros { .. } | ColumnKind::TimestampMillis { .. } => {
+            DebeziumType::Date => time::parse_date(v).map(Value::Date32).map_err(E::custom),
+            DebeziumType::ZonedTimestamp | DebeziumType::TimestampMicros { .. } | DebeziumType::TimestampMillis { .. } => {
                 time::parse_timestamp_nanos(v).map(|n| Value::TimestampMicros(n.div_euclid(1000))).map_err(E::custom)
             }
-            ColumnKind::TimestampNanos => time::parse_timestamp_nanos(v).map(Value::TimestampNanos).map_err(E::custom),
-            ColumnKind::ZonedTime => time::parse_zoned_time_micros(v).map(Value::Time64Micros).map_err(E::custom),
+            DebeziumType::TimestampNanos => time::parse_timestamp_nanos(v).map(Value::TimestampNanos).map_err(E::custom),
+            DebeziumType::ZonedTime => time::parse_zoned_time_micros(v).map(Value::Time64Micros).map_err(E::custom),
             _ => Err(E::invalid_type(de::Unexpected::Str(v), &self)),
         }
     }
@@ -350,7 +350,7 @@ mod tests {
 
     /// Both paths: the streaming seed, and tokenizing first (the decoder's path);
     /// they must agree.
-    fn decode(kind: &ColumnKind, json: &str) -> Result<Value, String> {
+    fn decode(kind: &DebeziumType, json: &str) -> Result<Value, String> {
         let mut deserializer = serde_json::Deserializer::from_str(json);
         let streamed = ValueSeed(kind).deserialize(&mut deserializer).map_err(|e| e.to_string());
         let scalar: Scalar = serde_json::from_str(json).map_err(|e| e.to_string())?;
@@ -364,20 +364,20 @@ mod tests {
 
     #[test]
     fn debezium_time_types_convert_units() {
-        assert_eq!(decode(&ColumnKind::Date, "19000"), Ok(Value::Date32(19000)));
-        assert_eq!(decode(&ColumnKind::TimeMillis, "1500"), Ok(Value::Time64Micros(1_500_000)));
-        assert_eq!(decode(&ColumnKind::TimeNanos, "7"), Ok(Value::Time64Nanos(7)));
-        assert_eq!(decode(&ColumnKind::TimestampMillis { timezone: None }, "1000"), Ok(Value::TimestampMicros(1_000_000)));
-        assert_eq!(decode(&ColumnKind::TimestampNanos, "-5"), Ok(Value::TimestampNanos(-5)));
+        assert_eq!(decode(&DebeziumType::Date, "19000"), Ok(Value::Date32(19000)));
+        assert_eq!(decode(&DebeziumType::TimeMillis, "1500"), Ok(Value::Time64Micros(1_500_000)));
+        assert_eq!(decode(&DebeziumType::TimeNanos, "7"), Ok(Value::Time64Nanos(7)));
+        assert_eq!(decode(&DebeziumType::TimestampMillis { timezone: None }, "1000"), Ok(Value::TimestampMicros(1_000_000)));
+        assert_eq!(decode(&DebeziumType::TimestampNanos, "-5"), Ok(Value::TimestampNanos(-5)));
         assert_eq!(
-            decode(&ColumnKind::ZonedTimestamp, "\"1970-01-01T01:00:00.5+01:00\""),
+            decode(&DebeziumType::ZonedTimestamp, "\"1970-01-01T01:00:00.5+01:00\""),
             Ok(Value::TimestampMicros(500_000))
         );
     }
 
     #[test]
     fn decimals_from_base64_text_and_numbers() {
-        let kind = ColumnKind::Decimal { precision: 10, scale: 2 };
+        let kind = DebeziumType::Decimal { precision: 10, scale: 2 };
         // 12345 = 0x3039 -> "MDk="
         assert_eq!(decode(&kind, "\"MDk=\""), Ok(Value::Decimal128(12345)));
         assert_eq!(decode(&kind, "\"123.45\""), Ok(Value::Decimal128(12345)));
@@ -385,26 +385,26 @@ mod tests {
         assert_eq!(decode(&kind, "7"), Ok(Value::Decimal128(700)));
         assert!(decode(&kind, "\"1.234\"").is_err(), "would round");
         assert!(decode(&kind, "\"99999999999\"").is_err(), "exceeds precision");
-        let variable = ColumnKind::VariableScaleDecimal;
+        let variable = DebeziumType::VariableScaleDecimal;
         assert_eq!(decode(&variable, r#"{"scale":3,"value":"MDk="}"#), Ok(Value::Utf8("12.345".into())));
         assert_eq!(decode(&variable, r#"{"scale":0,"value":"/w=="}"#), Ok(Value::Utf8("-1".into())));
     }
 
     #[test]
     fn integers_beyond_i64_and_numeric_decimals() {
-        let unsigned = ColumnKind::Decimal { precision: 20, scale: 0 };
+        let unsigned = DebeziumType::Decimal { precision: 20, scale: 0 };
         assert_eq!(decode(&unsigned, "18446744073709551615"), Ok(Value::Decimal128(18_446_744_073_709_551_615)));
         assert_eq!(decode(&unsigned, "\"AP//////////\""), Ok(Value::Decimal128(18_446_744_073_709_551_615)));
         // Beyond u64 serde_json hands over a double: refused, not rounded.
         let error = decode(&unsigned, "18446744073709551616").expect_err("beyond u64");
         assert!(error.contains("JSON number"), "{error}");
-        assert!(decode(&ColumnKind::Int64, "9223372036854775808").expect_err("beyond i64").contains("out of range"));
+        assert!(decode(&DebeziumType::Int64, "9223372036854775808").expect_err("beyond i64").contains("out of range"));
         // decimal.format=numeric: exact up to 15 significant digits.
-        let wide = ColumnKind::Decimal { precision: 38, scale: 2 };
+        let wide = DebeziumType::Decimal { precision: 38, scale: 2 };
         assert_eq!(decode(&wide, "1234567890123.45"), Ok(Value::Decimal128(123_456_789_012_345)));
         assert!(decode(&wide, "12345678901234.56").is_err(), "16 digits may have been altered by the double");
         // float32 values arrive widened to double.
-        assert_eq!(decode(&ColumnKind::Float32, "3.140000104904175"), Ok(Value::Float32(3.14)));
+        assert_eq!(decode(&DebeziumType::Float32, "3.140000104904175"), Ok(Value::Float32(3.14)));
     }
 
     #[test]
@@ -413,27 +413,27 @@ mod tests {
         let mut wkb = vec![1u8, 1, 0, 0, 0];
         wkb.extend_from_slice(&1.0f64.to_le_bytes());
         wkb.extend_from_slice(&2.0f64.to_le_bytes());
-        assert_eq!(decode(&ColumnKind::Geometry, &format!(r#"{{"wkb":"{point}","srid":null}}"#)), Ok(Value::Binary(wkb.clone())));
-        assert_eq!(decode(&ColumnKind::Geometry, r#"{"x":1.0,"y":2.0,"wkb":null,"srid":null}"#), Ok(Value::Binary(wkb.clone())));
+        assert_eq!(decode(&DebeziumType::Geometry, &format!(r#"{{"wkb":"{point}","srid":null}}"#)), Ok(Value::Binary(wkb.clone())));
+        assert_eq!(decode(&DebeziumType::Geometry, r#"{"x":1.0,"y":2.0,"wkb":null,"srid":null}"#), Ok(Value::Binary(wkb.clone())));
         let mut ewkb = vec![1u8, 1, 0, 0, 0x20];
         ewkb.extend_from_slice(&4326u32.to_le_bytes());
         ewkb.extend_from_slice(&wkb[5..]);
-        assert_eq!(decode(&ColumnKind::Geometry, &format!(r#"{{"wkb":"{point}","srid":4326}}"#)), Ok(Value::Binary(ewkb)));
+        assert_eq!(decode(&DebeziumType::Geometry, &format!(r#"{{"wkb":"{point}","srid":4326}}"#)), Ok(Value::Binary(ewkb)));
         // Big-endian WKB keeps its byte order.
         let big = geometry_value(Some("AAAAAAE/8AAAAAAAAEAAAAAAAAAA"), Some(3857), None, None).expect("big endian");
         assert_eq!(&big, &Value::Binary([&[0u8, 0x20, 0, 0, 1][..], &3857u32.to_be_bytes(), &[0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0, 0, 0, 0]].concat()));
-        assert!(decode(&ColumnKind::Geometry, r#"{"srid":4326}"#).is_err(), "no wkb");
-        assert!(decode(&ColumnKind::Geometry, r#"{"wkb":"AQ==","srid":4326}"#).is_err(), "too short");
-        assert!(decode(&ColumnKind::Binary, r#"{"wkb":"AQ=="}"#).is_err(), "a struct in a bytes column");
+        assert!(decode(&DebeziumType::Geometry, r#"{"srid":4326}"#).is_err(), "no wkb");
+        assert!(decode(&DebeziumType::Geometry, r#"{"wkb":"AQ==","srid":4326}"#).is_err(), "too short");
+        assert!(decode(&DebeziumType::Binary, r#"{"wkb":"AQ=="}"#).is_err(), "a struct in a bytes column");
     }
 
     #[test]
     fn mistyped_and_out_of_range_values_fail() {
-        assert!(decode(&ColumnKind::Int32, "\"x\"").expect_err("string for int").contains("integer"));
-        assert!(decode(&ColumnKind::Int16, "70000").expect_err("range").contains("out of range"));
-        assert!(decode(&ColumnKind::Boolean, "1").is_err());
-        assert!(decode(&ColumnKind::Binary, "\"***\"").expect_err("base64").contains("base64"));
-        assert_eq!(decode(&ColumnKind::Utf8, "null"), Ok(Value::Null));
+        assert!(decode(&DebeziumType::Int32, "\"x\"").expect_err("string for int").contains("integer"));
+        assert!(decode(&DebeziumType::Int16, "70000").expect_err("range").contains("out of range"));
+        assert!(decode(&DebeziumType::Boolean, "1").is_err());
+        assert!(decode(&DebeziumType::Binary, "\"***\"").expect_err("base64").contains("base64"));
+        assert_eq!(decode(&DebeziumType::Utf8, "null"), Ok(Value::Null));
     }
 
     proptest! {
@@ -459,7 +459,7 @@ mod fuzz_regressions {
     /// `i64::MIN` overflowed negating it; both are errors now.
     #[test]
     fn variable_scale_decimal_scale_is_bounded() {
-        let kind = ColumnKind::VariableScaleDecimal;
+        let kind = DebeziumType::VariableScaleDecimal;
         let with_scale = |scale: i64| value_of(&kind, &Scalar::VariableDecimal { scale, value: "AQ==".into() });
         for scale in [i64::MIN, -4_000_000_000, 4_000_000_000, i64::MAX] {
             assert!(with_scale(scale).expect_err("absurd scale").contains("out of range"), "{scale}");

@@ -29,25 +29,15 @@ pub fn explain(engine: &Engine, error: retina_core::CoreError, in_flight: &[InFl
     };
     let table = text_between(&message, "table ", ":");
     let key = text_between(&message, "of key ", " ").and_then(|hex| describe_key(engine, table.as_deref(), &hex));
-    let mut reason = match key {
-        Some(key) => format!("{message} (key {key})"),
-        None => message,
-    };
-    if reason.contains("that has no live row") {
-        reason.push_str(ABSENT_ROW_HINT);
+    let mut detail = key.map(|key| format!(" (key {key})")).unwrap_or_default();
+    if message.contains("that has no live row") {
+        detail.push_str(ABSENT_ROW_HINT);
     }
-    let position = if transaction.first == transaction.last {
-        transaction.first
-    } else {
+    if transaction.first != transaction.last {
         // The transaction spans several messages: name where it starts and ends.
-        return CdcError::Apply {
-            position: transaction.first,
-            transaction: transaction.id.clone(),
-            table,
-            reason: format!("{reason}; the transaction ends at {}", transaction.last),
-        };
-    };
-    CdcError::Apply { position, transaction: transaction.id.clone(), table, reason }
+        detail.push_str(&format!("; the transaction ends at {}", transaction.last));
+    }
+    CdcError::Apply { position: transaction.first, transaction: transaction.id.clone(), table, source: Box::new(error), detail }
 }
 
 /// What to do about an update or delete of a row the mirror does not have.

@@ -1,4 +1,4 @@
-//! The sink (DESIGN.md §3.5): decoded messages in, mirror transactions out.
+//! The sink (ARCHITECTURE.md §3.5): decoded messages in, mirror transactions out.
 //!
 //! For each message: decode it, find its table, turn its images into a row change,
 //! hand it to the [`Reconstructor`]; each complete source transaction is submitted as
@@ -9,6 +9,7 @@
 
 mod dead_letter;
 mod failure;
+pub mod decoding;
 pub mod prepare;
 pub mod reconstruct;
 pub mod tables;
@@ -25,7 +26,8 @@ use crate::position::{Position, SinkPosition, SourceOrder};
 pub use dead_letter::DeadLetterWriter;
 pub use failure::{decode_key, InFlight};
 pub use reconstruct::{CompletedTransaction, Grouping, PendingChange, Reconstructor, Rejected, SinkChange};
-pub use prepare::{Decoding, OnAbsentRow, Prepared};
+pub use decoding::{Decoding, OnAbsentRow};
+pub use prepare::Prepared;
 use tables::TableResolver;
 
 /// How the sink treats its stream.
@@ -336,7 +338,7 @@ impl<'e> Sink<'e> {
                     let (first, last, id) = (transaction.first, transaction.last, transaction.id);
                     return Err(match error {
                         retina_core::CoreError::EngineStopped { .. } => self.explain(error),
-                        other => CdcError::Apply { position: first, transaction: id, table: None, reason: format!("{other} (ends at {last})") },
+                        other => CdcError::Apply { position: first, transaction: id, table: None, source: Box::new(other), detail: format!(" (ends at {last})") },
                     });
                 }
             };

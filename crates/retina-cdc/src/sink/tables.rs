@@ -11,8 +11,8 @@ use parking_lot::RwLock;
 use retina_core::{Engine, TableId, TableSchema};
 
 use crate::debezium::schema::{columns_of_envelope, key_columns};
-use super::prepare::Decoding;
-use crate::debezium::{ChangeEvent, ColumnKind, ColumnPlan, Scalar, TablePlan};
+use super::decoding::Decoding;
+use crate::debezium::{ChangeEvent, DebeziumType, ColumnPlan, Scalar, TablePlan};
 use crate::error::{CdcError, CdcResult};
 use crate::position::Position;
 
@@ -188,12 +188,12 @@ impl TableResolver {
         let mut columns = Vec::with_capacity(image.fields.len());
         for (name, value) in &image.fields {
             let kind = match value {
-                Scalar::Bool(_) => ColumnKind::Boolean,
-                Scalar::I64(_) | Scalar::U64(_) => ColumnKind::Int64,
-                Scalar::F64(_) => ColumnKind::Float64,
-                Scalar::Str(_) | Scalar::Null => ColumnKind::Utf8,
-                Scalar::VariableDecimal { .. } => ColumnKind::VariableScaleDecimal,
-                Scalar::Geometry { .. } => ColumnKind::Geometry,
+                Scalar::Bool(_) => DebeziumType::Boolean,
+                Scalar::I64(_) | Scalar::U64(_) => DebeziumType::Int64,
+                Scalar::F64(_) => DebeziumType::Float64,
+                Scalar::Str(_) | Scalar::Null => DebeziumType::Utf8,
+                Scalar::VariableDecimal { .. } => DebeziumType::VariableScaleDecimal,
+                Scalar::Geometry { .. } => DebeziumType::Geometry,
                 Scalar::Nested(what) => {
                     return Err(CdcError::Schema {
                         position,
@@ -254,7 +254,7 @@ pub fn plan_of_schema(schema: &TableSchema) -> Result<TablePlan, crate::DecodeEr
         .fields()
         .iter()
         .map(|f| {
-            let kind = ColumnKind::for_arrow_type(f.name(), f.data_type())?;
+            let kind = DebeziumType::for_arrow_type(f.name(), f.data_type())?;
             Ok(ColumnPlan { name: f.name().clone(), kind, nullable: f.is_nullable() })
         })
         .collect::<Result<Vec<_>, crate::DecodeError>>()?;
@@ -292,7 +292,7 @@ fn bind_schema_to_table(engine: &Engine, id: TableId, columns: Vec<ColumnPlan>, 
             }
             None if field.is_nullable() => plan_columns.push(ColumnPlan {
                 name: field.name().clone(),
-                kind: ColumnKind::for_arrow_type(field.name(), field.data_type())
+                kind: DebeziumType::for_arrow_type(field.name(), field.data_type())
                     .map_err(|e| schema_error(position, name, field.name(), e.to_string()))?,
                 nullable: true,
             }),

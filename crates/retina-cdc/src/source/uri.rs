@@ -1,4 +1,4 @@
-//! Source URIs (DESIGN.md §5): `file:PATH`, `-`, `nats://HOST:PORT/STREAM[?durable=NAME]`,
+//! Source URIs (ARCHITECTURE.md §5): `file:PATH`, `-`, `nats://HOST:PORT/STREAM[?durable=NAME]`,
 //! `generator:chbench?rate=ROWS_PER_S[&seconds=S][&base_rows=N][&seed=N]`. Public so the
 //! server (`retina serve --source`) parses the same URIs.
 

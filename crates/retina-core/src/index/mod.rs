@@ -1,4 +1,4 @@
-//! The primary index (DESIGN.md §3.3, paper §3.5): a single-point index from primary
+//! The primary index (ARCHITECTURE.md §3.3, paper §3.5): a single-point index from primary
 //! key to row id, versioned by ts, and a main index from row-id ranges to locations.
 //! Each replayer shard owns the index entries of the keys that hash to it.
 

@@ -17,9 +17,6 @@ pub struct EngineConfig {
     pub gc_interval: Option<Duration>,
     /// Checkpoint period; `None` checkpoints only when asked (and at `close`).
     pub checkpoint_interval: Option<Duration>,
-    /// Query snapshots older than this get their visibility materialized by the GC
-    /// thread so they stop holding LWM back; `None` never does.
-    pub materialize_queries_after: Option<Duration>,
     /// Storage-GC period; `None` runs it only when asked.
     pub storage_gc_interval: Option<Duration>,
     /// Share of a file's rows stale at LWM above which storage GC rewrites it.
@@ -40,7 +37,6 @@ impl Default for EngineConfig {
             batch_changes: 4096,
             gc_interval: Some(Duration::from_millis(100)),
             checkpoint_interval: Some(Duration::from_secs(5)),
-            materialize_queries_after: Some(Duration::from_secs(30)),
             storage_gc_interval: Some(Duration::from_secs(60)),
             storage_gc_threshold: 0.5,
             background_nice: 5,

@@ -1,29 +1,31 @@
-//! The replay engine (DESIGN.md §3.4, paper §4.2): mirror transactions split by
+//! The replay engine (paper §4.2; see ARCHITECTURE.md): mirror transactions split by
 //! primary-key shard and applied by shard threads that own their keys' index
 //! entries, write buffers and tiles, so the hot path takes no locks.
+//!
+//! By concern:
+//! - `engine`: the public [`Engine`], its start-up and its threads;
+//! - `hot_path`: shard threads, the operations they apply, routing by key, group
+//!   commit;
+//! - `durability`: the flusher, checkpoints, recovery, source positions;
+//! - `gc`: memory GC (visibility and index) and storage GC (file rewrites);
+//! - `messages`: what these threads hand each other, and `shared`: the state they
+//!   share (`config` and `stats` beside).
 
-mod background;
-mod checkpointer;
-mod commit_group;
 mod config;
+mod durability;
 mod engine;
-mod flusher;
-mod operation;
-mod recovery;
-mod routing;
-mod shard;
+mod gc;
+mod hot_path;
+mod messages;
 mod shared;
-mod source_progress;
-mod startup;
 mod stats;
-mod storage_gc;
 
-pub use checkpointer::CheckpointReport;
 pub use config::EngineConfig;
+pub use durability::checkpointer::CheckpointReport;
+pub use durability::recovery::RecoveryReport;
+pub use durability::source_progress::SourcePosition;
 pub use engine::Engine;
-pub use recovery::RecoveryReport;
+pub use gc::storage::StorageGcReport;
+pub use hot_path::operation::RowChange;
+pub use hot_path::routing::shard_of;
 pub use stats::EngineStats;
-pub use storage_gc::StorageGcReport;
-pub use operation::RowChange;
-pub use routing::shard_of;
-pub use source_progress::SourcePosition;

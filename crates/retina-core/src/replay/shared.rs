@@ -3,22 +3,19 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::{Relaxed, SeqCst}};
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::Arc;
+
 
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, RwLock};
 
-use super::flusher::{FlushJob, FlushMessage};
-use super::shard::virtual_file_for;
-use super::source_progress::{SourcePosition, SourceProgress};
-use super::stats::SharedStats;
-use super::storage_gc::RetiredFile;
-use super::EngineConfig;
+use crate::replay::config::EngineConfig;
+use crate::replay::durability::source_progress::{SourcePosition, SourceProgress};
+use crate::replay::messages::{FlushJob, FlushMessage, RetiredFile};
+use crate::replay::stats::SharedStats;
 use crate::catalog::{CatalogManifest, TableEntry, CATALOG_FORMAT_VERSION};
 use crate::checkpoint::RowSegment;
 use crate::error::{CoreError, CoreResult};
-use crate::query_snapshot::QuerySnapshot;
 use crate::schema::TableSchema;
 use crate::storage::LakeStore;
 use crate::table::TableRuntime;
@@ -61,8 +58,6 @@ pub(crate) struct EngineShared {
     /// Sequence number of the last checkpoint started, and of the last completed.
     pub(crate) checkpoint_started: AtomicU64,
     pub(crate) checkpoint_seq: AtomicU64,
-    /// Query snapshots that may be materialized when they run long.
-    pub(crate) queries: Mutex<Vec<Weak<QuerySnapshot>>>,
     pub(crate) stats: SharedStats,
 }
 
@@ -81,7 +76,11 @@ impl EngineShared {
     }
 
     pub(crate) fn new_virtual_file(&self, table: &TableRuntime) -> (Arc<VirtualFile>, crate::visibility::RgWriter) {
-        virtual_file_for(self, table)
+        let capacity = self.config.file_rows;
+        let (file, writer) = VirtualFile::new(table.id(), self.allocate_file_id(), table.reserve_row_ids(capacity as u64), capacity);
+        let file = Arc::new(file);
+        table.add_virtual_file(Arc::clone(&file));
+        (file, writer)
     }
 
     pub(crate) fn flush(&self, job: FlushJob) {
@@ -89,31 +88,6 @@ impl EngineShared {
             // The flusher outlives every shard, so a send cannot fail while shards run.
             let _ = flusher.send(FlushMessage::Job(job));
         }
-    }
-
-    /// See [`super::Engine::materialize_long_queries`].
-    pub(crate) fn materialize_long_queries(&self, older_than: Duration) -> usize {
-        let long: Vec<Arc<QuerySnapshot>> = {
-            let mut queries = self.queries.lock();
-            queries.retain(|query| query.strong_count() > 0);
-            queries.iter().filter_map(Weak::upgrade).filter(|q| q.age() >= older_than && !q.is_materialized()).collect()
-        };
-        if long.is_empty() {
-            return 0;
-        }
-        let tables = self.registry.read().tables.clone();
-        let mut materialized = 0;
-        for query in &long {
-            match query.materialize(&tables, &self.store) {
-                Ok(bytes) => {
-                    self.stats.materialized_bytes.fetch_add(bytes as u64, Relaxed);
-                    materialized += 1;
-                }
-                // The query keeps holding LWM; GC waits for it, as without this step.
-                Err(error) => self.record_flush_error(format!("materializing a long query's visibility: {error}")),
-            }
-        }
-        materialized
     }
 
     pub(crate) fn has_failed(&self) -> bool {

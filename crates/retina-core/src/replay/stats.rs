@@ -13,7 +13,6 @@ pub(crate) struct SharedStats {
     pub(crate) gc_runs: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) last_checkpoint_ts: AtomicU64,
-    pub(crate) materialized_bytes: AtomicU64,
     pub(crate) absent_row_upserts: AtomicU64,
     pub(crate) absent_row_deletes_ignored: AtomicU64,
 }

@@ -1,4 +1,4 @@
-//! The transaction service (DESIGN.md §3.1, paper §3.4): mirror-transaction
+//! The transaction service (ARCHITECTURE.md §3.1, paper §3.4): mirror-transaction
 //! timestamps, the high watermark (HWM) and the low watermark (LWM).
 //!
 //! Mirror transactions run at or above HWM, queries in [LWM, HWM), garbage

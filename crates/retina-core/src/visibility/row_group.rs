@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
 
-use super::tile::{TileVisibility, TILE_ROWS, TILE_WORDS};
+use super::tile::TileVisibility;
+use super::{TILE_ROWS, TILE_WORDS};
 use super::DeleteBitmap;
 use crate::types::Ts;
 

@@ -8,12 +8,8 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use super::delete_ts_block::{
     list_blocks, pack_entry, unpack_entry, visit_entries, Append, DeleteTsBlock, ENTRIES_PER_BLOCK,
 };
+use super::TILE_WORDS;
 use crate::types::Ts;
-
-/// Rows per tile; a row offset inside a tile fits the entry's 12 bits.
-pub const TILE_ROWS: usize = 4096;
-/// u64 words in a tile's bitmap.
-pub const TILE_WORDS: usize = TILE_ROWS / 64;
 
 /// The immutable part of a tile: rows deleted at or before `base_ts` as a bitmap, and
 /// where the delete-ts entries that may be newer than `base_ts` start.
@@ -428,6 +424,7 @@ mod tests {
     use std::sync::Arc;
 
     use crate::txn::SnapshotRegistry;
+    use crate::visibility::TILE_ROWS;
 
     fn deleted_rows(tile: &TileVisibility, qts: u64) -> Vec<usize> {
         let mut bitmap = [0u64; TILE_WORDS];

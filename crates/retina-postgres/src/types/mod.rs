@@ -32,7 +32,7 @@ pub const SESSION_SETTINGS: &str = "SET DateStyle = 'ISO, YMD'; SET IntervalStyl
 
 /// How a column is stored and parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ColumnKind {
+pub enum PgType {
     Boolean,
     Int16,
     Int32,
@@ -49,22 +49,22 @@ pub enum ColumnKind {
     Text,
 }
 
-impl ColumnKind {
+impl PgType {
     pub fn data_type(&self) -> DataType {
         match self {
-            ColumnKind::Boolean => DataType::Boolean,
-            ColumnKind::Int16 => DataType::Int16,
-            ColumnKind::Int32 => DataType::Int32,
-            ColumnKind::Int64 => DataType::Int64,
-            ColumnKind::Float32 => DataType::Float32,
-            ColumnKind::Float64 => DataType::Float64,
-            ColumnKind::Decimal { precision, scale } => DataType::Decimal128(*precision, *scale),
-            ColumnKind::Binary => DataType::Binary,
-            ColumnKind::Date => DataType::Date32,
-            ColumnKind::Time => DataType::Time64(TimeUnit::Microsecond),
-            ColumnKind::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
-            ColumnKind::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-            ColumnKind::Text => DataType::Utf8,
+            PgType::Boolean => DataType::Boolean,
+            PgType::Int16 => DataType::Int16,
+            PgType::Int32 => DataType::Int32,
+            PgType::Int64 => DataType::Int64,
+            PgType::Float32 => DataType::Float32,
+            PgType::Float64 => DataType::Float64,
+            PgType::Decimal { precision, scale } => DataType::Decimal128(*precision, *scale),
+            PgType::Binary => DataType::Binary,
+            PgType::Date => DataType::Date32,
+            PgType::Time => DataType::Time64(TimeUnit::Microsecond),
+            PgType::Timestamp => DataType::Timestamp(TimeUnit::Microsecond, None),
+            PgType::TimestampTz => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            PgType::Text => DataType::Utf8,
         }
     }
 }
@@ -131,7 +131,7 @@ impl TypeCatalog {
 
     /// How a column of type `oid` with modifier `typmod` is stored, or `None` when
     /// Retina has no mapping for it. Domains resolve to their base type.
-    pub fn column_kind(&self, oid: u32, typmod: i32) -> Option<ColumnKind> {
+    pub fn column_kind(&self, oid: u32, typmod: i32) -> Option<PgType> {
         let mut oid = oid;
         for _ in 0..16 {
             if let Some(kind) = builtin_kind(oid, typmod) {
@@ -140,11 +140,11 @@ impl TypeCatalog {
             let info = self.types.get(&oid)?;
             match (info.typtype, info.category) {
                 ('d', _) => oid = info.base_oid,
-                ('e', _) => return Some(ColumnKind::Text),
+                ('e', _) => return Some(PgType::Text),
                 // One-dimensional arrays of any type print as `{a,b}` literals; the
                 // column type does not say the dimension, so multi-dimensional values
                 // are carried the same way.
-                (_, 'A') => return Some(ColumnKind::Text),
+                (_, 'A') => return Some(PgType::Text),
                 _ => return None,
             }
         }
@@ -153,40 +153,40 @@ impl TypeCatalog {
 }
 
 /// numeric's typmod: `((precision << 16) | scale) + 4`; -1 means unconstrained.
-fn numeric_kind(typmod: i32) -> ColumnKind {
+fn numeric_kind(typmod: i32) -> PgType {
     if typmod < 4 {
-        return ColumnKind::Text;
+        return PgType::Text;
     }
     let packed = typmod - 4;
     let precision = (packed >> 16) & 0xFFFF;
     // The scale is an 11-bit signed field since PostgreSQL 15 (negative scales).
     let scale = ((packed & 0x7FF) ^ 0x400) - 0x400;
     match (u8::try_from(precision), i8::try_from(scale)) {
-        (Ok(precision), Ok(scale)) if (1..=38).contains(&precision) => ColumnKind::Decimal { precision, scale },
-        _ => ColumnKind::Text,
+        (Ok(precision), Ok(scale)) if (1..=38).contains(&precision) => PgType::Decimal { precision, scale },
+        _ => PgType::Text,
     }
 }
 
-fn builtin_kind(oid: u32, typmod: i32) -> Option<ColumnKind> {
+fn builtin_kind(oid: u32, typmod: i32) -> Option<PgType> {
     Some(match oid {
-        16 => ColumnKind::Boolean,
-        17 => ColumnKind::Binary,
-        21 => ColumnKind::Int16,
-        23 => ColumnKind::Int32,
-        20 => ColumnKind::Int64,
+        16 => PgType::Boolean,
+        17 => PgType::Binary,
+        21 => PgType::Int16,
+        23 => PgType::Int32,
+        20 => PgType::Int64,
         // oid, xid and cid: unsigned 32-bit, widened.
-        26 | 28 | 29 => ColumnKind::Int64,
-        700 => ColumnKind::Float32,
-        701 => ColumnKind::Float64,
+        26 | 28 | 29 => PgType::Int64,
+        700 => PgType::Float32,
+        701 => PgType::Float64,
         1700 => numeric_kind(typmod),
         // "char", name, text, bpchar, varchar
-        18 | 19 | 25 | 1042 | 1043 => ColumnKind::Text,
-        1082 => ColumnKind::Date,
-        1083 => ColumnKind::Time,
-        1114 => ColumnKind::Timestamp,
-        1184 => ColumnKind::TimestampTz,
+        18 | 19 | 25 | 1042 | 1043 => PgType::Text,
+        1082 => PgType::Date,
+        1083 => PgType::Time,
+        1114 => PgType::Timestamp,
+        1184 => PgType::TimestampTz,
         // interval, timetz, uuid, json, jsonb, xml, inet, cidr, macaddr, money, bit, varbit
-        1186 | 1266 | 2950 | 114 | 3802 | 142 | 869 | 650 | 829 | 790 | 1560 | 1562 => ColumnKind::Text,
+        1186 | 1266 | 2950 | 114 | 3802 | 142 | 869 | 650 | 829 | 790 | 1560 | 1562 => PgType::Text,
         _ => return None,
     })
 }
@@ -197,11 +197,11 @@ mod tests {
 
     #[test]
     fn numeric_modifiers() {
-        assert_eq!(numeric_kind(((12 << 16) | 2) + 4), ColumnKind::Decimal { precision: 12, scale: 2 });
-        assert_eq!(numeric_kind(-1), ColumnKind::Text, "unconstrained");
-        assert_eq!(numeric_kind(((50 << 16) | 2) + 4), ColumnKind::Text, "too wide for Decimal128");
+        assert_eq!(numeric_kind(((12 << 16) | 2) + 4), PgType::Decimal { precision: 12, scale: 2 });
+        assert_eq!(numeric_kind(-1), PgType::Text, "unconstrained");
+        assert_eq!(numeric_kind(((50 << 16) | 2) + 4), PgType::Text, "too wide for Decimal128");
         // numeric(3, -2): the scale field is 0x7FE.
-        assert_eq!(numeric_kind(((3 << 16) | 0x7FE) + 4), ColumnKind::Decimal { precision: 3, scale: -2 });
+        assert_eq!(numeric_kind(((3 << 16) | 0x7FE) + 4), PgType::Decimal { precision: 3, scale: -2 });
     }
 
     #[test]
@@ -214,9 +214,9 @@ mod tests {
             rows(&["90002", "complex", "c", "C", "0", "0"]),
             vec![None, None],
         ]);
-        assert_eq!(catalog.column_kind(90000, -1), Some(ColumnKind::Text));
-        assert_eq!(catalog.column_kind(90001, -1), Some(ColumnKind::Int32));
-        assert_eq!(catalog.column_kind(1007, -1), Some(ColumnKind::Text));
+        assert_eq!(catalog.column_kind(90000, -1), Some(PgType::Text));
+        assert_eq!(catalog.column_kind(90001, -1), Some(PgType::Int32));
+        assert_eq!(catalog.column_kind(1007, -1), Some(PgType::Text));
         assert_eq!(catalog.column_kind(90002, -1), None, "composites are not mapped");
         assert_eq!(catalog.column_kind(12345, -1), None);
         assert_eq!(catalog.name(90002), "complex");

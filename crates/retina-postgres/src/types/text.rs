@@ -3,30 +3,30 @@
 use retina_core::Value;
 
 use super::temporal::{parse_date, parse_time, parse_timestamp};
-use super::ColumnKind;
+use super::PgType;
 
 /// Parses `text` as a value of `kind`. The error is the reason only; the caller adds
 /// table, column and position.
-pub fn parse_value(kind: &ColumnKind, text: &[u8]) -> Result<Value, String> {
+pub fn parse_value(kind: &PgType, text: &[u8]) -> Result<Value, String> {
     let text = std::str::from_utf8(text).map_err(|_| "not valid UTF-8".to_string())?;
     Ok(match kind {
-        ColumnKind::Boolean => match text {
+        PgType::Boolean => match text {
             "t" => Value::Boolean(true),
             "f" => Value::Boolean(false),
             _ => return Err("expected t or f".into()),
         },
-        ColumnKind::Int16 => Value::Int16(text.parse().map_err(|e| format!("{e}"))?),
-        ColumnKind::Int32 => Value::Int32(text.parse().map_err(|e| format!("{e}"))?),
-        ColumnKind::Int64 => Value::Int64(text.parse().map_err(|e| format!("{e}"))?),
-        ColumnKind::Float32 => Value::Float32(parse_float(text)? as f32),
-        ColumnKind::Float64 => Value::Float64(parse_float(text)?),
-        ColumnKind::Decimal { scale, .. } => Value::Decimal128(parse_decimal(text, *scale)?),
-        ColumnKind::Binary => Value::Binary(parse_bytea(text)?),
-        ColumnKind::Date => Value::Date32(parse_date(text)?),
-        ColumnKind::Time => Value::Time64Micros(parse_time(text)?),
-        ColumnKind::Timestamp => Value::TimestampMicros(parse_timestamp(text, false)?),
-        ColumnKind::TimestampTz => Value::TimestampMicros(parse_timestamp(text, true)?),
-        ColumnKind::Text => Value::Utf8(text.to_string()),
+        PgType::Int16 => Value::Int16(text.parse().map_err(|e| format!("{e}"))?),
+        PgType::Int32 => Value::Int32(text.parse().map_err(|e| format!("{e}"))?),
+        PgType::Int64 => Value::Int64(text.parse().map_err(|e| format!("{e}"))?),
+        PgType::Float32 => Value::Float32(parse_float(text)? as f32),
+        PgType::Float64 => Value::Float64(parse_float(text)?),
+        PgType::Decimal { scale, .. } => Value::Decimal128(parse_decimal(text, *scale)?),
+        PgType::Binary => Value::Binary(parse_bytea(text)?),
+        PgType::Date => Value::Date32(parse_date(text)?),
+        PgType::Time => Value::Time64Micros(parse_time(text)?),
+        PgType::Timestamp => Value::TimestampMicros(parse_timestamp(text, false)?),
+        PgType::TimestampTz => Value::TimestampMicros(parse_timestamp(text, true)?),
+        PgType::Text => Value::Utf8(text.to_string()),
     })
 }
 
@@ -92,29 +92,29 @@ fn parse_bytea(text: &str) -> Result<Vec<u8>, String> {
 mod tests {
     use super::*;
 
-    fn parse(kind: ColumnKind, text: &str) -> Result<Value, String> {
+    fn parse(kind: PgType, text: &str) -> Result<Value, String> {
         parse_value(&kind, text.as_bytes())
     }
 
     #[test]
     fn scalars() {
-        assert_eq!(parse(ColumnKind::Boolean, "t"), Ok(Value::Boolean(true)));
-        assert!(parse(ColumnKind::Boolean, "true").is_err());
-        assert_eq!(parse(ColumnKind::Int16, "-32768"), Ok(Value::Int16(i16::MIN)));
-        assert!(parse(ColumnKind::Int16, "32768").is_err());
-        assert_eq!(parse(ColumnKind::Int64, "9223372036854775807"), Ok(Value::Int64(i64::MAX)));
-        assert_eq!(parse(ColumnKind::Float64, "1.0000000000000002"), Ok(Value::Float64(1.0000000000000002)));
-        assert!(matches!(parse(ColumnKind::Float64, "NaN"), Ok(Value::Float64(v)) if v.is_nan()));
-        assert_eq!(parse(ColumnKind::Float32, "-Infinity"), Ok(Value::Float32(f32::NEG_INFINITY)));
-        assert_eq!(parse(ColumnKind::Text, "héllo"), Ok(Value::Utf8("héllo".into())));
-        assert_eq!(parse(ColumnKind::Binary, "\\x00ff10"), Ok(Value::Binary(vec![0, 255, 16])));
-        assert!(parse(ColumnKind::Binary, "\\x0").is_err());
-        assert!(parse(ColumnKind::Binary, "abc").is_err());
+        assert_eq!(parse(PgType::Boolean, "t"), Ok(Value::Boolean(true)));
+        assert!(parse(PgType::Boolean, "true").is_err());
+        assert_eq!(parse(PgType::Int16, "-32768"), Ok(Value::Int16(i16::MIN)));
+        assert!(parse(PgType::Int16, "32768").is_err());
+        assert_eq!(parse(PgType::Int64, "9223372036854775807"), Ok(Value::Int64(i64::MAX)));
+        assert_eq!(parse(PgType::Float64, "1.0000000000000002"), Ok(Value::Float64(1.0000000000000002)));
+        assert!(matches!(parse(PgType::Float64, "NaN"), Ok(Value::Float64(v)) if v.is_nan()));
+        assert_eq!(parse(PgType::Float32, "-Infinity"), Ok(Value::Float32(f32::NEG_INFINITY)));
+        assert_eq!(parse(PgType::Text, "héllo"), Ok(Value::Utf8("héllo".into())));
+        assert_eq!(parse(PgType::Binary, "\\x00ff10"), Ok(Value::Binary(vec![0, 255, 16])));
+        assert!(parse(PgType::Binary, "\\x0").is_err());
+        assert!(parse(PgType::Binary, "abc").is_err());
     }
 
     #[test]
     fn decimals_are_exact() {
-        let decimal = |scale| ColumnKind::Decimal { precision: 38, scale };
+        let decimal = |scale| PgType::Decimal { precision: 38, scale };
         assert_eq!(parse(decimal(2), "123.45"), Ok(Value::Decimal128(12_345)));
         assert_eq!(parse(decimal(2), "-0.05"), Ok(Value::Decimal128(-5)));
         assert_eq!(parse(decimal(4), "1.5"), Ok(Value::Decimal128(15_000)));

@@ -8,9 +8,8 @@ use postgres_protocol::message::frontend;
 
 use fallible_iterator::FallibleIterator;
 
-use super::connection::describe_incoming;
 use super::error::{WireError, WireResult};
-use super::transport::{Incoming, Transport};
+use super::transport::{describe_incoming, Incoming, Transport};
 use super::ConnectConfig;
 
 const CONTEXT: &str = "authenticating with the server";

@@ -9,7 +9,7 @@ use postgres_protocol::message::frontend;
 
 use super::authentication::authenticate;
 use super::error::{WireError, WireResult};
-use super::transport::{display_address, Incoming, Transport};
+use super::transport::{describe_incoming, display_address, Incoming, Transport};
 use super::ConnectConfig;
 
 /// Startup parameters every session gets, besides user, database and application name.
@@ -224,44 +224,3 @@ impl Drop for PgConnection {
     }
 }
 
-/// A message's name, for error texts.
-pub(super) fn describe_incoming(message: &Incoming) -> &'static str {
-    match message {
-        Incoming::CopyData(_) => "CopyData",
-        Incoming::CopyBothResponse => "CopyBothResponse",
-        Incoming::Message(message) => match message {
-            Message::AuthenticationOk
-            | Message::AuthenticationCleartextPassword
-            | Message::AuthenticationMd5Password(_)
-            | Message::AuthenticationSasl(_)
-            | Message::AuthenticationSaslContinue(_)
-            | Message::AuthenticationSaslFinal(_)
-            | Message::AuthenticationGss
-            | Message::AuthenticationGssContinue(_)
-            | Message::AuthenticationKerberosV5
-            | Message::AuthenticationScmCredential
-            | Message::AuthenticationSspi => "an Authentication request",
-            Message::BackendKeyData(_) => "BackendKeyData",
-            Message::BindComplete => "BindComplete",
-            Message::CloseComplete => "CloseComplete",
-            Message::CommandComplete(_) => "CommandComplete",
-            Message::CopyData(_) => "CopyData",
-            Message::CopyDone => "CopyDone",
-            Message::CopyInResponse(_) => "CopyInResponse",
-            Message::CopyOutResponse(_) => "CopyOutResponse",
-            Message::DataRow(_) => "DataRow",
-            Message::EmptyQueryResponse => "EmptyQueryResponse",
-            Message::ErrorResponse(_) => "ErrorResponse",
-            Message::NoData => "NoData",
-            Message::NoticeResponse(_) => "NoticeResponse",
-            Message::NotificationResponse(_) => "NotificationResponse",
-            Message::ParameterDescription(_) => "ParameterDescription",
-            Message::ParameterStatus(_) => "ParameterStatus",
-            Message::ParseComplete => "ParseComplete",
-            Message::PortalSuspended => "PortalSuspended",
-            Message::ReadyForQuery(_) => "ReadyForQuery",
-            Message::RowDescription(_) => "RowDescription",
-            _ => "a message this client does not know",
-        },
-    }
-}

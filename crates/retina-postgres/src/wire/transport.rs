@@ -246,6 +246,48 @@ pub(super) fn printable(tag: u8) -> char {
     if tag.is_ascii_graphic() { tag as char } else { '?' }
 }
 
+/// A message's name, for error texts.
+pub(super) fn describe_incoming(message: &Incoming) -> &'static str {
+    match message {
+        Incoming::CopyData(_) => "CopyData",
+        Incoming::CopyBothResponse => "CopyBothResponse",
+        Incoming::Message(message) => match message {
+            Message::AuthenticationOk
+            | Message::AuthenticationCleartextPassword
+            | Message::AuthenticationMd5Password(_)
+            | Message::AuthenticationSasl(_)
+            | Message::AuthenticationSaslContinue(_)
+            | Message::AuthenticationSaslFinal(_)
+            | Message::AuthenticationGss
+            | Message::AuthenticationGssContinue(_)
+            | Message::AuthenticationKerberosV5
+            | Message::AuthenticationScmCredential
+            | Message::AuthenticationSspi => "an Authentication request",
+            Message::BackendKeyData(_) => "BackendKeyData",
+            Message::BindComplete => "BindComplete",
+            Message::CloseComplete => "CloseComplete",
+            Message::CommandComplete(_) => "CommandComplete",
+            Message::CopyData(_) => "CopyData",
+            Message::CopyDone => "CopyDone",
+            Message::CopyInResponse(_) => "CopyInResponse",
+            Message::CopyOutResponse(_) => "CopyOutResponse",
+            Message::DataRow(_) => "DataRow",
+            Message::EmptyQueryResponse => "EmptyQueryResponse",
+            Message::ErrorResponse(_) => "ErrorResponse",
+            Message::NoData => "NoData",
+            Message::NoticeResponse(_) => "NoticeResponse",
+            Message::NotificationResponse(_) => "NotificationResponse",
+            Message::ParameterDescription(_) => "ParameterDescription",
+            Message::ParameterStatus(_) => "ParameterStatus",
+            Message::ParseComplete => "ParseComplete",
+            Message::PortalSuspended => "PortalSuspended",
+            Message::ReadyForQuery(_) => "ReadyForQuery",
+            Message::RowDescription(_) => "RowDescription",
+            _ => "a message this client does not know",
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,7 +70,7 @@ fn run() -> Result<(), String> {
         batch_changes: 256,
         gc_interval: Some(Duration::from_millis(5)),
         checkpoint_interval: Some(Duration::from_millis(15)),
-        materialize_queries_after: None,
+       
         storage_gc_interval: Some(Duration::from_millis(40)),
         storage_gc_threshold: 0.3,
         background_nice: 5,

@@ -2,9 +2,11 @@
 //! their translation into valid changes against the reference model.
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod reference_model;
+
 use arrow_schema::DataType;
 use proptest::prelude::*;
-use retina_core::reference_model::ReferenceModel;
+use reference_model::ReferenceModel;
 use retina_core::{RowChange, TableId, TableSchema, Value};
 
 #[derive(Clone, Debug)]

@@ -1,4 +1,4 @@
-//! `retina jobs ...`: the partition-aware meta-scheduler CLI (DESIGN.md §3.8).
+//! `retina jobs ...`: the partition-aware meta-scheduler CLI (ARCHITECTURE.md §3.8).
 //!
 //! `plan` analyses a job file (ours or a Databricks Jobs 2.1 definition), builds
 //! the conflict graph and prints the batch plan; `--emit-databricks` writes the

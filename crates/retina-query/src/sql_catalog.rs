@@ -18,7 +18,8 @@ use datafusion::error::{DataFusionError, Result};
 use retina_core::{Engine, TableId};
 
 use crate::figures::FiguresCollector;
-use crate::provider::{RetinaTable, ScanContext};
+use crate::provider::RetinaTable;
+use crate::scan_context::ScanContext;
 use crate::system::{split_table_name, SystemView, SystemViewKind, SYSTEM_SCHEMA};
 
 /// Name of the catalog (the first part of a three-part name).

@@ -1,4 +1,4 @@
-//! Storage GC (DESIGN.md §3.7, paper §4.3): files whose stale share passes a
+//! Storage GC (ARCHITECTURE.md §3.7, paper §4.3): files whose stale share passes a
 //! threshold are rewritten with only their live rows, and swapped in.
 //!
 //! - Each file's rewrite is as of its own g = LWM, held for that file's rewrite
@@ -13,46 +13,24 @@
 //!   in place and no query that could read it remains.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use crossbeam_channel::{bounded, Sender};
 
-use super::flusher::create_ts_range;
-use super::routing::shard_of;
-use super::shard::ShardMessage;
-use super::shared::EngineShared;
+use crate::replay::durability::flusher::create_ts_range;
+use crate::replay::hot_path::routing::shard_of;
+use crate::replay::messages::ShardMessage;
+use crate::replay::messages::{FileSwap, RetiredFile};
+use crate::replay::shared::EngineShared;
 use crate::catalog::DataFileMeta;
 use crate::error::{CoreError, CoreResult};
 use crate::rows::value_at;
 use crate::table::{FlushedFile, TableRuntime};
-use crate::types::{RowId, TableId, Ts};
+use crate::types::Ts;
 use crate::value::encode_key;
-use crate::visibility::{RgVisibility, RgWriter};
-
-/// A rewritten file on its way to the shard that owns its keys.
-pub(crate) struct FileSwap {
-    pub(crate) table: TableId,
-    pub(crate) old: FlushedFile,
-    /// The new file and the writer of its visibility: made here, written only by the
-    /// shard the swap goes to (dual delete, then its own deletes).
-    pub(crate) new: Option<(FlushedFile, RgWriter)>,
-    /// (key, offset in the old file, offset in the new file) of every live row.
-    pub(crate) moves: Vec<(Vec<u8>, u32, u32)>,
-    pub(crate) rewritten_at: Ts,
-    pub(crate) done: Sender<()>,
-}
-
-/// An old file waiting to be deleted.
-pub(crate) struct RetiredFile {
-    pub(crate) meta: DataFileMeta,
-    /// Every reader of the old file holds its visibility (through a table-files view
-    /// it loaded before the swap); when none is left, nobody can read it.
-    pub(crate) readers: Weak<RgVisibility>,
-    /// The first checkpoint that started after the swap.
-    pub(crate) checkpoint_seq: u64,
-}
+use crate::visibility::RgWriter;
 
 /// What one storage-GC run did.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -100,7 +78,8 @@ impl EngineShared {
         let schema = table.schema();
         let rows = old.meta.row_count as usize;
         let all_columns: Vec<usize> = (0..=schema.create_ts_index()).collect();
-        let live: Vec<RecordBatch> = self.store.read_file(&schema, &old.meta, &all_columns, Some(&deleted.to_vec()))?;
+        let decoded = self.store.read_file(&schema, &old.meta, &all_columns, &[])?.batches;
+        let live: Vec<RecordBatch> = crate::scan::drop_deleted_rows(&decoded, deleted)?;
         let old_offsets: Vec<u32> =
             (0..rows).filter(|&row| deleted.get(row / 64).is_none_or(|w| w >> (row % 64) & 1 == 0)).map(|r| r as u32).collect();
         let mut moves = Vec::with_capacity(old_offsets.len());
@@ -181,55 +160,3 @@ impl EngineShared {
     }
 }
 
-impl RgWriter {
-    /// Replays `deletes` (old offset, ts), in ts order, onto the rows that moved.
-    pub(crate) fn replay_moved_deletes(&mut self, deletes: &[(u32, Ts)], old_to_new: &[u32]) {
-        for &(old_offset, ts) in deletes {
-            if let Some(&new_offset) = old_to_new.get(old_offset as usize) {
-                if new_offset != u32::MAX {
-                    self.delete(new_offset, ts);
-                }
-            }
-        }
-    }
-}
-
-/// Applies a swap in the owning shard (called from the shard's thread). Consumes the
-/// swap and lets go of the old file before reporting done: the old file may be
-/// deleted as soon as no one holds its visibility, and the storage-GC thread checks
-/// that right after.
-pub(crate) fn apply_swap(
-    swap: FileSwap,
-    index: &mut crate::index::SinglePointIndex,
-    main: &mut crate::index::MainIndex,
-    table: &TableRuntime,
-) {
-    let FileSwap { old, new, moves, rewritten_at, done, .. } = swap;
-    let old_meta = &old.meta;
-    let mut new_file = None;
-    if let Some((new, mut writer)) = new {
-        let mut old_to_new = vec![u32::MAX; old_meta.row_count as usize];
-        for (_, old_offset, new_offset) in &moves {
-            old_to_new[*old_offset as usize] = *new_offset;
-        }
-        writer.replay_moved_deletes(&old.visibility.deletes_after(rewritten_at), &old_to_new);
-        for (key, old_offset, new_offset) in &moves {
-            index.repoint(
-                key,
-                RowId(old_meta.first_row_id.0 + *old_offset as u64),
-                RowId(new.meta.first_row_id.0 + *new_offset as u64),
-            );
-        }
-        main.push(crate::index::MainIndexEntry {
-            first_row_id: new.meta.first_row_id,
-            rows: new.meta.row_count,
-            file_id: new.meta.file_id,
-            writer,
-        });
-        new_file = Some(new);
-    }
-    main.remove_file(old_meta.file_id);
-    table.replace_flushed(old_meta.file_id, new_file);
-    drop((old, moves));
-    let _ = done.send(());
-}

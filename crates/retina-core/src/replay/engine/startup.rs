@@ -7,15 +7,16 @@ use std::sync::Arc;
 use crossbeam_channel::bounded;
 use parking_lot::{Mutex, RwLock};
 
-use super::background::{collect_garbage, sleep_unless_stopped, spawn, spawn_background};
-use super::engine::{Engine, PendingBatch};
-use super::flusher;
-use super::recovery::{recover, RecoveredState, RecoveryReport};
-use super::shard::Shard;
-use super::shared::{EngineShared, TableRegistry};
-use super::source_progress::SourceProgress;
-use super::stats::SharedStats;
-use super::EngineConfig;
+use crate::replay::config::EngineConfig;
+use crate::replay::durability::flusher;
+use crate::replay::durability::recovery::{RecoveredState, RecoveryReport, recover};
+use crate::replay::durability::source_progress::SourceProgress;
+use crate::replay::engine::{Engine, PendingBatch};
+use crate::replay::engine::threads::{sleep_unless_stopped, spawn, spawn_background};
+use crate::replay::gc::memory::collect_garbage;
+use crate::replay::hot_path::shard::Shard;
+use crate::replay::shared::{EngineShared, TableRegistry};
+use crate::replay::stats::SharedStats;
 use crate::catalog::CATALOG_FORMAT_VERSION;
 use crate::error::{CoreError, CoreResult};
 use crate::storage::LakeStore;
@@ -74,7 +75,7 @@ impl Engine {
             shard_tables: Vec::new(),
             sources: Vec::new(),
             to_flush: Vec::new(),
-            report: RecoveryReport { checkpoint_ts: Ts(0), tables: 0, files: 0, rows_scanned: 0, keys: 0, millis: 0.0 },
+            report: RecoveryReport { checkpoint_ts: Ts(0), tables: 0, files: 0, rows_scanned: 0, keys: 0, files_given_column_ranges: 0, millis: 0.0 },
         };
         let mut engine = Self::launch(config, txn, store, Some(state))?;
         engine.recovery = None;
@@ -87,10 +88,6 @@ impl Engine {
         store: Arc<dyn LakeStore>,
         state: Option<RecoveredState>,
     ) -> CoreResult<Self> {
-        // Materialized visibility of queries of an earlier process: no query of ours
-        // can use it. (Stores that hold no objects have none; a failure to list only
-        // leaves garbage behind.)
-        let _ = store.delete_objects(crate::query_snapshot::VISIBILITY_FOLDER);
         let mut state = state.unwrap_or_else(|| RecoveredState {
             checkpoint_ts: Ts(0),
             shards: config.shards.max(1),
@@ -99,7 +96,7 @@ impl Engine {
             shard_tables: Vec::new(),
             sources: Vec::new(),
             to_flush: Vec::new(),
-            report: RecoveryReport { checkpoint_ts: Ts(0), tables: 0, files: 0, rows_scanned: 0, keys: 0, millis: 0.0 },
+            report: RecoveryReport { checkpoint_ts: Ts(0), tables: 0, files: 0, rows_scanned: 0, keys: 0, files_given_column_ranges: 0, millis: 0.0 },
         });
         // Key ownership depends on the shard count, so a recovered lakehouse keeps it.
         let shards = state.shards;
@@ -118,7 +115,6 @@ impl Engine {
             catalog_write: Mutex::new(()),
             checkpoint_write: Mutex::new(()),
             checkpoint_segments: Mutex::new(Default::default()),
-            queries: Mutex::new(Vec::new()),
             retired: Mutex::new(Vec::new()),
             checkpoint_started: AtomicU64::new(0),
             checkpoint_seq: AtomicU64::new(0),
@@ -150,9 +146,6 @@ impl Engine {
             threads.push(spawn_background("retina-gc", shared.config.background_nice, move || {
                 while !stop.load(SeqCst) {
                     sleep_unless_stopped(interval, &stop);
-                    if let Some(after) = gc_shared.config.materialize_queries_after {
-                        gc_shared.materialize_long_queries(after);
-                    }
                     collect_garbage(&gc_shared, &gc_inboxes);
                 }
             })?);

@@ -1,4 +1,4 @@
-//! Taking a checkpoint (DESIGN.md §3.7) while replay and queries go on.
+//! Taking a checkpoint (ARCHITECTURE.md §3.7) while replay and queries go on.
 //!
 //! The checkpoint holds a query snapshot at C = HWM - 1 while it captures what C
 //! needs (visibility bitmaps at C, the buffered blocks with rows created at or before
@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use arrow_array::RecordBatch;
 
-use super::shared::EngineShared;
+use crate::replay::shared::EngineShared;
 use crate::checkpoint::{CheckpointFile, CheckpointManifest, CheckpointTable, RowSegment, CHECKPOINT_FORMAT_VERSION};
 use crate::error::CoreResult;
 use crate::scan::created_at_or_before;

@@ -1,4 +1,4 @@
-//! Recovery (DESIGN.md §3.7): rebuild an engine's state from the catalog and the
+//! Recovery (ARCHITECTURE.md §3.7): rebuild an engine's state from the catalog and the
 //! latest checkpoint at ts C; replay then resumes from the sources' positions of C.
 //!
 //! - Flushed files come from the catalog, with their visibility at C from the
@@ -16,11 +16,12 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
 
-use super::flusher::FlushJob;
-use super::routing::shard_of;
-use super::shared::TableRegistry;
-use super::source_progress::SourcePosition;
-use crate::catalog::DataFileMeta;
+use crate::replay::durability::source_progress::SourcePosition;
+use crate::replay::hot_path::routing::shard_of;
+use crate::replay::messages::FlushJob;
+use crate::replay::messages::RestoredShardTable;
+use crate::replay::shared::TableRegistry;
+use crate::catalog::{DataFileMeta, CATALOG_FORMAT_VERSION};
 use crate::checkpoint::{CheckpointFile, CheckpointManifest, CHECKPOINT_FORMAT_VERSION};
 use crate::error::{CoreError, CoreResult};
 use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
@@ -33,13 +34,6 @@ use crate::value::encode_key;
 use crate::visibility::RgWriter;
 use crate::write_buffer::VirtualFile;
 
-/// What one shard owns of one table after recovery.
-pub(crate) struct RestoredShardTable {
-    pub(crate) table: Arc<TableRuntime>,
-    pub(crate) index: SinglePointIndex,
-    pub(crate) main: MainIndex,
-}
-
 /// Figures of a recovery.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecoveryReport {
@@ -50,6 +44,8 @@ pub struct RecoveryReport {
     pub rows_scanned: u64,
     /// Live keys restored.
     pub keys: u64,
+    /// Files of a version-1 catalog read once to record their column ranges.
+    pub files_given_column_ranges: usize,
     pub millis: f64,
 }
 
@@ -97,7 +93,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
     let mut registry = TableRegistry::default();
     let mut shard_tables: Vec<Vec<RestoredShardTable>> = (0..shards).map(|_| Vec::new()).collect();
     let mut to_flush = Vec::new();
-    let (mut rows_scanned, mut keys, mut file_count) = (0u64, 0u64, 0usize);
+    let (mut rows_scanned, mut keys, mut file_count, mut files_given_column_ranges) = (0u64, 0u64, 0usize, 0usize);
     let mut next_file_id = catalog.next_file_id.max(checkpoint.next_file_id);
     for (position, entry) in catalog.tables.iter().enumerate() {
         if entry.id != TableId(position as u32) {
@@ -117,7 +113,16 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
         let mut main_entries = Vec::new();
         let mut files = TableFiles::default();
 
-        for meta in &flushed_files_at(&entry.files, &saved) {
+        for mut meta in flushed_files_at(&entry.files, &saved) {
+            if catalog.format_version < CATALOG_FORMAT_VERSION && meta.column_ranges.is_empty() {
+                // Written before column ranges were recorded: read once, recorded by
+                // the next catalog save.
+                let user_columns: Vec<usize> = (0..schema.column_count()).collect();
+                let batches = store.read_file(schema, &meta, &user_columns, &[])?.batches;
+                meta.column_ranges = crate::column_ranges::column_ranges(schema, &batches);
+                files_given_column_ranges += 1;
+            }
+            let meta = &meta;
             let rows = meta.row_count as usize;
             let mut deleted = vec![0u64; rows.div_ceil(64)];
             if let Some(saved) = saved.get(&meta.file_id) {
@@ -155,7 +160,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
                     replaces: Vec::new(),
                     column_ranges: Vec::new(),
                 };
-                let segment_batches = store.read_file(schema, &segment_meta, &all_columns, None)?;
+                let segment_batches = store.read_file(schema, &segment_meta, &all_columns, &[])?.batches;
                 let rows: u64 = segment_batches.iter().map(|b| b.num_rows() as u64).sum();
                 if rows != segment.rows {
                     return Err(CoreError::Storage(format!(
@@ -222,6 +227,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             files: file_count,
             rows_scanned,
             keys,
+            files_given_column_ranges,
             millis: started.elapsed().as_secs_f64() * 1000.0,
         },
     }))
@@ -253,7 +259,7 @@ fn flushed_files_at(catalog: &[DataFileMeta], checkpointed: &HashMap<FileId, &Ch
 /// The primary-key columns followed by `_create_ts` of a flushed file.
 fn read_key_columns(store: &dyn LakeStore, schema: &TableSchema, meta: &DataFileMeta) -> CoreResult<Vec<RecordBatch>> {
     let (columns, _) = key_column_order(schema);
-    let batches = store.read_file(schema, meta, &columns, None)?;
+    let batches = store.read_file(schema, meta, &columns, &[])?.batches;
     reorder_to_key_order(schema, &columns, batches)
 }
 

@@ -6,12 +6,10 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use crossbeam_channel::Receiver;
 
-use super::shared::EngineShared;
-use super::flusher::FlushJob;
-use super::operation::{IfAbsent, ShardOp, ShardTxn};
-use super::commit_group::CommitGroup;
-use super::recovery::RestoredShardTable;
-use super::storage_gc::{apply_swap, FileSwap};
+use crate::replay::hot_path::file_swap::apply_swap;
+use crate::replay::hot_path::operation::{IfAbsent, ShardOp, ShardTxn};
+use crate::replay::messages::{FlushJob, RestoredShardTable, ShardMessage};
+use crate::replay::shared::EngineShared;
 use crate::error::{CoreError, CoreResult};
 use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
 use crate::schema::TableSchema;
@@ -20,15 +18,7 @@ use crate::rows::value_at;
 use crate::schema_evolution::conform_batches;
 use crate::types::{RowId, RowLocation, TableId, Ts};
 use crate::value::{Row, Value};
-use crate::visibility::RgWriter;
-use crate::write_buffer::{validate_row, VirtualFile, WriteBuffer};
-
-pub(crate) enum ShardMessage {
-    Apply { group: Arc<CommitGroup>, txns: Vec<ShardTxn> },
-    /// Index GC of one part of every table's index (see `SinglePointIndex`).
-    CollectIndexGarbage { lwm: Ts, part: usize },
-    SwapFile(Box<FileSwap>),
-}
+use crate::write_buffer::{validate_row, WriteBuffer};
 
 /// What one shard owns for one table.
 struct ShardTable {
@@ -282,7 +272,7 @@ fn previous_values(
         let mut sorted: Vec<usize> = columns.to_vec();
         sorted.sort_unstable();
         sorted.dedup();
-        let batches = shared.store.read_file(&schema, &file.meta, &sorted, None)?;
+        let batches = shared.store.read_file(&schema, &file.meta, &sorted, &[])?.batches;
         let read: Vec<usize> = columns.iter().filter_map(|c| sorted.binary_search(c).ok()).collect();
         return pick(&batches, &read);
     }
@@ -303,11 +293,3 @@ fn at_ts(error: CoreError, ts: Ts) -> CoreError {
     CoreError::InTransaction { ts, source: Box::new(error) }
 }
 
-/// Used by `EngineShared::new_virtual_file`.
-pub(crate) fn virtual_file_for(shared: &EngineShared, table: &TableRuntime) -> (Arc<VirtualFile>, RgWriter) {
-    let capacity = shared.config.file_rows;
-    let (file, writer) = VirtualFile::new(table.id(), shared.allocate_file_id(), table.reserve_row_ids(capacity as u64), capacity);
-    let file = Arc::new(file);
-    table.add_virtual_file(Arc::clone(&file));
-    (file, writer)
-}

@@ -1,6 +1,9 @@
 //! `Engine`: tables, replayer shards, the flusher and memory GC of one Retina
 //! instance, behind owned-value methods that could cross a process boundary.
 
+mod startup;
+pub(crate) mod threads;
+
 use std::sync::atomic::{AtomicBool, Ordering::{Relaxed, SeqCst}};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -10,25 +13,23 @@ use arrow_array::RecordBatch;
 use crossbeam_channel::{bounded, Sender};
 use parking_lot::Mutex;
 
-use super::background::collect_garbage;
-use super::checkpointer::CheckpointReport;
-use super::commit_group::CommitGroup;
-use super::flusher::FlushMessage;
-use super::operation::{IfAbsent, RowChange, ShardOp, ShardTxn};
-use super::recovery::RecoveryReport;
-use super::routing::shard_of;
-use super::shard::ShardMessage;
-use super::shared::EngineShared;
-use super::source_progress::SourcePosition;
-use super::stats::EngineStats;
-use super::storage_gc::StorageGcReport;
-use super::EngineConfig;
+use crate::replay::config::EngineConfig;
+use crate::replay::durability::checkpointer::CheckpointReport;
+use crate::replay::durability::recovery::RecoveryReport;
+use crate::replay::durability::source_progress::SourcePosition;
+use crate::replay::gc::memory::collect_garbage;
+use crate::replay::gc::storage::StorageGcReport;
+use crate::replay::hot_path::commit_group::CommitGroup;
+use crate::replay::hot_path::operation::{IfAbsent, RowChange, ShardOp, ShardTxn};
+use crate::replay::hot_path::routing::shard_of;
+use crate::replay::messages::{FlushMessage, ShardMessage};
+use crate::replay::shared::EngineShared;
+use crate::replay::stats::EngineStats;
 use crate::error::{CoreError, CoreResult};
 use crate::schema::TableSchema;
 use crate::scan;
-use crate::storage::LakeStore;
+use crate::storage::{DataFiles, LakeStore};
 use crate::table::TableRuntime;
-use crate::query_snapshot::QuerySnapshot;
 use crate::txn::{Snapshot, TransactionService};
 use crate::types::{TableId, Ts};
 use crate::value::{encode_key, Value};
@@ -101,6 +102,11 @@ impl Engine {
     /// The lake store the engine's files live in (query engines read splits from it).
     pub fn store(&self) -> &Arc<dyn LakeStore> {
         &self.shared.store
+    }
+
+    /// The store's data files alone: what a reader of splits needs.
+    pub fn data_files(&self) -> Arc<dyn DataFiles> {
+        Arc::clone(&self.shared.store) as Arc<dyn DataFiles>
     }
 
     /// Creates a table and records it in the catalog.
@@ -338,36 +344,6 @@ impl Engine {
     pub fn scan(&self, table: TableId, snapshot: &Snapshot, projection: Option<&[usize]>) -> CoreResult<Vec<RecordBatch>> {
         let table = self.table(table)?;
         scan::scan_table(&table, self.shared.store.as_ref(), snapshot.ts(), projection)
-    }
-
-    /// A snapshot for a query that may run long: registered like [`Self::snapshot`],
-    /// but [`Self::materialize_long_queries`] (run by the GC thread after
-    /// `EngineConfig::materialize_queries_after`) can copy its visibility out and
-    /// release its hold on LWM while it runs.
-    pub fn query_snapshot(&self) -> CoreResult<Arc<QuerySnapshot>> {
-        let query = Arc::new(QuerySnapshot::new(self.shared.txn.snapshot()?));
-        self.shared.queries.lock().push(Arc::downgrade(&query));
-        Ok(query)
-    }
-
-    /// [`Self::scan`] at a query snapshot.
-    pub fn scan_query(&self, table: TableId, query: &QuerySnapshot, projection: Option<&[usize]>) -> CoreResult<Vec<RecordBatch>> {
-        let table = self.table(table)?;
-        let splits = match query.files_for(table.id()) {
-            Some(files) => scan::splits_of(&files),
-            None => scan::table_splits(&table),
-        };
-        let mut out = Vec::new();
-        for split in splits {
-            out.extend(scan::read_split_with(&table.schema(), &split, self.shared.store.as_ref(), query, projection)?);
-        }
-        Ok(out)
-    }
-
-    /// Materializes the visibility of every live query snapshot older than
-    /// `older_than`, so LWM can pass them. Returns how many were materialized.
-    pub fn materialize_long_queries(&self, older_than: Duration) -> usize {
-        self.shared.materialize_long_queries(older_than)
     }
 
     /// Storage GC now: rewrites every flushed file with more than `threshold` (0..1)

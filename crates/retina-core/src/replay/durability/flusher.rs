@@ -7,27 +7,17 @@ use std::time::Duration;
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 
-use super::shared::EngineShared;
+use crate::replay::shared::EngineShared;
+use crate::replay::messages::{FlushJob, FlushMessage};
 use crate::catalog::DataFileMeta;
 use crate::error::CoreResult;
-use crate::table::{FlushedFile, TableRuntime};
+use crate::table::FlushedFile;
 use crate::types::Ts;
-use crate::write_buffer::VirtualFile;
 
 /// Attempts per file before the engine is failed (the rows stay in memory meanwhile).
 const FLUSH_ATTEMPTS: u32 = 8;
-
-pub(crate) struct FlushJob {
-    pub(crate) table: Arc<TableRuntime>,
-    pub(crate) file: Arc<VirtualFile>,
-}
-
-pub(crate) enum FlushMessage {
-    Job(FlushJob),
-    Barrier(Sender<()>),
-}
 
 pub(crate) fn run(shared: Arc<EngineShared>, inbox: Receiver<FlushMessage>) {
     for message in inbox {

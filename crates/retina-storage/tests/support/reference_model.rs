@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 
-use crate::replay::RowChange;
-use crate::schema::TableSchema;
-use crate::types::{TableId, Ts};
-use crate::value::{encode_key, Row, Value};
+use retina_core::RowChange;
+use retina_core::TableSchema;
+use retina_core::{TableId, Ts};
+use retina_core::value::{encode_key, Row, Value};
 
 struct ModelVersion {
     key: Vec<u8>,

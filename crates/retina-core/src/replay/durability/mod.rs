@@ -1,0 +1,9 @@
+//! What makes replay durable: the flusher writes complete write-buffer files, the
+//! checkpointer saves the buffered rest and the visibility at HWM − 1 without
+//! stopping replay, recovery rebuilds an engine from both, and source positions say
+//! what a source may be told to discard.
+
+pub(crate) mod checkpointer;
+pub(crate) mod flusher;
+pub(crate) mod recovery;
+pub(crate) mod source_progress;
