@@ -14,7 +14,7 @@
 //! - [`session::RetinaSession`]: parse, plan and run SQL; read-only; per-query
 //!   memory limit; query metrics ([`metrics`]).
 
-pub mod sql_catalog;
+pub mod cancellation;
 pub mod error;
 pub mod exec;
 pub mod export;
@@ -27,6 +27,7 @@ pub mod scan_context;
 pub mod session;
 pub mod snapshot;
 pub mod sources;
+pub mod sql_catalog;
 pub mod split_pruning;
 pub mod split_statistics;
 pub mod system;

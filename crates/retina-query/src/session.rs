@@ -78,7 +78,12 @@ impl RetinaSession {
             .with_create_default_catalog_and_schema(false)
             .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA)
             .set_str("datafusion.sql_parser.dialect", "PostgreSQL");
-        let context = SessionContext::new_with_config(config);
+        let state = SessionStateBuilder::new()
+            .with_config(config)
+            .with_default_features()
+            .with_physical_optimizer_rule(Arc::new(crate::cancellation::YieldingJoins))
+            .build();
+        let context = SessionContext::new_with_state(state);
         let scans = Arc::new(ScanContext {
             metrics: Arc::clone(&metrics),
             prune_splits: options.prune_splits,

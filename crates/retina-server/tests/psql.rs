@@ -317,8 +317,11 @@ fn a_cancelled_query_ends_with_57014_and_releases_its_snapshot() {
     let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
     let token = client.cancel_token().expect("the server sends BackendKeyData");
     let running = std::thread::spawn(move || {
-        // 125 million joined rows: far longer than the test waits.
-        let result = client.query("SELECT count(*) FROM shop.items a, shop.items b, shop.items c WHERE a.qty + b.qty + c.qty >= 0");
+        // Tens of billions of joined rows: hours, unless the cancel lands while the
+        // join runs (a three-way join once finished, in 2 s, before it did).
+        let result = client.query(
+            "SELECT count(*) FROM shop.items a, shop.items b, shop.items c, shop.items d WHERE a.qty + b.qty + c.qty + d.qty >= 0",
+        );
         (result.map(|_| ()), client)
     });
     let deadline = Instant::now() + Duration::from_secs(10);
