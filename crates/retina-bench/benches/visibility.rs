@@ -1,5 +1,5 @@
 //! Micro-benchmarks of tile visibility: the per-query bitmap, the writer's append and
-//! memory GC. Run with `cargo bench -p retina-core --bench visibility`.
+//! memory GC. Run with `cargo bench -p retina-bench --bench visibility`.
 
 use std::hint::black_box;
 
