@@ -24,10 +24,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # The venv the client tests look for: <target dir>/py-clients.
 venv="${CARGO_TARGET_DIR:-target}/py-clients"
-if ! "$venv/bin/python" -c 'import sqlalchemy, psycopg' >/dev/null 2>&1; then
-    echo "installing sqlalchemy and psycopg into $venv for the tests" >&2
+# retina-storage's object-storage tests run moto's S3-compatible server from it too.
+if ! "$venv/bin/python" -c 'import sqlalchemy, psycopg, moto.server' >/dev/null 2>&1; then
+    echo "installing sqlalchemy, psycopg and moto[server] into $venv for the tests" >&2
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q 'sqlalchemy>=2,<3' 'psycopg[binary]>=3.1,<4'
+    "$venv/bin/pip" install -q 'sqlalchemy>=2,<3' 'psycopg[binary]>=3.1,<4' 'moto[server]>=5,<6'
 fi
 
 # The layering rule: no import cycles between the modules of a crate.

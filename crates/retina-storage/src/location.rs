@@ -20,21 +20,93 @@ pub struct DataDirLock {
 
 type Opened = (Arc<dyn ObjectStore>, Path, Option<DataDirLock>);
 
-/// Opens `location`: a local directory (created if missing, and locked) or a URL that
-/// `object_store` understands (`file:///...`, `memory:///`, `s3://...` when built
-/// with that backend). Returns the store, the prefix inside it and the lock.
+/// Opens `location`: a local directory (created if missing, and locked) or a URL:
+/// `file:///...`, `memory:///`, `s3://BUCKET/PREFIX` (AWS and S3-compatible
+/// services), `gs://BUCKET/PREFIX`, `az://CONTAINER/PREFIX` (also `abfs[s]://`,
+/// `azure://`). A cloud store is configured from the standard environment
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`,
+/// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP=true`; `GOOGLE_*`; `AZURE_*`) and then from
+/// the URL's query options, which take the same keys with or without the prefix
+/// (`?endpoint=http://127.0.0.1:9000&allow_http=true&region=us-east-1`). Returns
+/// the store, the prefix inside it and the lock (local directories only).
 pub fn open_object_store(location: &str) -> Result<Opened, StorageError> {
-    let bad = |reason: String| StorageError::Location { location: location.to_string(), reason };
+    let bad = |reason: String| StorageError::Location { location: redacted(location), reason };
     if location.contains("://") {
         let url = Url::parse(location).map_err(|e| bad(e.to_string()))?;
         if url.scheme() == "file" {
             let dir = url.to_file_path().map_err(|()| bad("not a local path".into()))?;
             return open_local(&dir, location);
         }
+        if let Some(store) = open_cloud(&url).map_err(bad)? {
+            let prefix = Path::from_url_path(url.path()).map_err(|e| bad(e.to_string()))?;
+            return Ok((store, prefix, None));
+        }
         let (store, prefix) = object_store::parse_url(&url).map_err(|e| bad(e.to_string()))?;
         return Ok((Arc::from(store), prefix, None));
     }
     open_local(std::path::Path::new(location), location)
+}
+
+/// A cloud object store for `url` (`None` for a scheme that is not one), from the
+/// environment and the URL's query options. Retries of transient failures (5xx,
+/// throttling, connection resets) are object_store's own, with backoff.
+fn open_cloud(url: &Url) -> Result<Option<Arc<dyn ObjectStore>>, String> {
+    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+    use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+    use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
+
+    let options: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.to_ascii_lowercase(), v.into_owned())).collect();
+    // The bucket (container) URL without path or options: the builders read the
+    // bucket from it, the prefix is the path.
+    let bucket = format!("{}://{}", url.scheme(), url.host_str().unwrap_or_default());
+    let store: Arc<dyn ObjectStore> = match url.scheme() {
+        "s3" | "s3a" => {
+            let mut builder = AmazonS3Builder::from_env().with_url(bucket);
+            for (key, value) in options {
+                builder = builder.with_config(config_key::<AmazonS3ConfigKey>(&key, "aws_")?, value);
+            }
+            Arc::new(builder.build().map_err(|e| e.to_string())?)
+        }
+        "gs" => {
+            let mut builder = GoogleCloudStorageBuilder::from_env().with_url(bucket);
+            for (key, value) in options {
+                builder = builder.with_config(config_key::<GoogleConfigKey>(&key, "google_")?, value);
+            }
+            Arc::new(builder.build().map_err(|e| e.to_string())?)
+        }
+        "az" | "azure" | "abfs" | "abfss" | "adl" => {
+            let mut builder = MicrosoftAzureBuilder::from_env().with_url(url.as_str().split('?').next().unwrap_or_default());
+            for (key, value) in options {
+                builder = builder.with_config(config_key::<AzureConfigKey>(&key, "azure_")?, value);
+            }
+            Arc::new(builder.build().map_err(|e| e.to_string())?)
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(store))
+}
+
+/// A query option as a backend's config key, with or without its prefix
+/// (`endpoint` or `aws_endpoint`).
+fn config_key<K: std::str::FromStr>(key: &str, prefix: &str) -> Result<K, String> {
+    key.parse::<K>()
+        .or_else(|_| format!("{prefix}{key}").parse::<K>())
+        .map_err(|_| format!("unknown option {key:?} in the URL (the object_store configuration keys, e.g. {prefix}endpoint)"))
+}
+
+/// `location` with the values of its query options hidden when they may be
+/// credentials, for error messages and status output.
+pub fn redacted(location: &str) -> String {
+    let Some((base, query)) = location.split_once('?') else { return location.to_string() };
+    let secret = |key: &str| ["secret", "token", "key", "password", "sas", "signature", "credential"].iter().any(|word| key.contains(word));
+    let shown: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _)) if secret(&key.to_ascii_lowercase()) => format!("{key}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{base}?{}", shown.join("&"))
 }
 
 fn open_local(dir: &std::path::Path, location: &str) -> Result<Opened, StorageError> {
@@ -55,4 +127,25 @@ fn open_local(dir: &std::path::Path, location: &str) -> Result<Opened, StorageEr
     }
     let store = LocalFileSystem::new_with_prefix(dir).map_err(|e| bad(e.to_string()))?;
     Ok((Arc::new(store), Path::default(), Some(DataDirLock { _file: file })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_in_url_options_are_hidden_and_other_options_kept() {
+        let shown = redacted("s3://b/lake?endpoint=http://x:9000&aws_secret_access_key=s3cr3t&session_token=t0k&region=eu");
+        assert_eq!(shown, "s3://b/lake?endpoint=http://x:9000&aws_secret_access_key=***&session_token=***&region=eu");
+        assert_eq!(redacted("/data/dir"), "/data/dir");
+    }
+
+    #[test]
+    fn options_take_keys_with_or_without_the_backend_prefix() {
+        use object_store::aws::AmazonS3ConfigKey;
+        assert!(config_key::<AmazonS3ConfigKey>("endpoint", "aws_").is_ok());
+        assert!(config_key::<AmazonS3ConfigKey>("aws_region", "aws_").is_ok());
+        let error = config_key::<AmazonS3ConfigKey>("colour", "aws_").err().expect("unknown");
+        assert!(error.contains("colour"), "{error}");
+    }
 }

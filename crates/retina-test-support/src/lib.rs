@@ -72,3 +72,76 @@ impl LocalNatsServer {
         self.address.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_default()
     }
 }
+
+/// An S3-compatible server (`moto_server`, from PyPI's `moto[server]`) on a free
+/// loopback port, stopped on drop. It honours ranged GETs and conditional PUTs.
+/// Found in the venv `scripts/test.sh` makes (`<target dir>/py-clients`), or on
+/// `PATH`.
+pub struct LocalS3Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for LocalS3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl LocalS3Server {
+    /// Starts the server and waits until it answers; fails saying what to install
+    /// when `moto_server` is missing.
+    pub fn start() -> Result<Self, ServiceError> {
+        let error = |reason: String| ServiceError::new("moto_server", reason);
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| error(format!("no free port: {e}")))?
+            .port();
+        let venv = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.ancestors().nth(3).map(|target| target.join("py-clients/bin/moto_server")))
+            .filter(|path| path.exists());
+        let program = venv.map_or_else(|| "moto_server".into(), |path| path.into_os_string());
+        let child = Command::new(&program)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                error(format!(
+                    "cannot start {} ({e}): run scripts/test.sh, which installs moto[server] into <target dir>/py-clients, or pip install 'moto[server]'",
+                    program.to_string_lossy()
+                ))
+            })?;
+        let server = Self { child, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err(error(format!("did not listen on port {port} within 30 s")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(server)
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Creates a bucket (path-style, unsigned: moto accepts it).
+    pub fn create_bucket(&self, bucket: &str) -> Result<(), ServiceError> {
+        use std::io::{Read, Write};
+        let error = |reason: String| ServiceError::new("moto_server", reason);
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| error(format!("connect: {e}")))?;
+        write!(stream, "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", self.port)
+            .map_err(|e| error(format!("create bucket {bucket}: {e}")))?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).map_err(|e| error(format!("create bucket {bucket}: {e}")))?;
+        if !response.starts_with("HTTP/1.1 200") {
+            return Err(error(format!("create bucket {bucket}: {}", response.lines().next().unwrap_or_default())));
+        }
+        Ok(())
+    }
+}
