@@ -20,6 +20,27 @@ impl ServiceError {
     }
 }
 
+/// A free loopback port for `service` to listen on.
+fn free_port(service: &'static str) -> Result<u16, ServiceError> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .map_err(|e| ServiceError::new(service, format!("no free port: {e}")))
+}
+
+/// Waits until `service` accepts connections on `port` (the server is started and
+/// owned by the caller, which stops it on drop if this fails).
+fn wait_listening(service: &'static str, port: u16, limit: Duration) -> Result<(), ServiceError> {
+    let deadline = Instant::now() + limit;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            return Err(ServiceError::new(service, format!("did not listen on port {port} within {} s", limit.as_secs())));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
 /// A `nats-server -js` on a free loopback port with its store in a temporary
 /// directory, stopped on drop: what the tests run against, and the NATS
 /// benchmark when no server is given.
@@ -41,10 +62,7 @@ impl LocalNatsServer {
     /// when `nats-server` is missing.
     pub fn start() -> Result<Self, ServiceError> {
         let dir = tempfile::tempdir().map_err(|e| ServiceError::new("nats-server", format!("temporary directory: {e}")))?;
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| ServiceError::new("nats-server", format!("no free port: {e}")))?
-            .port();
+        let port = free_port("nats-server")?;
         let child = Command::new("nats-server")
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(dir.path())
@@ -53,13 +71,7 @@ impl LocalNatsServer {
             .spawn()
             .map_err(|e| ServiceError::new("nats-server", format!("cannot start it ({e}): install the Debian package nats-server (apt-get install -y nats-server)")))?;
         let server = Self { child, address: format!("127.0.0.1:{port}"), _dir: dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err(ServiceError::new("nats-server", format!("did not listen on port {port} within 10 s")));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_listening("nats-server", port, Duration::from_secs(10))?;
         Ok(server)
     }
 
@@ -94,10 +106,7 @@ impl LocalS3Server {
     /// when `moto_server` is missing.
     pub fn start() -> Result<Self, ServiceError> {
         let error = |reason: String| ServiceError::new("moto_server", reason);
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| error(format!("no free port: {e}")))?
-            .port();
+        let port = free_port("moto_server")?;
         let venv = std::env::current_exe()
             .ok()
             .and_then(|exe| exe.ancestors().nth(3).map(|target| target.join("py-clients/bin/moto_server")))
@@ -115,13 +124,7 @@ impl LocalS3Server {
                 ))
             })?;
         let server = Self { child, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err(error(format!("did not listen on port {port} within 30 s")));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_listening("moto_server", port, Duration::from_secs(30))?;
         Ok(server)
     }
 
