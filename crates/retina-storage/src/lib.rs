@@ -10,6 +10,6 @@ mod manifest;
 mod parquet_files;
 mod store;
 
-pub use location::open_object_store;
+pub use location::{is_url, open_object_store, redacted};
 pub use error::StorageError;
 pub use store::ParquetLakeStore;

@@ -31,7 +31,7 @@ type Opened = (Arc<dyn ObjectStore>, Path, Option<DataDirLock>);
 /// the store, the prefix inside it and the lock (local directories only).
 pub fn open_object_store(location: &str) -> Result<Opened, StorageError> {
     let bad = |reason: String| StorageError::Location { location: redacted(location), reason };
-    if location.contains("://") {
+    if is_url(location) {
         let url = Url::parse(location).map_err(|e| bad(e.to_string()))?;
         if url.scheme() == "file" {
             let dir = url.to_file_path().map_err(|()| bad("not a local path".into()))?;
@@ -92,6 +92,12 @@ fn config_key<K: std::str::FromStr>(key: &str, prefix: &str) -> Result<K, String
     key.parse::<K>()
         .or_else(|_| format!("{prefix}{key}").parse::<K>())
         .map_err(|_| format!("unknown option {key:?} in the URL (the object_store configuration keys, e.g. {prefix}endpoint)"))
+}
+
+/// Whether `location` is a URL (an object store, or `file://`), not a local path:
+/// callers create only local directories.
+pub fn is_url(location: &str) -> bool {
+    location.contains("://")
 }
 
 /// `location` with the values of its query options hidden when they may be

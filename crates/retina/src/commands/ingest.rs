@@ -70,16 +70,19 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         table: args.table,
         on_absent_row,
     };
-    std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
-    let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lakehouse in {location}"))?;
+    if !retina_storage::is_url(location) {
+        std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
+    }
+    let shown = retina_storage::redacted(location);
+    let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lakehouse in {shown}"))?;
     // Opens (and recovers) the lakehouse: a source ingested before resumes after its
     // recorded position, so re-running an ingest applies nothing twice.
     let config = EngineConfig {
         checkpoint_interval: Some(super::serve::checkpoint_interval(args.checkpoint_seconds)?),
         ..EngineConfig::default()
     };
-    let engine = Engine::open(config, Arc::new(store)).with_context(|| format!("opening the engine on {location}"))?;
+    let engine = Engine::open(config, Arc::new(store)).with_context(|| format!("opening the engine on {shown}"))?;
     let stop = StopWhen::idle_for(Duration::from_secs_f64(args.idle_exit_seconds.max(0.0)));
     let report = ingest_uri(&engine, &args.uri, options, stop)?;
     // Everything visible, flushed and checkpointed (with the source position), so a
@@ -88,7 +91,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     let stats = &report.stats;
     println!(
         "ingested {} from {}: {} transactions, {} row changes in {:.2} s; {} duplicates dropped, {} dead letters, {} absent-row upserts, {} absent-row deletes ignored; position {}",
-        location,
+        shown,
         report.source,
         stats.transactions_applied,
         stats.row_changes_applied,

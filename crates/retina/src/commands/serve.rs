@@ -65,14 +65,17 @@ impl Instance {
         for uri in source_uris {
             ServedSource::validate(uri)?;
         }
-        std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
         let location = data_dir.to_str().with_context(|| format!("{} is not UTF-8", data_dir.display()))?;
-        let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {}", data_dir.display()))?;
+        if !retina_storage::is_url(location) {
+            std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+        }
+        let shown = retina_storage::redacted(location);
+        let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
         // `open` recovers a data dir that holds a lakehouse (from its latest checkpoint;
         // sources then resume from their recovered positions) or starts an empty one.
         let engine = Arc::new(
             Engine::open(config, Arc::new(store))
-                .with_context(|| format!("opening the lakehouse in {}", data_dir.display()))?,
+                .with_context(|| format!("opening the lakehouse in {shown}"))?,
         );
         let registry = SourceRegistry::new();
         let options = SessionOptions { query_memory_limit: Some(query_memory_mb.max(1) << 20), ..SessionOptions::default() };

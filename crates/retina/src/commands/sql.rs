@@ -79,15 +79,16 @@ struct Embedded {
 
 impl Embedded {
     fn open(dir: &Path) -> anyhow::Result<Self> {
-        if !dir.is_dir() {
+        let location = dir.to_str().with_context(|| format!("{} is not UTF-8", dir.display()))?;
+        if !retina_storage::is_url(location) && !dir.is_dir() {
             bail!("{} is not a directory", dir.display());
         }
-        let location = dir.to_str().with_context(|| format!("{} is not UTF-8", dir.display()))?;
-        let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {}", dir.display()))?;
+        let shown = retina_storage::redacted(location);
+        let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
         let config = EngineConfig { gc_interval: None, ..EngineConfig::default() };
         // Recovers the lakehouse from its latest checkpoint; read-only from here on.
         let engine = Arc::new(
-            Engine::open(config, Arc::new(store)).with_context(|| format!("opening the lakehouse in {}", dir.display()))?,
+            Engine::open(config, Arc::new(store)).with_context(|| format!("opening the lakehouse in {shown}"))?,
         );
         let session = Arc::new(RetinaSession::new(Arc::clone(&engine), SourceRegistry::new(), SessionOptions::default()));
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
