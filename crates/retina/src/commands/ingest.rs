@@ -71,9 +71,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         on_absent_row,
     };
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
-    if !retina_storage::is_url(location) {
-        std::fs::create_dir_all(&args.data_dir).with_context(|| format!("creating {}", args.data_dir.display()))?;
-    }
+    // A local dir is created (and locked) by the store; a URL names one that exists.
     let shown = retina_storage::redacted(location);
     let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lakehouse in {shown}"))?;
     // Opens (and recovers) the lakehouse: a source ingested before resumes after its

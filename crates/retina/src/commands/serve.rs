@@ -66,9 +66,7 @@ impl Instance {
             ServedSource::validate(uri)?;
         }
         let location = data_dir.to_str().with_context(|| format!("{} is not UTF-8", data_dir.display()))?;
-        if !retina_storage::is_url(location) {
-            std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
-        }
+        // A local dir is created (and locked) by the store; a URL names one that exists.
         let shown = retina_storage::redacted(location);
         let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
         // `open` recovers a data dir that holds a lakehouse (from its latest checkpoint;
