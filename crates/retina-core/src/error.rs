@@ -9,6 +9,9 @@ pub enum CoreError {
     #[error("invalid schema for table {table}: {reason}")]
     InvalidSchema { table: String, reason: String },
 
+    #[error("the lakehouse is open read-only (a reader beside its writer): {operation} is not allowed")]
+    ReadOnly { operation: &'static str },
+
     #[error("unknown table {table}")]
     UnknownTable { table: String },
 

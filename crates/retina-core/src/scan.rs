@@ -67,12 +67,22 @@ pub fn read_split(
     qts: Ts,
     projection: Option<&[usize]>,
 ) -> CoreResult<Vec<RecordBatch>> {
-    read_split_pruned(schema, split, store, qts, projection, &[]).map(|(batches, _)| batches)
+    read_split_pruned(schema, split, store, qts, projection, &[]).map(|read| read.batches)
+}
+
+/// The visible rows of a split, and what reading them cost.
+#[derive(Debug, Default)]
+pub struct SplitRead {
+    pub batches: Vec<RecordBatch>,
+    /// Rows the page index let the store leave out.
+    pub rows_skipped: u64,
+    /// Bytes fetched from storage ([`crate::storage::DecodedRows::bytes_fetched`]).
+    pub bytes_fetched: u64,
 }
 
 /// [`read_split`] that lets the store skip pages of a flushed file whose statistics
 /// prove no row is within `bounds` (see [`DataFiles::read_file`]); the rows it
-/// returns may still be outside them. Also returns the rows skipped.
+/// returns may still be outside them.
 pub fn read_split_pruned(
     schema: &TableSchema,
     split: &ScanSplit,
@@ -80,7 +90,7 @@ pub fn read_split_pruned(
     qts: Ts,
     projection: Option<&[usize]>,
     bounds: &[PageBound],
-) -> CoreResult<(Vec<RecordBatch>, u64)> {
+) -> CoreResult<SplitRead> {
     let all: Vec<usize>;
     let projection = match projection {
         Some(p) => p,
@@ -94,7 +104,7 @@ pub fn read_split_pruned(
         ScanSplit::File(file) => {
             let meta = &file.meta;
             if meta.row_count == 0 || qts < meta.min_create_ts {
-                return Ok((Vec::new(), 0)); // Algorithm 1, lines 3-4
+                return Ok(SplitRead::default()); // Algorithm 1, lines 3-4
             }
             let filter_ts = qts < meta.max_create_ts;
             let mut columns: Vec<usize> = projection.to_vec();
@@ -122,7 +132,11 @@ pub fn read_split_pruned(
             // Skipped pages leave a subsequence of the rows: `_create_ts` still never
             // decreases, so the cut below stays a prefix cut.
             let ts_column = filter_ts.then(|| columns.binary_search(&create_ts).expect("read above"));
-            Ok((mask_batches(&decoded.batches, deleted.as_deref(), ts_column, &output, qts)?, decoded.skipped_rows()))
+            Ok(SplitRead {
+                batches: mask_batches(&decoded.batches, deleted.as_deref(), ts_column, &output, qts)?,
+                rows_skipped: decoded.skipped_rows(),
+                bytes_fetched: decoded.bytes_fetched,
+            })
         }
         ScanSplit::Virtual(file) => {
             // Blocks written before a column was added (or after, for a reader that
@@ -137,11 +151,12 @@ pub fn read_split_pruned(
             };
             let rows: usize = blocks.iter().map(RecordBatch::num_rows).sum();
             if rows == 0 {
-                return Ok((Vec::new(), 0));
+                return Ok(SplitRead::default());
             }
             let deleted = file.visibility().bitmap_at(qts, rows);
             // In-memory blocks hold rows of transactions above the snapshot too.
-            Ok((mask_batches(blocks, Some(deleted.as_slice()), Some(create_ts), projection, qts)?, 0))
+            let batches = mask_batches(blocks, Some(deleted.as_slice()), Some(create_ts), projection, qts)?;
+            Ok(SplitRead { batches, ..SplitRead::default() })
         }
     }
 }

@@ -49,12 +49,15 @@ pub struct DecodedRows {
     /// Which of the file's rows were decoded, when pages were left out; `None` when
     /// every row was.
     pub selected: Option<Vec<bool>>,
+    /// Bytes the store fetched from storage for this read (footer included when it
+    /// was not cached); 0 for a store that keeps files in memory.
+    pub bytes_fetched: u64,
 }
 
 impl DecodedRows {
     /// Every row of the file.
     pub fn all(batches: Vec<RecordBatch>) -> Self {
-        Self { batches, selected: None }
+        Self { batches, selected: None, bytes_fetched: 0 }
     }
 
     /// Rows of the file left out by page pruning.
@@ -90,6 +93,13 @@ pub trait CatalogStore: Send + Sync {
 
     /// The last saved manifest, if any.
     fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>>;
+
+    /// Whether this store may write: `false` for a reader beside the lake's writer,
+    /// over which an engine opens read-only (it recovers and serves queries, and
+    /// writes nothing: no flush, checkpoint or GC).
+    fn writable(&self) -> bool {
+        true
+    }
 }
 
 /// Checkpoints: segments of the write buffer's rows and the manifest naming them.

@@ -35,7 +35,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
-use retina_core::scan::{read_split_pruned, ScanSplit};
+use retina_core::scan::{read_split_pruned, ScanSplit, SplitRead};
 use retina_core::storage::{DataFiles, PageBound};
 use retina_core::table::TableRuntime;
 use retina_core::Snapshot;
@@ -241,6 +241,7 @@ impl ExecutionPlan for RetinaScanExec {
         }
         let splits_read = MetricBuilder::new(&self.metrics).counter("splits_read", partition);
         let rows_skipped = MetricBuilder::new(&self.metrics).counter("rows_skipped_by_page_index", partition);
+        let bytes_fetched = MetricBuilder::new(&self.metrics).counter("bytes_fetched", partition);
         let bounds = Arc::clone(&self.page_bounds);
         if partition == 0 {
             // Once per execution of the plan: every partition is executed once.
@@ -264,17 +265,18 @@ impl ExecutionPlan for RetinaScanExec {
                 .await
                 .map_err(|_| DataFusionError::Execution("scan read limiter closed".into()))?;
             splits_read.add(1);
-            let (batches, skipped) = tokio::task::spawn_blocking(move || match &context {
-                Some(context) => {
-                    context.metrics.count_split_read();
-                    read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref(), &bounds)
+            let read = tokio::task::spawn_blocking(move || {
+                let read = read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref(), &bounds);
+                if let (Some(context), Ok(read)) = (&context, &read) {
+                    context.metrics.count_split_read(read.bytes_fetched);
                 }
-                None => read_visible(&table, &split, store.as_ref(), &snapshot, projection.as_deref(), &bounds),
+                read
             })
             .await
             .map_err(|error| DataFusionError::ExecutionJoin(Box::new(error)))??;
-            rows_skipped.add(skipped as usize);
-            Ok(batches)
+            rows_skipped.add(read.rows_skipped as usize);
+            bytes_fetched.add(read.bytes_fetched as usize);
+            Ok(read.batches)
         })
         .flat_map(|result: Result<Vec<RecordBatch>>| match result {
             Ok(batches) => futures::stream::iter(batches.into_iter().map(Ok)).left_stream(),
@@ -297,7 +299,6 @@ fn leaf_without_children(
 
 /// Reads the visible rows of one split. `snapshot` is borrowed for the whole read, so
 /// the registration outlives the read even if the query is dropped meanwhile.
-/// Returns the visible rows and how many rows the page index let the store skip.
 fn read_visible(
     table: &TableRuntime,
     split: &ScanSplit,
@@ -305,7 +306,7 @@ fn read_visible(
     snapshot: &Snapshot,
     projection: Option<&[usize]>,
     bounds: &[PageBound],
-) -> Result<(Vec<RecordBatch>, u64)> {
+) -> Result<SplitRead> {
     let external = |error: retina_core::CoreError| DataFusionError::External(Box::new(error));
     let schema = table.schema();
     let ts = snapshot.ts();
@@ -314,9 +315,9 @@ fn read_visible(
         // how many rows survive: read the first key column and drop it.
         Some([]) => {
             let key = schema.primary_key().first().copied().unwrap_or(0);
-            let (batches, skipped) = read_split_pruned(&schema, split, store, ts, Some(&[key]), bounds).map_err(external)?;
-            let batches = batches.iter().map(|batch| batch.project(&[]).map_err(DataFusionError::from)).collect::<Result<_>>()?;
-            Ok((batches, skipped))
+            let mut read = read_split_pruned(&schema, split, store, ts, Some(&[key]), bounds).map_err(external)?;
+            read.batches = read.batches.iter().map(|batch| batch.project(&[]).map_err(DataFusionError::from)).collect::<Result<_>>()?;
+            Ok(read)
         }
         projection => read_split_pruned(&schema, split, store, ts, projection, bounds).map_err(external),
     }

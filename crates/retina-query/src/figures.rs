@@ -57,6 +57,7 @@ impl Figures {
             m("retina_query_rows_returned_total", "counter", "Rows returned to SQL clients", q.rows_returned as f64),
             m("retina_scan_splits_read_total", "counter", "Table splits (files, write-buffer files) read by SQL scans", q.splits_read as f64),
             m("retina_scan_splits_pruned_total", "counter", "Table splits skipped by their column statistics", q.splits_pruned as f64),
+            m("retina_scan_bytes_fetched_total", "counter", "Bytes scans fetched from storage (footers and pages of data files)", q.bytes_fetched as f64),
             m("retina_uptime_seconds", "gauge", "Seconds since the SQL session started", self.uptime.as_secs_f64()),
         ]
     }

@@ -21,6 +21,7 @@ pub struct QueryMetrics {
     rows_returned: AtomicU64,
     splits_read: AtomicU64,
     splits_pruned: AtomicU64,
+    bytes_fetched: AtomicU64,
 }
 
 /// A consistent-enough copy of the counters (each read atomically).
@@ -37,6 +38,8 @@ pub struct QueryMetricsSnapshot {
     pub splits_read: u64,
     /// Table splits skipped because their statistics rule out the query's filters.
     pub splits_pruned: u64,
+    /// Bytes scans fetched from storage (data files' footers and pages).
+    pub bytes_fetched: u64,
 }
 
 impl QueryMetrics {
@@ -63,9 +66,10 @@ impl QueryMetrics {
         };
     }
 
-    /// One split read by a scan.
-    pub fn count_split_read(&self) {
+    /// One split read by a scan, which fetched `bytes` from storage.
+    pub fn count_split_read(&self, bytes: u64) {
         self.splits_read.fetch_add(1, Relaxed);
+        self.bytes_fetched.fetch_add(bytes, Relaxed);
     }
 
     /// Splits a scan skipped by their statistics.
@@ -92,6 +96,7 @@ impl QueryMetrics {
             rows_returned: self.rows_returned.load(Relaxed),
             splits_read: self.splits_read.load(Relaxed),
             splits_pruned: self.splits_pruned.load(Relaxed),
+            bytes_fetched: self.bytes_fetched.load(Relaxed),
         }
     }
 }

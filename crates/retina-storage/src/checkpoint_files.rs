@@ -1,9 +1,10 @@
 //! Where checkpoints live and how their manifest is encoded.
 //!
-//! `checkpoints/latest.json` is the checkpoint manifest, replaced atomically (an
-//! object-store put); rows that were in write buffers live in segments under
+//! The checkpoint manifest advances by numbered versions,
+//! `checkpoints/checkpoint-<version>.json`, each created exactly once
+//! ([`crate::versioned`]; before versioning, one replaced `checkpoints/latest.json`); rows that were in write buffers live in segments under
 //! `checkpoints/segments/`, each written once and named by file, first row and the
-//! checkpoint ts that wrote it. A crash before the manifest put leaves the previous
+//! checkpoint ts that wrote it. A crash before the manifest's commit leaves the previous
 //! checkpoint in force, with at worst unreferenced segments that the next checkpoint
 //! removes.
 
@@ -12,8 +13,10 @@ use retina_core::{FileId, TableSchema, Ts};
 
 use crate::error::StorageError;
 use crate::layout::data_file_path;
+use crate::versioned::Document;
 
-pub(crate) const LATEST_PATH: &str = "checkpoints/latest.json";
+pub(crate) const DOCUMENT: Document =
+    Document { what: "checkpoint", folder: "checkpoints", stem: "checkpoint", legacy: "checkpoints/latest.json" };
 
 pub(crate) const SEGMENTS_FOLDER: &str = "checkpoints/segments";
 
@@ -29,7 +32,7 @@ pub(crate) fn encode(checkpoint: &CheckpointManifest) -> Result<Vec<u8>, Storage
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<CheckpointManifest, StorageError> {
-    crate::manifest::decode_versioned(bytes, CHECKPOINT_FORMAT_VERSION..=CHECKPOINT_FORMAT_VERSION, LATEST_PATH)
+    crate::manifest::decode_versioned(bytes, CHECKPOINT_FORMAT_VERSION..=CHECKPOINT_FORMAT_VERSION, "checkpoint manifest")
         .map_err(|reason| StorageError::Checkpoint { reason })
 }
 

@@ -4,12 +4,17 @@
 
 mod checkpoint_files;
 mod error;
+mod io;
+mod lease;
 mod layout;
 mod location;
 mod manifest;
 mod parquet_files;
+mod ranged_reads;
 mod store;
+mod versioned;
 
-pub use location::{is_url, open_object_store, redacted};
+pub use lease::{DEFAULT_LEASE, LEASE_PATH};
+pub use location::{is_url, open_object_store, redacted, LOCK_FILE};
 pub use error::StorageError;
 pub use store::ParquetLakeStore;

@@ -1,17 +1,20 @@
 //! The catalog manifest as one JSON document.
 //!
 //! Why a manifest and not SQLite: the catalog is small (tables and file lists), it
-//! must live next to the data on any object store, and `object_store` puts are atomic
-//! (local files are written to a temporary name and renamed), so replacing one
-//! document gives atomic catalog changes with no extra C dependency and no second
-//! storage system to back up.
+//! must live next to the data on any object store, and creating a new numbered
+//! version of one document is atomic and exclusive on every object store
+//! ([`crate::versioned`]), which gives atomic catalog changes with no extra C
+//! dependency and no second storage system to back up.
 
 use retina_core::catalog::{CatalogManifest, CATALOG_FORMAT_VERSION, OLDEST_CATALOG_FORMAT_VERSION};
 
 use crate::error::StorageError;
+use crate::versioned::Document;
 
-/// Object path of the manifest, relative to the store's prefix.
-pub(crate) const MANIFEST_PATH: &str = "catalog/manifest.json";
+/// The manifest's versions: `catalog/manifest-<version>.json` (before versioning,
+/// one replaced `catalog/manifest.json`).
+pub(crate) const DOCUMENT: Document =
+    Document { what: "catalog manifest", folder: "catalog", stem: "manifest", legacy: "catalog/manifest.json" };
 
 pub(crate) fn encode(manifest: &CatalogManifest) -> Result<Vec<u8>, StorageError> {
     serde_json::to_vec_pretty(manifest).map_err(|e| StorageError::Manifest { reason: e.to_string() })

@@ -1,10 +1,10 @@
-//! Encoding a virtual file as Parquet, and reading a projection of one back.
+//! Encoding a virtual file as Parquet, and planning how a projection of one is read
+//! back (the reading itself is [`crate::ranged_reads`]).
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
-use bytes::Bytes;
-use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection};
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData};
+use parquet::arrow::arrow_reader::{ArrowReaderBuilder, RowSelection};
+use parquet::file::metadata::ParquetMetaData;
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use retina_core::storage::PageBound;
 use parquet::arrow::{ArrowWriter, ProjectionMask};
@@ -37,25 +37,50 @@ pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<
     Ok(out)
 }
 
-/// Decodes the root columns `columns` (ascending) of a Parquet file.
-/// Reads `columns` of `table`'s stored layout from a file written under any version
-/// of its schema (the file's own width decides what is read; see
-/// `retina_core::schema_evolution`).
-pub(crate) fn decode(bytes: Bytes, table: &TableSchema, columns: &[usize]) -> Result<Vec<RecordBatch>, ParquetError> {
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-    let plan = StoredColumns::plan(table, builder.schema().fields().len(), columns);
-    let mask = ProjectionMask::roots(builder.parquet_schema(), plan.physical().iter().copied());
-    let reader = builder.with_projection(mask).with_batch_size(READ_BATCH_ROWS).build()?;
-    let batches = reader.collect::<Result<Vec<_>, _>>()?;
-    if plan.is_identity() {
-        return Ok(batches);
-    }
-    batches
-        .iter()
-        .map(|batch| plan.assemble(table, columns, batch).map_err(|e| ParquetError::General(e.to_string())))
-        .collect()
+/// What to read of a file, planned from its metadata alone: which stored columns
+/// its own width holds, and which rows the page index leaves in.
+pub(crate) struct ReadPlan {
+    stored: StoredColumns,
+    /// Which of the file's rows are read (`None`: all of them).
+    pub selected: Option<Vec<bool>>,
 }
 
+/// Plans reading the root columns `columns` (ascending) of `table`'s stored layout
+/// from a file written under any version of its schema (the file's own width decides
+/// what is read; see `retina_core::schema_evolution`), leaving out the pages
+/// [`selected_rows`] rules out by `bounds`. Works on the sync and the async builder.
+pub(crate) fn plan_read<T>(
+    builder: ArrowReaderBuilder<T>,
+    table: &TableSchema,
+    columns: &[usize],
+    bounds: &[PageBound],
+) -> (ArrowReaderBuilder<T>, ReadPlan) {
+    let stored = StoredColumns::plan(table, builder.schema().fields().len(), columns);
+    // Flat files of the current layout only: then stored column i is Parquet leaf i.
+    let flat = builder.parquet_schema().num_columns() == builder.schema().fields().len();
+    let prunable = !bounds.is_empty() && stored.is_identity() && flat && builder.metadata().num_row_groups() == 1;
+    let rows = builder.metadata().row_groups().first().map_or(0, |group| group.num_rows().max(0) as usize);
+    let selected = if prunable { selected_rows(builder.metadata(), bounds, rows) } else { None };
+    let mask = ProjectionMask::roots(builder.parquet_schema(), stored.physical().iter().copied());
+    let mut builder = builder.with_projection(mask).with_batch_size(READ_BATCH_ROWS);
+    if let Some(selected) = &selected {
+        builder = builder.with_row_selection(RowSelection::from_consecutive_ranges(kept_ranges(selected).into_iter(), rows));
+    }
+    (builder, ReadPlan { stored, selected })
+}
+
+impl ReadPlan {
+    /// The decoded batches in `table`'s stored layout (added columns as NULL).
+    pub(crate) fn conform(&self, table: &TableSchema, columns: &[usize], batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>, ParquetError> {
+        if self.stored.is_identity() {
+            return Ok(batches);
+        }
+        batches
+            .iter()
+            .map(|batch| self.stored.assemble(table, columns, batch).map_err(|e| ParquetError::General(e.to_string())))
+            .collect()
+    }
+}
 
 /// Rows `0..rows` of a file's single row group that may satisfy every bound, from the
 /// page index: a page of a bound column is left out when its min/max lie outside the
@@ -92,37 +117,6 @@ fn selected_rows(metadata: &ParquetMetaData, bounds: &[PageBound], rows: usize) 
         }
     }
     pruned_any.then_some(selected)
-}
-
-/// [`decode`] that skips the pages [`selected_rows`] leaves out. Returns the batches
-/// and which rows were kept (`None`: all of them).
-pub(crate) fn decode_pruned(
-    bytes: Bytes,
-    table: &TableSchema,
-    columns: &[usize],
-    bounds: &[PageBound],
-) -> Result<(Vec<RecordBatch>, Option<Vec<bool>>), ParquetError> {
-    // The common case reads no page index: that would parse more metadata per read.
-    if bounds.is_empty() {
-        return Ok((decode(bytes, table, columns)?, None));
-    }
-    let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
-    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes.clone(), options)?;
-    let plan = StoredColumns::plan(table, builder.schema().fields().len(), columns);
-    // Flat files of the current layout only: then stored column i is Parquet leaf i.
-    let flat = builder.parquet_schema().num_columns() == builder.schema().fields().len();
-    if !(plan.is_identity() && flat && builder.metadata().num_row_groups() == 1) {
-        return Ok((decode(bytes, table, columns)?, None));
-    }
-    let rows = builder.metadata().row_groups().first().map_or(0, |group| group.num_rows().max(0) as usize);
-    let selected = selected_rows(builder.metadata(), bounds, rows);
-    let mask = ProjectionMask::roots(builder.parquet_schema(), plan.physical().iter().copied());
-    let mut builder = builder.with_projection(mask).with_batch_size(READ_BATCH_ROWS);
-    if let Some(selected) = &selected {
-        builder = builder.with_row_selection(RowSelection::from_consecutive_ranges(kept_ranges(selected).into_iter(), rows));
-    }
-    let batches = builder.build()?.collect::<Result<Vec<_>, _>>()?;
-    Ok((batches, selected))
 }
 
 /// The runs of `true` in `selected`, as row ranges.

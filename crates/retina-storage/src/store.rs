@@ -4,54 +4,75 @@
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use bytes::Bytes;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
-use futures::TryStreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parking_lot::Mutex;
 use retina_core::catalog::{CatalogManifest, DataFileMeta};
 use retina_core::checkpoint::CheckpointManifest;
 use retina_core::storage::{CatalogStore, CheckpointStore, DataFiles, DecodedRows, PageBound, StoredFile};
 use retina_core::{CoreError, CoreResult, FileId, TableSchema, Ts};
-use tokio::runtime::Runtime;
 
 use crate::error::StorageError;
+use crate::io::ObjectIo;
+use crate::lease::Lease;
+use crate::ranged_reads::{self, FooterCache};
+use crate::versioned::Document;
 use crate::{checkpoint_files, layout, location, manifest, parquet_files};
 
-/// Data files as `tables/<table>/<file id>.parquet` and the catalog manifest as
-/// `catalog/manifest.json`, under one object-store prefix.
+/// What this store may do to the lake.
+enum Access {
+    /// The one writer: a local directory's OS lock, or an object store's lease
+    /// (`None` for a store given directly, which the caller answers for).
+    Writer { _lock: Option<location::DataDirLock>, lease: Option<Lease> },
+    /// Reads only; takes neither lock nor lease, and refuses every write.
+    Reader,
+}
+
+/// Data files as `tables/<table>/<file id>.parquet`, the catalog manifest and the
+/// checkpoint pointer as numbered versions ([`crate::versioned`]), under one
+/// object-store prefix.
 ///
 /// The engine's threads are synchronous; object-store calls run on a small private
 /// tokio runtime, so callers must not be inside an async context.
 pub struct ParquetLakeStore {
-    store: Arc<dyn ObjectStore>,
-    prefix: Path,
-    runtime: Runtime,
-    /// Held for the store's life: one writer process per local data dir.
-    _lock: Option<location::DataDirLock>,
+    io: Arc<ObjectIo>,
+    access: Access,
+    footers: FooterCache,
+    /// The latest version of each document this writer read or committed (`None`:
+    /// not looked yet); the next commit creates the one after it.
+    catalog_version: Mutex<Option<u64>>,
+    checkpoint_version: Mutex<Option<u64>>,
 }
 
 impl ParquetLakeStore {
-    /// Opens a local directory or object-store URL (see [`location::open_object_store`]).
-    /// A local directory is locked for this process (see [`location::DataDirLock`]).
+    /// Opens a local directory or object-store URL (see [`location::open`]) as its
+    /// one writer: a local directory is locked for this process (see
+    /// [`location::DataDirLock`]); on an object store this process takes the lease
+    /// ([`Lease`]), or fails naming the writer that holds it.
     pub fn open(location: &str) -> Result<Self, StorageError> {
-        let (store, prefix, lock) = location::open_object_store(location)?;
-        let mut opened = Self::with_store(store, prefix)?;
-        opened._lock = lock;
-        Ok(opened)
+        let opened = location::open(location, true)?;
+        let lock = opened.local_dir.as_deref().map(location::lock_local).transpose()?;
+        let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location))?);
+        let lease = if opened.needs_lease { Some(Lease::acquire(Arc::clone(&io), opened.lease)?) } else { None };
+        Ok(Self::new(io, Access::Writer { _lock: lock, lease }))
     }
 
+    /// Opens a lake to read it while its writer may be running elsewhere: no lock,
+    /// no lease, and every write is refused with [`StorageError::ReadOnly`].
+    pub fn open_reader(location: &str) -> Result<Self, StorageError> {
+        let opened = location::open(location, false)?;
+        let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location))?);
+        Ok(Self::new(io, Access::Reader))
+    }
+
+    /// A writer over `store` under `prefix`; the caller ensures it is the only one.
     pub fn with_store(store: Arc<dyn ObjectStore>, prefix: Path) -> Result<Self, StorageError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("retina-storage-io")
-            .enable_all()
-            .build()
-            .map_err(StorageError::Runtime)?;
-        Ok(Self { store, prefix, runtime, _lock: None })
+        let io = Arc::new(ObjectIo::new(store, prefix, "(object store)".into())?);
+        Ok(Self::new(io, Access::Writer { _lock: None, lease: None }))
     }
 
-    fn path(&self, relative: &str) -> Path {
-        Path::from(format!("{}/{relative}", self.prefix).trim_start_matches('/'))
+    fn new(io: Arc<ObjectIo>, access: Access) -> Self {
+        Self { io, access, footers: FooterCache::new(), catalog_version: Mutex::new(None), checkpoint_version: Mutex::new(None) }
     }
 
     /// The object path of a table's data file.
@@ -59,54 +80,64 @@ impl ParquetLakeStore {
         layout::data_file_path(table, file_id)
     }
 
-    fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<(), StorageError> {
-        let path = self.path(relative);
-        self.runtime
-            .block_on(self.store.put(&path, PutPayload::from(bytes)))
-            .map(|_| ())
-            .map_err(|source| StorageError::ObjectStore { path: path.to_string(), source })
+    /// The holder id this writer put in the lease (object stores only).
+    pub fn lease_owner(&self) -> Option<&str> {
+        match &self.access {
+            Access::Writer { lease: Some(lease), .. } => Some(lease.owner()),
+            _ => None,
+        }
+    }
+
+    /// The writer whose expired lease this one took over, if it did.
+    pub fn took_over_from(&self) -> Option<&str> {
+        match &self.access {
+            Access::Writer { lease: Some(lease), .. } => lease.took_over_from.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Fails unless this store may write now (a writer that still holds its lease).
+    fn may_write(&self, operation: &'static str) -> Result<(), StorageError> {
+        match &self.access {
+            Access::Reader => Err(StorageError::ReadOnly { location: self.io.location().to_string(), operation }),
+            Access::Writer { lease: Some(lease), .. } => lease.check(),
+            Access::Writer { lease: None, .. } => Ok(()),
+        }
     }
 
     /// Writes `batches` as a Parquet file at `path` (atomically, like every put).
     fn put_parquet(&self, path: String, table: &TableSchema, batches: &[RecordBatch]) -> Result<StoredFile, StorageError> {
+        self.may_write("writing a data file")?;
         let bytes = parquet_files::encode(&table.stored_schema(), batches)
             .map_err(|source| StorageError::Parquet { path: path.clone(), source })?;
         let size_bytes = bytes.len() as u64;
-        self.put(&path, bytes)?;
+        self.io.overwrite(&path, bytes)?;
         Ok(StoredFile { path, size_bytes })
     }
 
-    /// Deletes the objects under the folder `relative` whose path (relative to the
-    /// lake) `doomed` picks.
-    fn delete_under(&self, relative: &str, doomed: impl Fn(&str) -> bool) -> Result<(), StorageError> {
-        let prefix = self.path(relative);
-        let locations: Vec<Path> = self
-            .runtime
-            .block_on(async { self.store.list(Some(&prefix)).map_ok(|meta| meta.location).try_collect::<Vec<_>>().await })
-            .map_err(|source| StorageError::ObjectStore { path: prefix.to_string(), source })?;
-        for location in locations {
-            let relative = location.as_ref().strip_prefix(self.prefix.as_ref()).unwrap_or(location.as_ref());
-            if !doomed(relative.trim_start_matches('/')) {
-                continue;
-            }
-            match self.runtime.block_on(self.store.delete(&location)) {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(source) => return Err(StorageError::ObjectStore { path: location.to_string(), source }),
-            }
+    /// Loads the latest version of `document` and remembers its number; a writer
+    /// also sweeps versions a crashed predecessor left behind.
+    fn load_document(&self, document: &Document, known: &Mutex<Option<u64>>) -> Result<Option<bytes::Bytes>, StorageError> {
+        let loaded = document.load_latest(&self.io)?;
+        let version = loaded.as_ref().map_or(0, |(version, _)| *version);
+        *known.lock() = Some(version);
+        if matches!(self.access, Access::Writer { .. }) && version > 0 {
+            document.sweep(&self.io, version)?;
         }
-        Ok(())
+        Ok(loaded.map(|(_, bytes)| bytes))
     }
 
-    fn get(&self, relative: &str) -> Result<Option<Bytes>, StorageError> {
-        let path = self.path(relative);
-        let result = self.runtime.block_on(async {
-            match self.store.get(&path).await {
-                Ok(found) => found.bytes().await.map(Some),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(error) => Err(error),
-            }
-        });
-        result.map_err(|source| StorageError::ObjectStore { path: path.to_string(), source })
+    /// Commits `bytes` as the version after the latest this writer knows.
+    fn commit_document(&self, document: &Document, known: &Mutex<Option<u64>>, bytes: Vec<u8>) -> Result<(), StorageError> {
+        self.may_write("committing")?;
+        let mut known = known.lock();
+        let latest = match *known {
+            Some(version) => version,
+            None => document.versions(&self.io)?.last().copied().unwrap_or(0),
+        };
+        document.commit(&self.io, latest + 1, bytes)?;
+        *known = Some(latest + 1);
+        Ok(())
     }
 }
 
@@ -116,37 +147,57 @@ impl DataFiles for ParquetLakeStore {
     }
 
     fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], bounds: &[PageBound]) -> CoreResult<DecodedRows> {
-        let bytes = self.get(&file.path)?.ok_or_else(|| {
-            CoreError::Storage(format!("data file {} of the catalog is missing from storage", file.path))
-        })?;
-        let (batches, selected) = parquet_files::decode_pruned(bytes, table, columns, bounds)
-            .map_err(|source| StorageError::Parquet { path: file.path.clone(), source })?;
-        Ok(DecodedRows { batches, selected })
-    }
-
-    fn delete_file(&self, path: &str) -> CoreResult<()> {
-        let location = self.path(path);
-        match self.runtime.block_on(self.store.delete(&location)) {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(source) => Err(StorageError::ObjectStore { path: location.to_string(), source }.into()),
+        let path = self.io.path(&file.path);
+        let store = Arc::clone(self.io.store());
+        let read = self.io.runtime().block_on(async {
+            // Checkpoint segments are read at recovery with no recorded size.
+            let size = match file.size_bytes {
+                0 => store.head(&path).await?.size,
+                size => size,
+            };
+            ranged_reads::read(store, path.clone(), size, &self.footers, table, columns, bounds).await
+        });
+        match read {
+            Ok(read) => Ok(DecodedRows { batches: read.batches, selected: read.selected, bytes_fetched: read.bytes_fetched }),
+            Err(error) if is_not_found(&error) => {
+                Err(CoreError::Storage(format!("data file {} of the catalog is missing from storage", file.path)))
+            }
+            Err(source) => Err(StorageError::Parquet { path: file.path.clone(), source }.into()),
         }
     }
 
+    fn delete_file(&self, path: &str) -> CoreResult<()> {
+        self.may_write("deleting a data file")?;
+        self.footers.forget(self.io.path(path).as_ref());
+        Ok(self.io.delete(path)?)
+    }
+}
+
+/// Whether a read failed because the object does not exist.
+fn is_not_found(error: &parquet::errors::ParquetError) -> bool {
+    match error {
+        parquet::errors::ParquetError::External(source) => {
+            matches!(source.downcast_ref::<object_store::Error>(), Some(object_store::Error::NotFound { .. }))
+        }
+        _ => false,
+    }
 }
 
 impl CatalogStore for ParquetLakeStore {
     fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
-        self.put(manifest::MANIFEST_PATH, manifest::encode(catalog)?)?;
-        Ok(())
+        Ok(self.commit_document(&manifest::DOCUMENT, &self.catalog_version, manifest::encode(catalog)?)?)
     }
 
     fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>> {
-        match self.get(manifest::MANIFEST_PATH)? {
+        match self.load_document(&manifest::DOCUMENT, &self.catalog_version)? {
             Some(bytes) => Ok(Some(manifest::decode(&bytes)?)),
             None => Ok(None),
         }
     }
 
+    fn writable(&self) -> bool {
+        matches!(self.access, Access::Writer { .. })
+    }
 }
 
 impl CheckpointStore for ParquetLakeStore {
@@ -162,17 +213,21 @@ impl CheckpointStore for ParquetLakeStore {
     }
 
     fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
-        self.put(checkpoint_files::LATEST_PATH, checkpoint_files::encode(checkpoint)?)?;
+        self.commit_document(&checkpoint_files::DOCUMENT, &self.checkpoint_version, checkpoint_files::encode(checkpoint)?)?;
         // Only now may segments no checkpoint references go: the new one is in place.
         let referenced = checkpoint.referenced_paths();
-        Ok(self.delete_under(checkpoint_files::SEGMENTS_FOLDER, |relative| !referenced.contains(relative))?)
+        for path in self.io.list(checkpoint_files::SEGMENTS_FOLDER)? {
+            if !referenced.contains(path.as_str()) {
+                self.io.delete(&path)?;
+            }
+        }
+        Ok(())
     }
 
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {
-        match self.get(checkpoint_files::LATEST_PATH)? {
+        match self.load_document(&checkpoint_files::DOCUMENT, &self.checkpoint_version)? {
             Some(bytes) => Ok(Some(checkpoint_files::decode(&bytes)?)),
             None => Ok(None),
         }
     }
-
 }

@@ -160,7 +160,7 @@ fn a_version_1_catalog_gets_its_column_ranges_recorded_once() {
     engine.wait_for_flushes().expect("flush");
     engine.close().expect("close");
 
-    let manifest_path = dir.path().join("catalog/manifest.json");
+    let manifest_path = latest_version(dir.path(), "catalog", "manifest");
     let mut manifest: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).expect("read")).expect("json");
     let recorded = manifest["tables"][0]["files"].clone();
     assert!(recorded.as_array().is_some_and(|files| !files.is_empty() && files.iter().all(|f| f["column_ranges"].is_array())), "{recorded}");
@@ -175,7 +175,9 @@ fn a_version_1_catalog_gets_its_column_ranges_recorded_once() {
     let files = recorded.as_array().map_or(0, Vec::len);
     assert_eq!(engine.recovery_report().expect("recovered").files_given_column_ranges, files);
     engine.close().expect("close");
-    let migrated: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest_path).expect("read")).expect("json");
+    let migrated_path = latest_version(dir.path(), "catalog", "manifest");
+    assert_ne!(migrated_path, manifest_path, "the migration is committed as a new version");
+    let migrated: serde_json::Value = serde_json::from_slice(&std::fs::read(&migrated_path).expect("read")).expect("json");
     assert_eq!(migrated["format_version"], 2);
     // The reopened engine may flush the checkpointed buffer too: compare the old files.
     let now = migrated["tables"][0]["files"].as_array().expect("files");
@@ -183,4 +185,16 @@ fn a_version_1_catalog_gets_its_column_ranges_recorded_once() {
 
     let engine = Engine::open(config, Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("reopen");
     assert_eq!(engine.recovery_report().expect("recovered").files_given_column_ranges, 0, "recorded once");
+}
+
+/// The latest version of a versioned document of a local lake
+/// (`<folder>/<stem>-<version>.json`).
+fn latest_version(dir: &std::path::Path, folder: &str, stem: &str) -> std::path::PathBuf {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join(folder))
+        .expect("document folder")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with(&format!("{stem}-")) && name.ends_with(".json"))
+        .collect();
+    names.sort();
+    dir.join(folder).join(names.last().expect("a committed version"))
 }

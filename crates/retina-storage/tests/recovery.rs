@@ -137,10 +137,22 @@ fn open_reports_newer_checkpoint_formats_clearly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = EngineConfig { gc_interval: None, checkpoint_interval: None, ..EngineConfig::default() };
     drop(open(dir.path(), &config));
-    let latest = dir.path().join("checkpoints/latest.json");
+    let latest = latest_version(dir.path(), "checkpoints", "checkpoint");
     let text = std::fs::read_to_string(&latest).expect("first checkpoint written at open");
     std::fs::write(&latest, text.replace("\"format_version\":1", "\"format_version\":2")).expect("write");
     let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
     let error = Engine::open(config, Arc::new(store)).err().expect("newer format refused");
     assert!(error.to_string().contains("format version 2"), "{error}");
+}
+
+/// The latest version of a versioned document of a local lake
+/// (`<folder>/<stem>-<version>.json`).
+fn latest_version(dir: &std::path::Path, folder: &str, stem: &str) -> std::path::PathBuf {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join(folder))
+        .expect("document folder")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with(&format!("{stem}-")) && name.ends_with(".json"))
+        .collect();
+    names.sort();
+    dir.join(folder).join(names.last().expect("a committed version"))
 }

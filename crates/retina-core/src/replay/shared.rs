@@ -37,6 +37,8 @@ pub(crate) struct EngineShared {
     pub(crate) config: EngineConfig,
     pub(crate) txn: Arc<dyn TransactionService>,
     pub(crate) store: Arc<dyn LakeStore>,
+    /// Opened over a store that may not write ([`crate::storage::CatalogStore::writable`]).
+    pub(crate) read_only: bool,
     pub(crate) registry: RwLock<TableRegistry>,
     pub(crate) next_file_id: AtomicU64,
     pub(crate) failed: AtomicBool,

@@ -69,7 +69,7 @@ impl Backend for Remote {
     }
 }
 
-/// An embedded engine over a stopped data dir. Created and dropped outside the
+/// An embedded, read-only engine over a data dir (stopped, or with its writer running). Created and dropped outside the
 /// runtime (its storage owns a tokio runtime of its own).
 struct Embedded {
     runtime: tokio::runtime::Runtime,
@@ -84,9 +84,11 @@ impl Embedded {
             bail!("{} is not a directory", dir.display());
         }
         let shown = retina_storage::redacted(location);
-        let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
+        // A reader: no lock or lease, so it runs beside a writer (on its latest
+        // checkpoint), and nothing is written.
+        let store = ParquetLakeStore::open_reader(location).with_context(|| format!("opening the lake in {shown}"))?;
         let config = EngineConfig { gc_interval: None, ..EngineConfig::default() };
-        // Recovers the lakehouse from its latest checkpoint; read-only from here on.
+        // Recovers the lakehouse from its latest checkpoint.
         let engine = Arc::new(
             Engine::open(config, Arc::new(store)).with_context(|| format!("opening the lakehouse in {shown}"))?,
         );

@@ -71,6 +71,7 @@ impl Engine {
 
     /// Takes a checkpoint now (replay and queries go on meanwhile).
     pub fn checkpoint(&self) -> CoreResult<CheckpointReport> {
+        self.writable("a checkpoint")?;
         if let Some(error) = self.shared.failure() {
             return Err(error);
         }
@@ -78,9 +79,26 @@ impl Engine {
     }
 
     /// Clean shutdown: makes everything submitted visible, flushes full files and
-    /// takes a final checkpoint.
+    /// takes a final checkpoint. A read-only engine just stops, reporting the
+    /// checkpoint it recovered.
     pub fn close(self) -> CoreResult<CheckpointReport> {
+        if self.shared.read_only {
+            let ts = self.recovery_report().map_or(Ts(0), |report| report.checkpoint_ts);
+            return Ok(CheckpointReport { ts, files: 0, buffered_rows: 0, millis: 0.0 });
+        }
         self.flush_and_checkpoint()
+    }
+
+    /// Whether the engine was opened over a store that may not write.
+    pub fn is_read_only(&self) -> bool {
+        self.shared.read_only
+    }
+
+    fn writable(&self, operation: &'static str) -> CoreResult<()> {
+        if self.shared.read_only {
+            return Err(CoreError::ReadOnly { operation });
+        }
+        Ok(())
     }
 
     /// [`Self::close`] through a shared handle (a server whose connection tasks may
@@ -111,6 +129,7 @@ impl Engine {
 
     /// Creates a table and records it in the catalog.
     pub fn create_table(&self, schema: TableSchema) -> CoreResult<TableId> {
+        self.writable("creating a table")?;
         let id = {
             let mut registry = self.shared.registry.write();
             if registry.by_name.contains_key(schema.name()) {
@@ -141,6 +160,7 @@ impl Engine {
     /// and rows submitted after must have the new shape; the caller serializes this
     /// with its own submissions (a source adds the column between two transactions).
     pub fn add_column(&self, table: TableId, field: arrow_schema::Field) -> CoreResult<()> {
+        self.writable("adding a column")?;
         self.sync()?;
         let runtime = self.shared.table(table)?;
         let widened = runtime.schema().with_column(field)?;
@@ -186,6 +206,7 @@ impl Engine {
     }
 
     fn submit_inner(&self, changes: Vec<RowChange>, origin: Option<(&str, String)>) -> CoreResult<Ts> {
+        self.writable("applying changes")?;
         if let Some(error) = self.shared.failure() {
             return Err(error);
         }

@@ -28,7 +28,9 @@ impl Engine {
     /// Opens the lakehouse in `store`: recovers from the catalog and the latest
     /// checkpoint when there is one (replay then resumes from
     /// [`Self::recovered_positions`]), or starts empty and writes a first checkpoint,
-    /// so that a crash at any later moment has one to recover from.
+    /// so that a crash at any later moment has one to recover from. Over a store
+    /// that may not write, the engine is read-only: it recovers and answers
+    /// queries, recovered rows stay in memory, and nothing is written.
     pub fn open(config: EngineConfig, store: Arc<dyn LakeStore>) -> CoreResult<Self> {
         match recover(store.as_ref(), config.shards.max(1))? {
             Some(state) => {
@@ -36,8 +38,11 @@ impl Engine {
                 Self::launch(config, txn, store, Some(state))
             }
             None => {
+                let read_only = !store.writable();
                 let engine = Self::launch(config, Arc::new(EmbeddedTransactionService::new()), store, None)?;
-                engine.checkpoint()?;
+                if !read_only {
+                    engine.checkpoint()?;
+                }
                 Ok(engine)
             }
         }
@@ -101,9 +106,11 @@ impl Engine {
         // Key ownership depends on the shard count, so a recovered lakehouse keeps it.
         let shards = state.shards;
         let (flush_sender, flush_inbox) = bounded(1024);
+        let read_only = !store.writable();
         let shared = Arc::new(EngineShared {
             config: EngineConfig { shards, ..config },
             txn,
+            read_only,
             store,
             registry: RwLock::new(std::mem::take(&mut state.registry)),
             next_file_id: AtomicU64::new(state.next_file_id),
@@ -136,8 +143,12 @@ impl Engine {
             threads.push(spawn(&format!("retina-shard-{index}"), move || shard.run(inbox))?);
             shard_inboxes.push(sender);
         }
-        for job in std::mem::take(&mut state.to_flush) {
-            shared.flush(job);
+        // A read-only engine keeps recovered full files in memory, and runs no
+        // background work that writes.
+        if !read_only {
+            for job in std::mem::take(&mut state.to_flush) {
+                shared.flush(job);
+            }
         }
         let stop_background = Arc::new(AtomicBool::new(false));
         if let Some(interval) = shared.config.gc_interval {
@@ -150,7 +161,7 @@ impl Engine {
                 }
             })?);
         }
-        if let Some(interval) = shared.config.storage_gc_interval {
+        if let Some(interval) = shared.config.storage_gc_interval.filter(|_| !read_only) {
             let (gc_shared, gc_inboxes, stop) =
                 (Arc::clone(&shared), shard_inboxes.clone(), Arc::clone(&stop_background));
             threads.push(spawn_background("retina-storage-gc", shared.config.background_nice, move || {
@@ -166,7 +177,7 @@ impl Engine {
                 }
             })?);
         }
-        if let Some(interval) = shared.config.checkpoint_interval {
+        if let Some(interval) = shared.config.checkpoint_interval.filter(|_| !read_only) {
             let (checkpoint_shared, stop) = (Arc::clone(&shared), Arc::clone(&stop_background));
             threads.push(spawn_background("retina-checkpoint", shared.config.background_nice, move || {
                 while !stop.load(SeqCst) {

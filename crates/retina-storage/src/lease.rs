@@ -1,0 +1,202 @@
+//! The single-writer lease of a lake on an object store, where there is no file
+//! lock: the object `retina.lease` names its holder and an expiry, and the holder
+//! renews it in the background.
+//!
+//! Acquiring creates the object (`PutMode::Create`: `If-None-Match: *` on S3) or,
+//! when the holder's expiry has passed, replaces it naming the version read
+//! (`PutMode::Update`: `If-Match: <ETag>`), so of two writers starting together
+//! exactly one gets it. Renewal also names the version it last wrote; finding
+//! another one means a writer took the lease over, and this one stops committing.
+//!
+//! Expiry is compared with each machine's wall clock, so writers on different
+//! machines must keep their clocks within a fraction of the lease (NTP does).
+//! Catalog and checkpoint commits create numbered versions exactly once
+//! ([`crate::versioned`]), so even a writer that has not yet noticed it lost the
+//! lease cannot overwrite a commit of the new holder.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use object_store::{PutMode, UpdateVersion};
+use parking_lot::{Condvar, Mutex};
+use serde::{Deserialize, Serialize};
+
+use crate::error::StorageError;
+use crate::io::ObjectIo;
+
+/// Object path of the lease, under the lake's prefix.
+pub const LEASE_PATH: &str = "retina.lease";
+
+/// How long a lease lasts unless renewed (URL option `lease_seconds`); a crashed
+/// writer's lake can be taken over after this.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct LeaseRecord {
+    owner: String,
+    expires_at_ms: u64,
+}
+
+struct LeaseState {
+    io: Arc<ObjectIo>,
+    owner: String,
+    duration: Duration,
+    /// The version of the lease object this writer last wrote, and its expiry.
+    held: Mutex<(UpdateVersion, u64)>,
+    /// Why this writer may no longer commit, once it lost the lease.
+    lost: Mutex<Option<String>>,
+    stop: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// A held lease; released (deleted) when dropped.
+pub struct Lease {
+    state: Arc<LeaseState>,
+    renewer: Option<JoinHandle<()>>,
+    /// The holder whose expired lease this one replaced, if any.
+    pub took_over_from: Option<String>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn shown_time(ms: u64) -> String {
+    let seconds_from_now = (ms as i64 - now_ms() as i64) as f64 / 1000.0;
+    format!("{ms} ms since the epoch, {seconds_from_now:.1} s from now")
+}
+
+/// Who this process is, for the holder field: host, pid and a per-start nonce.
+fn owner_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "unknown-host".into());
+    let nonce = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("{host} pid {} ({nonce:08x})", std::process::id())
+}
+
+impl Lease {
+    /// Takes the lease of the lake in `io`, or fails naming the writer that holds it
+    /// and when its lease expires.
+    pub fn acquire(io: Arc<ObjectIo>, duration: Duration) -> Result<Self, StorageError> {
+        let owner = owner_id();
+        let encode = |expires_at_ms| {
+            serde_json::to_vec(&LeaseRecord { owner: owner.clone(), expires_at_ms }).map_err(|e| StorageError::Lease {
+                location: io.location().to_string(),
+                reason: e.to_string(),
+            })
+        };
+        // A lost race (another writer created or took it between our read and write)
+        // is read again: its new holder is then named.
+        for _ in 0..3 {
+            let expires_at_ms = now_ms() + duration.as_millis() as u64;
+            let (mode, previous) = match io.get(LEASE_PATH)? {
+                None => (PutMode::Create, None),
+                Some(found) => {
+                    let record: LeaseRecord = serde_json::from_slice(&found.bytes).map_err(|e| StorageError::Lease {
+                        location: io.location().to_string(),
+                        reason: format!("{LEASE_PATH} is not a lease record ({e}); if no writer runs, delete it"),
+                    })?;
+                    if record.expires_at_ms > now_ms() {
+                        return Err(StorageError::Leased {
+                            location: io.location().to_string(),
+                            holder: record.owner,
+                            expires: shown_time(record.expires_at_ms),
+                        });
+                    }
+                    (PutMode::Update(found.version), Some(record.owner))
+                }
+            };
+            match io.put(LEASE_PATH, encode(expires_at_ms)?, mode) {
+                Ok(version) => {
+                    let took_over_from = previous;
+                    let state = Arc::new(LeaseState {
+                        io,
+                        owner,
+                        duration,
+                        held: Mutex::new((version, expires_at_ms)),
+                        lost: Mutex::new(None),
+                        stop: Mutex::new(false),
+                        wake: Condvar::new(),
+                    });
+                    let renewing = Arc::clone(&state);
+                    let renewer = std::thread::Builder::new()
+                        .name("retina-lease".into())
+                        .spawn(move || renew_until_stopped(&renewing))
+                        .map_err(StorageError::Runtime)?;
+                    return Ok(Self { state, renewer: Some(renewer), took_over_from });
+                }
+                Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => continue,
+                Err(source) => return Err(io.error("taking the lease", &io.path(LEASE_PATH), source)),
+            }
+        }
+        Err(StorageError::Lease { location: io.location().to_string(), reason: "other writers keep taking the lease; try again".into() })
+    }
+
+    /// Fails when this writer may no longer commit: another took the lease over, or
+    /// renewals failed until it expired.
+    pub fn check(&self) -> Result<(), StorageError> {
+        let state = &self.state;
+        let reason = state.lost.lock().clone().or_else(|| {
+            let expires = state.held.lock().1;
+            (expires <= now_ms()).then(|| format!("it expired at {} before a renewal succeeded", shown_time(expires)))
+        });
+        match reason {
+            Some(reason) => Err(StorageError::LeaseLost { location: state.io.location().to_string(), reason }),
+            None => Ok(()),
+        }
+    }
+
+    /// The holder id this writer put in the lease.
+    pub fn owner(&self) -> &str {
+        &self.state.owner
+    }
+}
+
+fn renew_until_stopped(state: &LeaseState) {
+    let period = state.duration / 3;
+    loop {
+        {
+            let mut stop = state.stop.lock();
+            if !*stop {
+                state.wake.wait_for(&mut stop, period);
+            }
+            if *stop || state.lost.lock().is_some() {
+                return;
+            }
+        }
+        let expires_at_ms = now_ms() + state.duration.as_millis() as u64;
+        let record = LeaseRecord { owner: state.owner.clone(), expires_at_ms };
+        let Ok(bytes) = serde_json::to_vec(&record) else { continue };
+        let version = state.held.lock().0.clone();
+        match state.io.put(LEASE_PATH, bytes, PutMode::Update(version)) {
+            Ok(version) => *state.held.lock() = (version, expires_at_ms),
+            Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
+                *state.lost.lock() = Some("another writer replaced it (it took the lease over)".into());
+            }
+            // Transient: `check` refuses commits once the held expiry passes.
+            Err(_) => {}
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        *self.state.stop.lock() = true;
+        self.state.wake.notify_all();
+        if let Some(renewer) = self.renewer.take() {
+            let _ = renewer.join();
+        }
+        // Release only our own lease: a writer that took over keeps its own (the
+        // delete is not conditional, so the owner is read just before).
+        if self.state.lost.lock().is_some() {
+            return;
+        }
+        let ours = self.state.io.get(LEASE_PATH).ok().flatten().and_then(|found| serde_json::from_slice::<LeaseRecord>(&found.bytes).ok());
+        if ours.is_some_and(|record| record.owner == self.state.owner) {
+            let _ = self.state.io.delete(LEASE_PATH);
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Reading Parquet files with range requests: a file's footer and page indexes are
+//! fetched once and cached, then a read fetches only the column chunks it projects
+//! and, when the page index rules pages out, only the pages it keeps. On an object
+//! store that is the difference between fetching a whole object per query and
+//! fetching a few ranges; on a local directory it saves reading unprojected columns.
+
+use std::num::NonZeroUsize;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryStreamExt};
+use lru::LruCache;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parking_lot::Mutex;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use parquet::errors::Result as ParquetResult;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use retina_core::storage::PageBound;
+use retina_core::TableSchema;
+
+use crate::parquet_files::plan_read;
+
+/// Bytes fetched from the end of a file in one request for its footer: ours are a
+/// few KB of metadata plus page indexes, so one request usually covers both.
+const FOOTER_FETCH_BYTES: usize = 64 * 1024;
+
+/// Files whose metadata is kept. Data files are immutable and never reuse a path,
+/// so an entry can only go stale by its file being deleted (then it is dropped).
+const CACHED_FOOTERS: usize = 4096;
+
+/// A file's rows as read, and what reading them fetched.
+pub(crate) struct RangedRead {
+    pub batches: Vec<RecordBatch>,
+    pub selected: Option<Vec<bool>>,
+    pub bytes_fetched: u64,
+}
+
+/// Parsed footers (with page indexes) of recently read files, by object path.
+pub(crate) struct FooterCache {
+    entries: Mutex<LruCache<String, ArrowReaderMetadata>>,
+}
+
+impl FooterCache {
+    pub fn new() -> Self {
+        let capacity = NonZeroUsize::new(CACHED_FOOTERS).unwrap_or(NonZeroUsize::MIN);
+        Self { entries: Mutex::new(LruCache::new(capacity)) }
+    }
+
+    pub fn forget(&self, path: &str) {
+        self.entries.lock().pop(path);
+    }
+}
+
+/// One object read by ranges, counting the bytes it fetches.
+struct RangedFile {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+    /// Shared with the caller: the stream owns the file until it ends.
+    fetched: Arc<AtomicU64>,
+}
+
+impl AsyncFileReader for RangedFile {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, ParquetResult<Bytes>> {
+        async move {
+            let bytes = self.store.get_range(&self.path, range).await?;
+            self.fetched.fetch_add(bytes.len() as u64, Relaxed);
+            Ok(bytes)
+        }
+        .boxed()
+    }
+
+    /// object_store coalesces ranges that lie close together into one request.
+    fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, ParquetResult<Vec<Bytes>>> {
+        async move {
+            let parts = self.store.get_ranges(&self.path, &ranges).await?;
+            self.fetched.fetch_add(parts.iter().map(|part| part.len() as u64).sum::<u64>(), Relaxed);
+            Ok(parts)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(&'a mut self, _options: Option<&'a ArrowReaderOptions>) -> BoxFuture<'a, ParquetResult<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.size;
+            let metadata = ParquetMetaDataReader::new()
+                .with_page_index_policy(PageIndexPolicy::Optional)
+                .with_prefetch_hint(Some(FOOTER_FETCH_BYTES))
+                .load_and_finish(&mut *self, size)
+                .await?;
+            Ok(Arc::new(metadata))
+        }
+        .boxed()
+    }
+}
+
+/// Reads the stored columns `columns` of the file at `path` (`size` bytes), leaving
+/// out the pages `bounds` rule out. Call from inside the store's runtime.
+pub(crate) async fn read(
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+    footers: &FooterCache,
+    table: &TableSchema,
+    columns: &[usize],
+    bounds: &[PageBound],
+) -> ParquetResult<RangedRead> {
+    let key = path.to_string();
+    let fetched = Arc::new(AtomicU64::new(0));
+    let mut file = RangedFile { store, path, size, fetched: Arc::clone(&fetched) };
+    let cached = footers.entries.lock().get(&key).cloned();
+    let metadata = match cached {
+        Some(metadata) => metadata,
+        None => {
+            let options = ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+            let metadata = ArrowReaderMetadata::load_async(&mut file, options).await?;
+            footers.entries.lock().put(key, metadata.clone());
+            metadata
+        }
+    };
+    let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(file, metadata);
+    let (builder, plan) = plan_read(builder, table, columns, bounds);
+    let mut stream = builder.build()?;
+    let mut batches = Vec::new();
+    while let Some(batch) = stream.try_next().await? {
+        batches.push(batch);
+    }
+    let batches = plan.conform(table, columns, batches)?;
+    Ok(RangedRead { batches, selected: plan.selected, bytes_fetched: fetched.load(Relaxed) })
+}

@@ -1,0 +1,122 @@
+//! Documents that advance by numbered versions, each created exactly once: the
+//! catalog manifest and the checkpoint pointer.
+//!
+//! Version `n` of a document is the object `<folder>/<stem>-<n, 20 digits>.json`,
+//! written with `PutMode::Create`: on S3 a conditional PUT with `If-None-Match: *`
+//! (object_store's default `S3ConditionalPut::ETagMatch`), on GCS and Azure their
+//! create-only preconditions, on a local directory a hard link that fails when the
+//! name exists. So of two writers that both try to commit version `n`, exactly one
+//! succeeds; the other gets [`StorageError::CommitRace`] and stops, instead of
+//! overwriting what the first committed. Creating a new name (rather than a
+//! compare-and-swap on one name with `If-Match`) works on every backend
+//! object_store has, including local directories, which do not implement
+//! `PutMode::Update`.
+//!
+//! The latest version is the highest number a listing of the folder shows (one
+//! level, so checkpoint segments in subfolders are not listed). A writer keeps the
+//! last [`KEPT_VERSIONS`] and deletes older ones, so a reader that listed just
+//! before a commit still finds the version it picked, or lists again.
+
+use object_store::PutMode;
+
+use crate::error::StorageError;
+use crate::io::ObjectIo;
+
+/// Versions a writer keeps: the latest and the ones just before it.
+const KEPT_VERSIONS: u64 = 3;
+
+/// How often a reader lists again when the version it picked was deleted (several
+/// commits happened between its listing and its read).
+const READ_ATTEMPTS: usize = 8;
+
+/// One versioned document of the lake.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Document {
+    /// For messages: "catalog manifest".
+    pub what: &'static str,
+    pub folder: &'static str,
+    pub stem: &'static str,
+    /// Where the document lived as one replaced object before it was versioned;
+    /// read when no version exists, deleted after the first versioned commit.
+    pub legacy: &'static str,
+}
+
+impl Document {
+    pub fn path(&self, version: u64) -> String {
+        format!("{}/{}-{version:020}.json", self.folder, self.stem)
+    }
+
+    fn version_of(&self, relative: &str) -> Option<u64> {
+        let name = relative.strip_prefix(self.folder)?.strip_prefix('/')?;
+        let digits = name.strip_prefix(self.stem)?.strip_prefix('-')?.strip_suffix(".json")?;
+        (digits.len() == 20 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
+    }
+
+    /// The versions present, ascending.
+    pub fn versions(&self, io: &ObjectIo) -> Result<Vec<u64>, StorageError> {
+        let mut versions: Vec<u64> = io.list_folder(self.folder)?.iter().filter_map(|path| self.version_of(path)).collect();
+        versions.sort_unstable();
+        Ok(versions)
+    }
+
+    /// The latest version and its bytes; version 0 is the legacy object. `None`
+    /// when the document was never written.
+    pub fn load_latest(&self, io: &ObjectIo) -> Result<Option<(u64, bytes::Bytes)>, StorageError> {
+        for _ in 0..READ_ATTEMPTS {
+            let Some(&latest) = self.versions(io)?.last() else {
+                return Ok(io.get(self.legacy)?.map(|found| (0, found.bytes)));
+            };
+            if let Some(found) = io.get(&self.path(latest))? {
+                return Ok(Some((latest, found.bytes)));
+            }
+        }
+        Err(StorageError::Unsettled { location: io.location().to_string(), what: self.what, attempts: READ_ATTEMPTS })
+    }
+
+    /// Creates version `version` (the one after the latest this writer knows).
+    /// Then removes versions older than the kept ones, and the legacy object.
+    pub fn commit(&self, io: &ObjectIo, version: u64, bytes: Vec<u8>) -> Result<(), StorageError> {
+        let path = self.path(version);
+        match io.put(&path, bytes, PutMode::Create) {
+            Ok(_) => {}
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                return Err(StorageError::CommitRace { location: io.location().to_string(), what: self.what, version });
+            }
+            Err(source) => return Err(io.error("committing", &io.path(&path), source)),
+        }
+        if version == 1 {
+            io.delete(self.legacy)?;
+        }
+        if version > KEPT_VERSIONS {
+            io.delete(&self.path(version - KEPT_VERSIONS))?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every version older than the kept ones below `latest` (left by a
+    /// writer that crashed between a commit and its clean-up).
+    pub fn sweep(&self, io: &ObjectIo, latest: u64) -> Result<(), StorageError> {
+        for version in self.versions(io)? {
+            if version + KEPT_VERSIONS <= latest {
+                io.delete(&self.path(version))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: Document = Document { what: "catalog manifest", folder: "catalog", stem: "manifest", legacy: "catalog/manifest.json" };
+
+    #[test]
+    fn version_names_round_trip_and_others_are_ignored() {
+        assert_eq!(DOC.path(42), "catalog/manifest-00000000000000000042.json");
+        assert_eq!(DOC.version_of(&DOC.path(42)), Some(42));
+        assert_eq!(DOC.version_of("catalog/manifest.json"), None);
+        assert_eq!(DOC.version_of("catalog/manifest-42.json"), None);
+        assert_eq!(DOC.version_of("catalog/other-00000000000000000042.json"), None);
+    }
+}
