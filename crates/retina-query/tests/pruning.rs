@@ -81,6 +81,10 @@ async fn a_selective_filter_reads_fewer_splits_and_explain_shows_the_pruned_ones
     let text = pretty(&analyzed);
     assert!(text.contains("splits_pruned="), "{text}");
     assert!(text.contains("splits_read="), "{text}");
+    // Bytes fetched from storage, per scan: flushed files are read from the lake.
+    let fetched = text.split("bytes_fetched=").nth(1).and_then(|rest| rest.split([',', ']']).next()).unwrap_or("0");
+    assert!(!fetched.starts_with('0'), "EXPLAIN ANALYZE shows the bytes a scan fetched ({fetched}): {text}");
+    assert!(session.metrics().snapshot().bytes_fetched > 0, "and /metrics counts them");
 
     let (_, metrics) = session
         .collect("SELECT value FROM retina.metrics WHERE name = 'retina_scan_splits_pruned_total'")

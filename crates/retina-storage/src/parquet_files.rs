@@ -17,6 +17,14 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 /// Rows per decoded batch when reading.
 const READ_BATCH_ROWS: usize = 8192;
 
+/// Dictionary bytes past which a column chunk's pages fall back to plain encoding.
+/// Parquet's default (1 MiB) keeps a dictionary for a 64K-row file's unique keys,
+/// and that one dictionary page must be fetched by every read of the column, so
+/// page pruning saved no I/O on key columns; at 64 KiB high-cardinality columns
+/// fall back to plain pages (no larger: a dictionary of unique values saves
+/// nothing), while columns with few distinct values keep their dictionary.
+const DICTIONARY_PAGE_BYTES: usize = 64 * 1024;
+
 /// Encodes `batches` as one Parquet file with a single row group (the virtual file's
 /// row group, so row offsets stay valid), page-level statistics and a page index so
 /// readers can prune by `_create_ts` and by predicates.
@@ -24,6 +32,7 @@ pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let properties = WriterProperties::builder()
         .set_max_row_group_row_count(Some(rows.max(1)))
+        .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_compression(Compression::SNAPPY)
         .set_created_by(format!("retina {}", env!("CARGO_PKG_VERSION")))

@@ -2,7 +2,9 @@
 //! random moments (during replay, flushes, checkpoints, GC), then restarted, until it
 //! finishes the stream. The final lakehouse must equal the stream applied once, in
 //! order; the worker itself checks a cross-table invariant on snapshots as it runs.
-//! `RETINA_CRASH_KILLS` sets the number of kills (default 50).
+//! `RETINA_CRASH_KILLS` sets the number of kills (default 50). The same tests run
+//! with the lake on an S3-compatible server (moto), where a restart after a kill
+//! must also wait for the killed writer's lease to expire.
 
 #[path = "crash/worker.rs"]
 mod worker;
@@ -17,6 +19,7 @@ use retina_core::rows::rows_of;
 use retina_core::value::encode_key;
 use retina_core::{Engine, EngineConfig, RowChange, TableId, Value};
 use retina_storage::ParquetLakeStore;
+use retina_test_support::LocalS3Server;
 use retina_workload::chbench::{schemas, ChBenchTables};
 use retina_workload::crash_stream::crash_stream;
 
@@ -24,12 +27,74 @@ const SEED: u64 = 11;
 const BASE_ROWS: u64 = 3_000;
 const TRANSACTIONS: usize = 30_000;
 
-fn worker(dir: &std::path::Path) -> Command {
-    worker_for(dir, TRANSACTIONS)
+/// How long a writer's lease lasts on S3 here: a killed writer's successor waits
+/// at most this long.
+const LEASE_SECONDS: f64 = 1.0;
+
+/// A lake for one test: a temporary local directory, or a bucket on a moto server.
+enum Lake {
+    Local(tempfile::TempDir),
+    S3 { _server: Option<LocalS3Server>, location: String },
 }
 
-fn worker_for(dir: &std::path::Path, transactions: usize) -> Command {
-    worker::command(dir, SEED, BASE_ROWS, transactions)
+impl Lake {
+    fn local() -> Self {
+        Lake::Local(tempfile::tempdir().expect("tempdir"))
+    }
+
+    /// A lake on a moto server of its own.
+    fn s3() -> Self {
+        let server = LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
+        let location = s3_location(&server, "crash");
+        Lake::S3 { _server: Some(server), location }
+    }
+
+    /// A lake in a new bucket of `server`.
+    fn s3_bucket(server: &LocalS3Server, bucket: &str) -> Self {
+        Lake::S3 { _server: None, location: s3_location(server, bucket) }
+    }
+
+    fn location(&self) -> String {
+        match self {
+            Lake::Local(dir) => dir.path().to_str().expect("utf-8 temp dir").to_string(),
+            Lake::S3 { location, .. } => location.clone(),
+        }
+    }
+}
+
+/// A new bucket on `server`, as a lake location with a short lease.
+fn s3_location(server: &LocalS3Server, bucket: &str) -> String {
+    server.create_bucket(bucket).unwrap_or_else(|e| panic!("{e}"));
+    format!(
+        "s3://{bucket}/lake?endpoint={}&allow_http=true&region=us-east-1&access_key_id=test&secret_access_key=test&lease_seconds={LEASE_SECONDS}",
+        server.endpoint()
+    )
+}
+
+fn worker(location: &str) -> Command {
+    worker_for(location, TRANSACTIONS)
+}
+
+fn worker_for(location: &str, transactions: usize) -> Command {
+    worker::command(location, SEED, BASE_ROWS, transactions)
+}
+
+/// Whether a worker's output says it found the lake leased by another writer.
+fn refused_for_lease(output: &std::process::Output) -> bool {
+    !output.status.success() && String::from_utf8_lossy(&output.stderr).contains("holds its lease")
+}
+
+/// Runs `command` to its end, starting it again while the lake is still leased
+/// by a killed writer (S3 only: a local lock dies with its process).
+fn output_once_unleased(mut command: impl FnMut() -> Command) -> std::process::Output {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let output = command().output().expect("run the worker");
+        if !refused_for_lease(&output) || Instant::now() > deadline {
+            return output;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// Not a test: the worker process the tests here spawn (this binary run again).
@@ -74,17 +139,30 @@ fn expected(tables: &ChBenchTables, transactions: usize) -> HashMap<TableId, Has
 #[test]
 fn killed_and_restarted_replay_ends_in_the_exact_final_state() {
     let kills: usize = std::env::var("RETINA_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let dir = tempfile::tempdir().expect("tempdir");
+    kill_and_restart(&Lake::local(), kills);
+}
+
+#[test]
+fn killed_and_restarted_replay_on_s3_ends_in_the_exact_final_state() {
+    let kills: usize = std::env::var("RETINA_CRASH_KILLS_S3").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+    kill_and_restart(&Lake::s3(), kills);
+}
+
+fn kill_and_restart(lake: &Lake, kills: usize) {
+    let location = lake.location();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(SEED);
     let mut killed = 0;
     let deadline = Instant::now() + Duration::from_secs(600);
     while killed < kills {
         assert!(Instant::now() < deadline, "crash test took too long");
-        let mut child = worker(dir.path()).spawn().expect("start crash_worker");
+        let mut child = worker(&location).spawn().expect("start crash_worker");
         std::thread::sleep(Duration::from_millis(rng.random_range(20..250)));
         match child.try_wait().expect("poll child") {
             Some(status) => {
                 let output = child.wait_with_output().expect("output");
+                if refused_for_lease(&output) {
+                    continue; // the killed writer's lease has not expired yet
+                }
                 assert!(status.success(), "worker failed: {}", String::from_utf8_lossy(&output.stderr));
                 panic!("the worker finished after {killed} kills: make the stream longer for {kills} kills");
             }
@@ -97,15 +175,47 @@ fn killed_and_restarted_replay_ends_in_the_exact_final_state() {
             }
         }
     }
-    let output = worker(dir.path()).output().expect("final run");
+    let output = output_once_unleased(|| worker(&location));
     assert!(output.status.success(), "final run failed: {}", String::from_utf8_lossy(&output.stderr));
     assert!(String::from_utf8_lossy(&output.stdout).contains("DONE"));
-    assert_final_state(dir.path(), TRANSACTIONS, &format!("after {killed} kills"));
+    assert_final_state(&location, TRANSACTIONS, &format!("after {killed} kills"));
 }
 
-/// Opens the lakehouse in `dir` and compares every table with the stream applied once.
-fn assert_final_state(dir: &std::path::Path, transactions: usize, context: &str) {
-    let store = ParquetLakeStore::open(dir.to_str().expect("utf-8")).expect("store");
+/// Two writers on one S3 lake: while the first runs, the second refuses to start
+/// and names it; once the first is killed, the second takes over when the lease
+/// expires, and the stream ends applied exactly once.
+#[test]
+fn a_second_writer_on_s3_is_refused_then_takes_over_from_a_killed_one() {
+    let transactions = 6_000;
+    let lake = Lake::s3();
+    let location = lake.location();
+    let mut first = worker_for(&location, transactions).spawn().expect("start the first writer");
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(first.try_wait().expect("poll").is_none(), "the first writer still runs");
+    let second = worker_for(&location, transactions).output().expect("second writer");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(refused_for_lease(&second), "the second writer must refuse to start: {stderr}");
+    assert!(stderr.contains(&format!("pid {}", first.id())), "the refusal names the holder: {stderr}");
+    assert!(stderr.contains("s from now"), "and when its lease expires: {stderr}");
+
+    first.kill().expect("SIGKILL the holder");
+    let _ = first.wait_with_output();
+    let killed_at = Instant::now();
+    let mut taken_over_after = None;
+    let output = output_once_unleased(|| {
+        taken_over_after = Some(killed_at.elapsed());
+        worker_for(&location, transactions)
+    });
+    assert!(output.status.success(), "the second writer failed: {}", String::from_utf8_lossy(&output.stderr));
+    let waited = taken_over_after.expect("started");
+    assert!(waited < Duration::from_secs_f64(LEASE_SECONDS * 3.0 + 2.0), "took over {waited:?} after the kill");
+    assert_final_state(&location, transactions, "after the second writer took over");
+}
+
+/// Opens the lakehouse at `location` and compares every table with the stream
+/// applied once.
+fn assert_final_state(location: &str, transactions: usize, context: &str) {
+    let store = ParquetLakeStore::open(location).expect("store");
     let config = EngineConfig { gc_interval: None, checkpoint_interval: None, ..EngineConfig::default() };
     let engine = Engine::open(config, Arc::new(store)).expect("open after the runs");
     let ids: Vec<TableId> = schemas().iter().map(|s| engine.table_id(s.name()).expect("table")).collect();
@@ -129,6 +239,16 @@ fn assert_final_state(dir: &std::path::Path, transactions: usize, context: &str)
 /// failpoint, restarts, finishes; the state must be exact.
 #[test]
 fn aborting_at_each_failpoint_then_restarting_ends_in_the_exact_final_state() {
+    abort_at_each_failpoint(&|_| Lake::local());
+}
+
+#[test]
+fn aborting_at_each_failpoint_on_s3_then_restarting_ends_in_the_exact_final_state() {
+    let server = LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
+    abort_at_each_failpoint(&|index| Lake::s3_bucket(&server, &format!("failpoint-{index}")));
+}
+
+fn abort_at_each_failpoint(new_lake: &dyn Fn(usize) -> Lake) {
     const FAILPOINTS: [&str; 9] = [
         "storage_gc::before-swap",
         "storage_gc::before-catalog",
@@ -141,9 +261,10 @@ fn aborting_at_each_failpoint_then_restarting_ends_in_the_exact_final_state() {
         "shard::before-rotate",
     ];
     let transactions = 4_000;
-    for failpoint in FAILPOINTS {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let output = worker_for(dir.path(), transactions)
+    for (index, failpoint) in FAILPOINTS.into_iter().enumerate() {
+        let lake = new_lake(index);
+        let location = lake.location();
+        let output = worker_for(&location, transactions)
             // The third hit, or the first for storage GC's rarer steps.
             .env("FAILPOINTS", if failpoint.starts_with("storage_gc") { format!("{failpoint}=panic") } else { format!("{failpoint}=2*off->panic") })
             .output()
@@ -151,8 +272,8 @@ fn aborting_at_each_failpoint_then_restarting_ends_in_the_exact_final_state() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(!output.status.success(), "{failpoint} never fired: {stderr}");
         assert!(stderr.contains(failpoint), "{failpoint}: the worker died of something else: {stderr}");
-        let output = worker_for(dir.path(), transactions).output().expect("restart");
+        let output = output_once_unleased(|| worker_for(&location, transactions));
         assert!(output.status.success(), "{failpoint}: restart failed: {}", String::from_utf8_lossy(&output.stderr));
-        assert_final_state(dir.path(), transactions, &format!("after aborting at {failpoint}"));
+        assert_final_state(&location, transactions, &format!("after aborting at {failpoint}"));
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use arrow_schema::DataType;
 use retina_core::rows::rows_of;
+use retina_core::storage::CatalogStore;
 use retina_core::{Engine, EngineConfig, RowChange, TableSchema, Value};
 use retina_storage::ParquetLakeStore;
 use retina_test_support::LocalS3Server;
@@ -76,4 +77,122 @@ fn a_missing_bucket_and_an_unknown_option_are_clear_errors_without_secrets() {
     let message = ParquetLakeStore::open(&unknown).err().expect("unknown option").to_string();
     assert!(message.contains("colour") && message.contains("s3://retina/lake"), "{message}");
     assert!(message.contains("secret_access_key=***") && !message.contains("verysecret"), "{message}");
+}
+
+/// Two stores committing to one lake with no lease between them (as two writers
+/// would if the lease were bypassed): the conditional create lets exactly one
+/// commit each version, and the loser gets an error saying so, on S3 and on a local
+/// directory alike.
+#[test]
+fn of_two_writers_committing_the_same_version_exactly_one_wins() {
+    let server = LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
+    server.create_bucket("race").unwrap_or_else(|e| panic!("{e}"));
+    let local = tempfile::tempdir().expect("tempdir");
+    for lake in [location(&server, "race"), local.path().to_str().expect("utf-8").to_string()] {
+        let open = || {
+            let (store, prefix) = retina_storage::open_object_store(&lake).expect("object store");
+            ParquetLakeStore::with_store(store, prefix).expect("store")
+        };
+        let (first, second) = (open(), open());
+        assert_eq!(first.load_catalog().expect("load"), None);
+        assert_eq!(second.load_catalog().expect("load"), None);
+        let catalog = retina_core::catalog::CatalogManifest::default();
+        first.save_catalog(&catalog).expect("the first commit of version 1 wins");
+        let lost = second.save_catalog(&catalog).expect_err("version 1 is taken").to_string();
+        assert!(lost.contains("another writer committed catalog manifest version 1 first"), "{lake}: {lost}");
+        first.save_catalog(&catalog).expect("the winner goes on with version 2");
+        assert!(open().load_catalog().expect("a third store reads the latest").is_some());
+    }
+}
+
+/// The lease: a second writer is refused naming the holder and its expiry; a
+/// reader needs no lease and may not write; once the holder is gone the next
+/// writer starts; a writer whose lease another took over commits nothing more.
+#[test]
+fn one_writer_holds_the_lease_readers_need_none() {
+    let server = LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
+    server.create_bucket("lease").unwrap_or_else(|e| panic!("{e}"));
+    let lake = format!("{}&lease_seconds=0.9", location(&server, "lease"));
+    let engine = Engine::open(config(), Arc::new(ParquetLakeStore::open(&lake).expect("first writer"))).expect("engine");
+    let table = engine.create_table(schema()).expect("table");
+    engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(1), Value::Utf8("one".into())] }]).expect("insert");
+    engine.sync().expect("visible");
+    engine.checkpoint().expect("checkpoint");
+
+    let refused = ParquetLakeStore::open(&lake).err().expect("a second writer is refused").to_string();
+    assert!(refused.contains("holds its lease until") && refused.contains(" pid "), "{refused}");
+    assert!(!refused.contains("verysecret"), "{refused}");
+    // Renewals keep the lease while the writer runs, well past its duration.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(ParquetLakeStore::open(&lake).is_err(), "renewed: still refused");
+
+    let reader = ParquetLakeStore::open_reader(&lake).expect("a reader needs no lease");
+    let refused_write = reader.save_catalog(&retina_core::catalog::CatalogManifest::default()).expect_err("read-only");
+    assert!(refused_write.to_string().contains("read-only"), "{refused_write}");
+    let read_only = Engine::open(config(), Arc::new(reader)).expect("a read-only engine over the checkpoint");
+    assert!(read_only.is_read_only());
+    let rows = rows_of(&read_only.scan(table, &read_only.snapshot().expect("snapshot"), None).expect("scan")).expect("rows");
+    assert_eq!(rows, vec![vec![Value::Int64(1), Value::Utf8("one".into())]]);
+    let change = vec![RowChange::Insert { table, row: vec![Value::Int64(2), Value::Utf8("two".into())] }];
+    assert!(read_only.submit(change).expect_err("no writes").to_string().contains("read-only"));
+    read_only.close().expect("a read-only close writes nothing");
+
+    engine.close().expect("close");
+    let next = ParquetLakeStore::open(&lake).expect("the lease was released with the store");
+
+    // Another writer takes the lease over behind this one's back: it stops committing.
+    let (store, prefix) = retina_storage::open_object_store(&lake).expect("object store");
+    let lease_path = object_store::path::Path::from(format!("{prefix}/{}", retina_storage::LEASE_PATH));
+    let usurper = br#"{"owner": "usurper", "expires_at_ms": 99999999999999}"#.to_vec();
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(object_store::ObjectStoreExt::put(&*store, &lease_path, usurper.into())).expect("overwrite the lease");
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let lost = next.save_catalog(&retina_core::catalog::CatalogManifest::default()).expect_err("lease lost").to_string();
+    assert!(lost.contains("lost its lease"), "{lost}");
+    let named = ParquetLakeStore::open(&lake).err().expect("the usurper holds it").to_string();
+    assert!(named.contains("usurper"), "{named}");
+}
+
+/// Reads fetch ranges, not objects: a projection, a page-pruned read and a read
+/// with a cached footer each fetch measurably less than the file.
+#[test]
+fn reads_fetch_only_the_ranges_they_need() {
+    use retina_core::storage::{DataFiles, PageBound};
+    let server = LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
+    server.create_bucket("ranges").unwrap_or_else(|e| panic!("{e}"));
+    let store = ParquetLakeStore::open(&location(&server, "ranges")).expect("store");
+    let rows = 65_536i64;
+    let batch = arrow_array::RecordBatch::try_new(
+        schema().stored_schema(),
+        vec![
+            Arc::new(arrow_array::Int64Array::from_iter_values(0..rows)),
+            Arc::new(arrow_array::StringArray::from_iter_values((0..rows).map(|i| format!("note number {i}")))),
+            Arc::new(arrow_array::Int64Array::from_iter_values((0..rows).map(|_| 1))),
+        ],
+    )
+    .expect("batch");
+    let written = store.write_file(&schema(), retina_core::FileId(9), &[batch]).expect("write");
+    let meta = retina_core::catalog::DataFileMeta {
+        file_id: retina_core::FileId(9),
+        path: written.path,
+        row_count: rows as u64,
+        first_row_id: retina_core::RowId(0),
+        min_create_ts: retina_core::Ts(1),
+        max_create_ts: retina_core::Ts(1),
+        size_bytes: written.size_bytes,
+        replaces: Vec::new(),
+        column_ranges: Vec::new(),
+    };
+    let size = written.size_bytes;
+    let first = store.read_file(&schema(), &meta, &[0, 1, 2], &[]).expect("read all");
+    assert!(first.bytes_fetched >= size / 2 && first.bytes_fetched <= size + 64 * 1024, "all columns: {} of {size}", first.bytes_fetched);
+    let ids = store.read_file(&schema(), &meta, &[0], &[]).expect("read ids");
+    assert!(ids.bytes_fetched * 2 < size, "one small column, footer cached: {} of {size}", ids.bytes_fetched);
+    let bound = PageBound { column: 0, min: Some(40_000), max: Some(40_020) };
+    let both = store.read_file(&schema(), &meta, &[0, 1], &[]).expect("two columns");
+    let pruned = store.read_file(&schema(), &meta, &[0, 1], &[bound.clone()]).expect("pruned read");
+    assert!(pruned.skipped_rows() > rows as u64 / 2);
+    assert!(pruned.bytes_fetched * 4 < both.bytes_fetched * 3, "page-pruned: {} of {}", pruned.bytes_fetched, both.bytes_fetched);
+    let pruned_ids = store.read_file(&schema(), &meta, &[0], &[bound]).expect("pruned ids");
+    assert!(pruned_ids.bytes_fetched * 2 < ids.bytes_fetched, "page-pruned ids: {} of {}", pruned_ids.bytes_fetched, ids.bytes_fetched);
 }

@@ -1,13 +1,13 @@
-//! The crash tests' worker: replays the crash-test stream into a data dir, resuming
+//! The crash tests' worker: replays the crash-test stream into a lake (a local
+//! directory or an object-store URL), resuming
 //! after the recovered position; checkpoints, flushes and GC run often so that a kill
 //! lands anywhere. Checks the cross-table invariant on snapshots as it goes.
 //!
 //! It is this test binary run again ([`command`]), so it needs no binary target of
-//! its own: the arguments come in [`ARGS_ENV`] (DATA_DIR SEED BASE_ROWS TRANSACTIONS).
+//! its own: the arguments come in [`ARGS_ENV`] (LOCATION SEED BASE_ROWS TRANSACTIONS).
 //! With `FAILPOINTS=name=action` (the `fail` crate; retina-core's `failpoints`
 //! feature is on in these tests) it aborts at that exact step.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,14 +22,14 @@ const SOURCE: &str = "crash-stream";
 /// Where the worker process finds its arguments.
 pub const ARGS_ENV: &str = "RETINA_CRASH_WORKER_ARGS";
 
-/// The worker process for `dir` (stdout and stderr piped; no failpoints unless the
-/// caller sets `FAILPOINTS`).
-pub fn command(dir: &Path, seed: u64, base_rows: u64, transactions: usize) -> Command {
+/// The worker process for the lake at `location` (stdout and stderr piped; no
+/// failpoints unless the caller sets `FAILPOINTS`).
+pub fn command(location: &str, seed: u64, base_rows: u64, transactions: usize) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("the test binary's path"));
     // `--nocapture`: the worker's output is the process's, not the harness's.
     command
         .args(["crash_worker_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(ARGS_ENV, format!("{}\t{seed}\t{base_rows}\t{transactions}", dir.display()))
+        .env(ARGS_ENV, format!("{location}\t{seed}\t{base_rows}\t{transactions}"))
         .env_remove("FAILPOINTS")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -58,7 +58,7 @@ pub fn main() -> ! {
 fn run() -> Result<(), String> {
     let args = std::env::var(ARGS_ENV).map_err(|e| format!("{ARGS_ENV}: {e}"))?;
     let [dir, seed, base_rows, transactions] = args.split('\t').collect::<Vec<_>>()[..] else {
-        return Err(format!("{ARGS_ENV} must be DATA_DIR SEED BASE_ROWS TRANSACTIONS (tab-separated), got {args:?}"));
+        return Err(format!("{ARGS_ENV} must be LOCATION SEED BASE_ROWS TRANSACTIONS (tab-separated), got {args:?}"));
     };
     let parse = |s: &str, what: &str| s.parse::<u64>().map_err(|e| format!("{what} {s:?}: {e}"));
     let (seed, base_rows, transactions) =
