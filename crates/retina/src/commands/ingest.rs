@@ -18,7 +18,8 @@ use retina_storage::ParquetLakeStore;
 
 #[derive(Args)]
 pub struct IngestArgs {
-    /// The lakehouse directory (Parquet files and catalog).
+    /// The lakehouse (Parquet files and catalog): a directory or an object-store URL
+    /// (`s3://BUCKET/PREFIX?…`, `gs://…`, `az://…`), which this process leases.
     #[arg(long)]
     data_dir: PathBuf,
     /// The source: file:PATH, - (stdin), nats://HOST:PORT/STREAM, generator:chbench?rate=N&seconds=S.
@@ -74,6 +75,9 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     // A local dir is created (and locked) by the store; a URL names one that exists.
     let shown = retina_storage::redacted(location);
     let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lakehouse in {shown}"))?;
+    if let Some(previous) = store.took_over_from() {
+        eprintln!("retina ingest: took over the expired lease of {previous} on {shown}; recovering what it made durable");
+    }
     // Opens (and recovers) the lakehouse: a source ingested before resumes after its
     // recorded position, so re-running an ingest applies nothing twice.
     let config = EngineConfig {

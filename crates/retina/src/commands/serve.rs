@@ -20,7 +20,8 @@ use super::serve_sources::ServedSource;
 
 #[derive(Args)]
 pub struct ServeArgs {
-    /// The lakehouse directory (created if missing).
+    /// The lakehouse: a directory (created if missing) or an object-store URL
+    /// (`s3://BUCKET/PREFIX?…`, `gs://…`, `az://…`), which this process leases.
     #[arg(long)]
     pub data_dir: PathBuf,
     /// Address of the PostgreSQL endpoint.
@@ -69,6 +70,9 @@ impl Instance {
         // A local dir is created (and locked) by the store; a URL names one that exists.
         let shown = retina_storage::redacted(location);
         let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
+        if let Some(previous) = store.took_over_from() {
+            eprintln!("retina serve: took over the expired lease of {previous} on {shown}; recovering what it made durable");
+        }
         // `open` recovers a data dir that holds a lakehouse (from its latest checkpoint;
         // sources then resume from their recovered positions) or starts an empty one.
         let engine = Arc::new(

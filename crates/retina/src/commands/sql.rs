@@ -38,7 +38,8 @@ pub struct SqlArgs {
     /// Address of a running `retina serve` (HOST:PORT).
     #[arg(long, conflicts_with = "data_dir")]
     connect: Option<String>,
-    /// Query a stopped data dir with an embedded engine instead of a server.
+    /// Query a data dir (or object-store URL) with an embedded, read-only engine
+    /// instead of a server: it reads the latest checkpoint, also while a writer runs.
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// SQL to run (repeatable); without it, read statements from stdin.
