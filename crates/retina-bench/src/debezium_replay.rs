@@ -26,7 +26,7 @@ use crate::measure::{process_cpu_seconds, thread_cpu_seconds, Latency};
 
 fn start_engine(data_dir: &std::path::Path, config: EngineConfig) -> CdcResult<Engine> {
     let location = data_dir.to_str().ok_or_else(|| CdcError::InvalidOption(format!("{} is not UTF-8", data_dir.display())))?;
-    let store = Arc::new(ParquetLakeStore::open(location).map_err(|e| CdcError::InvalidOption(format!("data dir {location}: {e}")))?);
+    let store = Arc::new(ParquetLakeStore::open(location).map_err(|e| CdcError::InvalidOption(format!("data dir {}: {e}", retina_storage::redacted(location))))?);
     Ok(Engine::start(config, Arc::new(EmbeddedTransactionService::new()), store)?)
 }
 

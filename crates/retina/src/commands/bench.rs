@@ -50,7 +50,8 @@ pub struct ReplayArgs {
     shards: Option<usize>,
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Where the Parquet files go (default: a temporary directory, removed after).
+    /// Where the Parquet files go: a directory or an object-store URL (default: a
+    /// temporary directory, removed after).
     #[arg(long)]
     data_dir: Option<PathBuf>,
     /// native: pre-decoded row changes; debezium: Debezium JSON lines (bare payloads)
@@ -228,7 +229,10 @@ impl WorkDir {
     fn new(given: Option<PathBuf>) -> anyhow::Result<Self> {
         match given {
             Some(path) => {
-                std::fs::create_dir_all(&path)?;
+                // An object-store URL is the store's to open; only directories are made.
+                if !path.to_str().is_some_and(retina_storage::is_url) {
+                    std::fs::create_dir_all(&path)?;
+                }
                 Ok(Self { path, _temp: None })
             }
             None => {

@@ -56,6 +56,11 @@ pub struct QueryBenchArgs {
     /// (`scripts/duckdb_queries.py`).
     #[arg(long)]
     keep_copy: Option<std::path::PathBuf>,
+    /// Where the lake goes: a directory or an object-store URL, e.g.
+    /// `s3://bucket/lake?endpoint=http://127.0.0.1:9000&allow_http=true` (default: a
+    /// temporary directory). It must be empty.
+    #[arg(long)]
+    data_dir: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -67,6 +72,10 @@ struct QueryTimes {
     static_ms: f64,
     live_ms: f64,
     datafusion_ms: f64,
+    /// Bytes one run fetched from storage, with split and page pruning.
+    bytes_fetched: u64,
+    /// The same without pruning.
+    unpruned_bytes_fetched: u64,
 }
 
 #[derive(Serialize)]
@@ -110,6 +119,13 @@ async fn time_retina(session: &RetinaSession, sql: &str) -> anyhow::Result<f64> 
     Ok(start.elapsed().as_secs_f64() * 1000.0)
 }
 
+/// Bytes one run of `sql` fetched from storage (footers cached by earlier runs).
+async fn bytes_fetched(session: &RetinaSession, sql: &str) -> anyhow::Result<u64> {
+    let before = session.metrics().snapshot().bytes_fetched;
+    time_retina(session, sql).await?;
+    Ok(session.metrics().snapshot().bytes_fetched - before)
+}
+
 async fn time_plain(context: &SessionContext, sql: &str) -> anyhow::Result<f64> {
     let start = Instant::now();
     context.sql(sql).await?.collect().await?;
@@ -121,9 +137,12 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
         bail!("--repetitions must be positive and --delta within 0..=1");
     }
     let work = tempfile::Builder::new().prefix("retina-bench-query-").tempdir()?;
-    let location = work.path().join("lake");
-    std::fs::create_dir_all(&location)?;
-    let store = ParquetLakeStore::open(location.to_str().context("temp dir is not UTF-8")?)?;
+    let location = match &args.data_dir {
+        Some(location) => location.clone(),
+        None => work.path().join("lake").to_str().context("temp dir is not UTF-8")?.to_string(),
+    };
+    let shown = retina_storage::redacted(&location);
+    let store = ParquetLakeStore::open(&location).with_context(|| format!("opening the lake in {shown}"))?;
     let engine = Arc::new(Engine::start(EngineConfig::default(), Arc::new(EmbeddedTransactionService::new()), Arc::new(store))?);
     let tables = ChBenchTables::create(&engine)?;
     let scale = match args.warehouses {
@@ -161,10 +180,17 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
     let mut static_ms = vec![Vec::new(); count];
     let mut plain_ms = vec![Vec::new(); count];
     let mut live_ms = vec![Vec::new(); count];
+    let mut fetched = vec![(0, 0); count];
+    let unpruned = RetinaSession::new(
+        Arc::clone(&engine),
+        SourceRegistry::new(),
+        SessionOptions { prune_splits: false, ..SessionOptions::default() },
+    );
     runtime.block_on(async {
         for (index, query) in QUERIES.iter().enumerate() {
             time_retina(&session, query.sql).await.with_context(|| query.name)?; // warm-up
             time_plain(&plain, query.sql).await.with_context(|| query.name)?;
+            fetched[index] = (bytes_fetched(&session, query.sql).await?, bytes_fetched(&unpruned, query.sql).await?);
             progress.update("warm-up", index as u64 + 1, count as u64);
         }
         for rep in 0..args.repetitions {
@@ -247,6 +273,7 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
     measured?;
     progress.finish();
     drop(session);
+    drop(unpruned);
     drop(plain);
     runtime.shutdown_timeout(Duration::from_secs(2));
 
@@ -259,6 +286,8 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
             static_ms: median(static_ms[i].clone()),
             live_ms: median(live_ms[i].clone()),
             datafusion_ms: median(plain_ms[i].clone()),
+            bytes_fetched: fetched[i].0,
+            unpruned_bytes_fetched: fetched[i].1,
         })
         .collect();
     let base_geomean_ms = geomean(queries.iter().map(|q| q.base_ms));
@@ -286,9 +315,21 @@ pub fn run(args: QueryBenchArgs) -> anyhow::Result<()> {
         "{} rows ({} warehouses), medians of {} alternating static/live repetitions",
         report.base_rows, report.warehouses, report.repetitions
     );
-    println!("{:<12} {:>10} {:>10} {:>10} {:>14}", "query", "base ms", "static ms", "live ms", "DataFusion ms");
+    println!(
+        "{:<12} {:>10} {:>10} {:>10} {:>14} {:>12} {:>14}",
+        "query", "base ms", "static ms", "live ms", "DataFusion ms", "fetched KiB", "unpruned KiB"
+    );
     for q in &report.queries {
-        println!("{:<12} {:>10.2} {:>10.2} {:>10.2} {:>14.2}", q.name, q.base_ms, q.static_ms, q.live_ms, q.datafusion_ms);
+        println!(
+            "{:<12} {:>10.2} {:>10.2} {:>10.2} {:>14.2} {:>12.0} {:>14.0}",
+            q.name,
+            q.base_ms,
+            q.static_ms,
+            q.live_ms,
+            q.datafusion_ms,
+            q.bytes_fetched as f64 / 1024.0,
+            q.unpruned_bytes_fetched as f64 / 1024.0
+        );
     }
     println!(
         "geomean: base {:.2} ms, static {:.2} ms, live {:.2} ms ({:.0} row changes/s), plain DataFusion {:.2} ms",
