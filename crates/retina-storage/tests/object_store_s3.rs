@@ -11,7 +11,7 @@ use retina_core::rows::rows_of;
 use retina_core::storage::CatalogStore;
 use retina_core::{Engine, EngineConfig, RowChange, TableSchema, Value};
 use retina_storage::ParquetLakeStore;
-use retina_test_support::LocalS3Server;
+use retina_test_support::{FlakyHttpProxy, LocalS3Server};
 
 fn schema() -> TableSchema {
     TableSchema::from_columns("shop.items", &[("id", DataType::Int64, false), ("note", DataType::Utf8, true)], &["id"]).expect("schema")
@@ -71,6 +71,7 @@ fn a_missing_bucket_and_an_unknown_option_are_clear_errors_without_secrets() {
         Err(error) => error.to_string(),
     };
     assert!(message.contains("no-such-bucket") || message.contains("NoSuchBucket"), "{message}");
+    assert!(message.contains("taking the lease lake/retina.lease"), "names the operation and object: {message}");
     assert!(!message.contains("verysecret"), "the secret key leaked: {message}");
 
     let unknown = format!("s3://retina/lake?endpoint={}&colour=blue&secret_access_key=verysecret", server.endpoint());
@@ -195,4 +196,26 @@ fn reads_fetch_only_the_ranges_they_need() {
     assert!(pruned.bytes_fetched * 4 < both.bytes_fetched * 3, "page-pruned: {} of {}", pruned.bytes_fetched, both.bytes_fetched);
     let pruned_ids = store.read_file(&schema(), &meta, &[0], &[bound]).expect("pruned ids");
     assert!(pruned_ids.bytes_fetched * 2 < ids.bytes_fetched, "page-pruned ids: {} of {}", pruned_ids.bytes_fetched, ids.bytes_fetched);
+}
+
+/// Transient server errors are retried with backoff: with every third request
+/// answered `503`, a lake still flushes, checkpoints and recovers exactly.
+#[test]
+fn transient_server_errors_are_retried() {
+    let server = LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
+    server.create_bucket("flaky").unwrap_or_else(|e| panic!("{e}"));
+    let proxy = FlakyHttpProxy::start(server.port(), 3).unwrap_or_else(|e| panic!("{e}"));
+    let lake = format!("s3://flaky/lake?endpoint={}&allow_http=true&region=us-east-1&access_key_id=test&secret_access_key=test", proxy.endpoint());
+    let engine = Engine::open(config(), Arc::new(ParquetLakeStore::open(&lake).expect("store through 503s"))).expect("engine");
+    let table = engine.create_table(schema()).expect("table");
+    for id in 0..100 {
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}"))] }]).expect("insert");
+    }
+    engine.wait_for_flushes().expect("flush through 503s");
+    engine.close().expect("checkpoint through 503s");
+    let engine = Engine::open(config(), Arc::new(ParquetLakeStore::open(&lake).expect("store"))).expect("recover through 503s");
+    let table = engine.table_id("shop.items").expect("table");
+    let rows = rows_of(&engine.scan(table, &engine.snapshot().expect("snapshot"), None).expect("scan")).expect("rows");
+    assert_eq!(rows.len(), 100);
+    assert!(proxy.failures() >= 5, "the proxy failed {} requests", proxy.failures());
 }

@@ -2,6 +2,10 @@
 //! directories and stopped on drop. A missing service is an error that says what to
 //! install, never a skipped test.
 
+mod flaky_proxy;
+
+pub use flaky_proxy::FlakyHttpProxy;
+
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -131,6 +135,10 @@ impl LocalS3Server {
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Creates a bucket (path-style, unsigned: moto accepts it).
