@@ -32,7 +32,7 @@ const FOOTER_FETCH_BYTES: usize = 64 * 1024;
 
 /// Files whose metadata is kept. Data files are immutable and never reuse a path,
 /// so an entry can only go stale by its file being deleted (then it is dropped).
-const CACHED_FOOTERS: usize = 4096;
+const CACHED_FOOTERS: usize = 1024;
 
 /// A file's rows as read, and what reading them fetched.
 pub(crate) struct RangedRead {

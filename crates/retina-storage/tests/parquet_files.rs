@@ -198,3 +198,37 @@ fn latest_version(dir: &std::path::Path, folder: &str, stem: &str) -> std::path:
     names.sort();
     dir.join(folder).join(names.last().expect("a committed version"))
 }
+
+/// A lake written before the catalog and checkpoint were versioned (one replaced
+/// `catalog/manifest.json` and `checkpoints/latest.json`) opens as it was, and its
+/// next commits move it to numbered versions, removing the old objects.
+#[test]
+fn a_lake_from_before_versioned_commits_opens_and_moves_to_versions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let location = dir.path().to_str().expect("utf-8");
+    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, ..EngineConfig::default() };
+    let engine = Engine::open(config.clone(), Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("engine");
+    let table = engine.create_table(schema()).expect("table");
+    for id in 0..100 {
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}"))] }]).expect("insert");
+    }
+    engine.close().expect("close");
+    // Rewind the layout: the latest versions become the legacy objects.
+    for (folder, stem, legacy) in [("catalog", "manifest", "catalog/manifest.json"), ("checkpoints", "checkpoint", "checkpoints/latest.json")] {
+        std::fs::rename(latest_version(dir.path(), folder, stem), dir.path().join(legacy)).expect("rename");
+        for entry in std::fs::read_dir(dir.path().join(folder)).expect("list").filter_map(Result::ok) {
+            if entry.file_name().to_string_lossy().starts_with(&format!("{stem}-")) {
+                std::fs::remove_file(entry.path()).expect("remove");
+            }
+        }
+    }
+    let engine = Engine::open(config, Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("open the old layout");
+    let table = engine.table_id("public.orders").expect("table");
+    let rows = retina_core::rows::rows_of(&engine.scan(table, &engine.snapshot().expect("snapshot"), None).expect("scan")).expect("rows");
+    assert_eq!(rows.len(), 100, "every row of the old layout");
+    engine.close().expect("close");
+    assert!(!dir.path().join("catalog/manifest.json").exists() && !dir.path().join("checkpoints/latest.json").exists());
+    // Numbered versions from 1 on (flushes after the reopen commit more than one).
+    let first_kept = std::fs::read_dir(dir.path().join("catalog")).expect("list").filter_map(Result::ok).count();
+    assert!(first_kept >= 1 && latest_version(dir.path(), "checkpoints", "checkpoint").exists());
+}
