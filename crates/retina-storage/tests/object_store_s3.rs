@@ -4,6 +4,8 @@
 //! exactly what was written; a missing bucket or an unknown option is a clear error
 //! that names the location, and secrets in the URL never appear in it.
 
+mod support;
+
 use std::sync::Arc;
 
 use arrow_schema::DataType;
@@ -12,6 +14,7 @@ use retina_core::storage::CatalogStore;
 use retina_core::{Engine, EngineConfig, RowChange, TableSchema, Value};
 use retina_storage::ParquetLakeStore;
 use retina_test_support::{FlakyHttpProxy, LocalS3Server};
+use support::lake_files::write_numbered_file;
 
 fn schema() -> TableSchema {
     TableSchema::from_columns("shop.items", &[("id", DataType::Int64, false), ("note", DataType::Utf8, true)], &["id"]).expect("schema")
@@ -163,28 +166,8 @@ fn reads_fetch_only_the_ranges_they_need() {
     server.create_bucket("ranges").unwrap_or_else(|e| panic!("{e}"));
     let store = ParquetLakeStore::open(&location(&server, "ranges")).expect("store");
     let rows = 65_536i64;
-    let batch = arrow_array::RecordBatch::try_new(
-        schema().stored_schema(),
-        vec![
-            Arc::new(arrow_array::Int64Array::from_iter_values(0..rows)),
-            Arc::new(arrow_array::StringArray::from_iter_values((0..rows).map(|i| format!("note number {i}")))),
-            Arc::new(arrow_array::Int64Array::from_iter_values((0..rows).map(|_| 1))),
-        ],
-    )
-    .expect("batch");
-    let written = store.write_file(&schema(), retina_core::FileId(9), &[batch]).expect("write");
-    let meta = retina_core::catalog::DataFileMeta {
-        file_id: retina_core::FileId(9),
-        path: written.path,
-        row_count: rows as u64,
-        first_row_id: retina_core::RowId(0),
-        min_create_ts: retina_core::Ts(1),
-        max_create_ts: retina_core::Ts(1),
-        size_bytes: written.size_bytes,
-        replaces: Vec::new(),
-        column_ranges: Vec::new(),
-    };
-    let size = written.size_bytes;
+    let meta = write_numbered_file(&store, &schema(), 9, rows, |i| format!("note number {i}"));
+    let size = meta.size_bytes;
     let first = store.read_file(&schema(), &meta, &[0, 1, 2], &[]).expect("read all");
     assert!(first.bytes_fetched >= size / 2 && first.bytes_fetched <= size + 64 * 1024, "all columns: {} of {size}", first.bytes_fetched);
     let ids = store.read_file(&schema(), &meta, &[0], &[]).expect("read ids");

@@ -1,6 +1,8 @@
 //! Data files are plain Parquet: one row group, `_create_ts` with statistics, readable
 //! by a reader that knows nothing of Retina; the catalog survives a reopen.
 
+mod support;
+
 use std::sync::Arc;
 
 use arrow_schema::DataType;
@@ -9,6 +11,7 @@ use parquet::file::statistics::Statistics;
 use retina_core::storage::{CatalogStore, DataFiles};
 use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableSchema, Value};
 use retina_storage::ParquetLakeStore;
+use support::lake_files::{latest_version, write_numbered_file};
 
 fn schema() -> TableSchema {
     TableSchema::from_columns(
@@ -98,28 +101,7 @@ fn page_index_skips_pages_that_cannot_match_and_names_the_rows_it_decoded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
     let rows = 65_536i64;
-    let stored = schema().stored_schema();
-    let batch = arrow_array::RecordBatch::try_new(
-        stored,
-        vec![
-            Arc::new(arrow_array::Int64Array::from_iter_values(0..rows)),
-            Arc::new(arrow_array::StringArray::from_iter_values((0..rows).map(|i| format!("n{i}")))),
-            Arc::new(arrow_array::Int64Array::from_iter_values((0..rows).map(|_| 1))),
-        ],
-    )
-    .expect("batch");
-    let written = store.write_file(&schema(), retina_core::FileId(3), &[batch]).expect("write");
-    let meta = retina_core::catalog::DataFileMeta {
-        file_id: retina_core::FileId(3),
-        path: written.path,
-        row_count: rows as u64,
-        first_row_id: retina_core::RowId(0),
-        min_create_ts: retina_core::Ts(1),
-        max_create_ts: retina_core::Ts(1),
-        size_bytes: written.size_bytes,
-        replaces: Vec::new(),
-        column_ranges: Vec::new(),
-    };
+    let meta = write_numbered_file(&store, &schema(), 3, rows, |i| format!("n{i}"));
     let ids = |batches: &[arrow_array::RecordBatch]| -> Vec<i64> {
         batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect()
     };
@@ -185,18 +167,6 @@ fn a_version_1_catalog_gets_its_column_ranges_recorded_once() {
 
     let engine = Engine::open(config, Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("reopen");
     assert_eq!(engine.recovery_report().expect("recovered").files_given_column_ranges, 0, "recorded once");
-}
-
-/// The latest version of a versioned document of a local lake
-/// (`<folder>/<stem>-<version>.json`).
-fn latest_version(dir: &std::path::Path, folder: &str, stem: &str) -> std::path::PathBuf {
-    let mut names: Vec<String> = std::fs::read_dir(dir.join(folder))
-        .expect("document folder")
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter(|name| name.starts_with(&format!("{stem}-")) && name.ends_with(".json"))
-        .collect();
-    names.sort();
-    dir.join(folder).join(names.last().expect("a committed version"))
 }
 
 /// A lake written before the catalog and checkpoint were versioned (one replaced

@@ -13,6 +13,7 @@ use support::reference_model::ReferenceModel;
 use retina_core::rows::rows_of;
 use retina_core::{Engine, EngineConfig, RowChange, TableId, Ts};
 use retina_storage::ParquetLakeStore;
+use support::lake_files::latest_version;
 use support::{changes_for, crash_step, schemas, Step};
 
 const SOURCE: &str = "test-source";
@@ -143,16 +144,4 @@ fn open_reports_newer_checkpoint_formats_clearly() {
     let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
     let error = Engine::open(config, Arc::new(store)).err().expect("newer format refused");
     assert!(error.to_string().contains("format version 2"), "{error}");
-}
-
-/// The latest version of a versioned document of a local lake
-/// (`<folder>/<stem>-<version>.json`).
-fn latest_version(dir: &std::path::Path, folder: &str, stem: &str) -> std::path::PathBuf {
-    let mut names: Vec<String> = std::fs::read_dir(dir.join(folder))
-        .expect("document folder")
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
-        .filter(|name| name.starts_with(&format!("{stem}-")) && name.ends_with(".json"))
-        .collect();
-    names.sort();
-    dir.join(folder).join(names.last().expect("a committed version"))
 }

@@ -2,6 +2,7 @@
 //! their translation into valid changes against the reference model.
 #![allow(dead_code)] // each test binary uses a different part
 
+pub mod lake_files;
 pub mod reference_model;
 
 use arrow_schema::DataType;
