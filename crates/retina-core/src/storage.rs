@@ -84,6 +84,13 @@ pub trait DataFiles: Send + Sync {
 
     /// Deletes a data file that no catalog, checkpoint or query references any more.
     fn delete_file(&self, path: &str) -> CoreResult<()>;
+
+    /// How many files a scan should read at once, at least: a store whose reads wait
+    /// on network round trips wants more in flight than there are cores, so the waits
+    /// overlap. `None`: as many as the query's parallelism.
+    fn parallel_reads(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The catalog manifest: one document, replaced atomically.

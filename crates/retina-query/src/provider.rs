@@ -88,10 +88,11 @@ impl TableProvider for RetinaTable {
             }
             None => (splits, None),
         };
-        let parallel = state.config().target_partitions();
+        let files = self.engine.data_files();
+        let parallel = state.config().target_partitions().max(files.parallel_reads().unwrap_or(0));
         let bounds = if self.context.prune_splits { page_bounds(filters, &self.schema) } else { Vec::new() };
         Ok(Arc::new(
-            RetinaScanExec::new(table, self.engine.data_files(), snapshot.guard(), splits, projection.cloned(), schema, parallel)
+            RetinaScanExec::new(table, files, snapshot.guard(), splits, projection.cloned(), schema, parallel)
                 .with_context(Arc::clone(&self.context), pruning)
                 .with_page_bounds(bounds),
         ))

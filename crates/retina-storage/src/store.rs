@@ -42,7 +42,12 @@ pub struct ParquetLakeStore {
     /// not looked yet); the next commit creates the one after it.
     catalog_version: Mutex<Option<u64>>,
     checkpoint_version: Mutex<Option<u64>>,
+    /// On an object store, not a local directory.
+    remote: bool,
 }
+
+/// Files a scan reads at once from an object store ([`DataFiles::parallel_reads`]).
+const REMOTE_PARALLEL_READS: usize = 8;
 
 impl ParquetLakeStore {
     /// Opens a local directory or object-store URL (see [`location::open`]) as its
@@ -54,7 +59,7 @@ impl ParquetLakeStore {
         let lock = opened.local_dir.as_deref().map(location::lock_local).transpose()?;
         let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location))?);
         let lease = if opened.needs_lease { Some(Lease::acquire(Arc::clone(&io), opened.lease)?) } else { None };
-        Ok(Self::new(io, Access::Writer { _lock: lock, lease }))
+        Ok(Self::new(io, Access::Writer { _lock: lock, lease }, opened.local_dir.is_none()))
     }
 
     /// Opens a lake to read it while its writer may be running elsewhere: no lock,
@@ -62,17 +67,18 @@ impl ParquetLakeStore {
     pub fn open_reader(location: &str) -> Result<Self, StorageError> {
         let opened = location::open(location, false)?;
         let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location))?);
-        Ok(Self::new(io, Access::Reader))
+        Ok(Self::new(io, Access::Reader, opened.local_dir.is_none()))
     }
 
     /// A writer over `store` under `prefix`; the caller ensures it is the only one.
     pub fn with_store(store: Arc<dyn ObjectStore>, prefix: Path) -> Result<Self, StorageError> {
         let io = Arc::new(ObjectIo::new(store, prefix, "(object store)".into())?);
-        Ok(Self::new(io, Access::Writer { _lock: None, lease: None }))
+        Ok(Self::new(io, Access::Writer { _lock: None, lease: None }, true))
     }
 
-    fn new(io: Arc<ObjectIo>, access: Access) -> Self {
-        Self { io, access, footers: FooterCache::new(), catalog_version: Mutex::new(None), checkpoint_version: Mutex::new(None) }
+    fn new(io: Arc<ObjectIo>, access: Access, remote: bool) -> Self {
+        let (catalog_version, checkpoint_version) = (Mutex::new(None), Mutex::new(None));
+        Self { io, access, footers: FooterCache::new(), catalog_version, checkpoint_version, remote }
     }
 
     /// The object path of a table's data file.
@@ -170,6 +176,12 @@ impl DataFiles for ParquetLakeStore {
         self.may_write("deleting a data file")?;
         self.footers.forget(self.io.path(path).as_ref());
         Ok(self.io.delete(path)?)
+    }
+
+    /// Object-store reads are round trips (milliseconds each, more than the decode
+    /// on S3), so a scan keeps several in flight; local reads are bounded by the CPU.
+    fn parallel_reads(&self) -> Option<usize> {
+        self.remote.then_some(REMOTE_PARALLEL_READS)
     }
 }
 
