@@ -161,7 +161,8 @@ impl DataFiles for ParquetLakeStore {
                 0 => store.head(&path).await?.size,
                 size => size,
             };
-            ranged_reads::read(store, path.clone(), size, &self.footers, table, columns, bounds).await
+            let coalesce = self.remote.then_some(ranged_reads::REMOTE_COALESCE_BYTES);
+            ranged_reads::read(store, path.clone(), size, coalesce, &self.footers, table, columns, bounds).await
         });
         match read {
             Ok(read) => Ok(DecodedRows { batches: read.batches, selected: read.selected, bytes_fetched: read.bytes_fetched }),
