@@ -64,8 +64,12 @@ pub(crate) struct RecoveredState {
 /// Rebuilds the state in `store`, or returns `None` when it holds nothing yet.
 pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreResult<Option<RecoveredState>> {
     let started = Instant::now();
-    let catalog = store.load_catalog()?;
+    // The checkpoint first: a writer saves the catalog before each checkpoint, so a
+    // reader beside a running writer then gets a catalog at least as new as the
+    // checkpoint, the same shape a crash leaves (never a checkpoint naming files
+    // its catalog does not list yet).
     let checkpoint = store.load_checkpoint()?;
+    let catalog = store.load_catalog()?;
     let Some(catalog) = catalog else {
         if checkpoint.is_some() {
             return Err(CoreError::Storage("a checkpoint exists but the catalog manifest is missing".into()));
