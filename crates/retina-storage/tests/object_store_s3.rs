@@ -202,3 +202,20 @@ fn transient_server_errors_are_retried() {
     assert_eq!(rows.len(), 100);
     assert!(proxy.failures() >= 5, "the proxy failed {} requests", proxy.failures());
 }
+
+/// A permanent refusal (403: credentials the server does not know) is a clear error
+/// naming the lake, the operation and the object, at once: it is not retried.
+#[test]
+fn forbidden_is_a_clear_error_and_not_retried() {
+    let server = LocalS3Server::start_requiring_auth().unwrap_or_else(|e| panic!("{e}"));
+    let lake = format!(
+        "s3://guarded/lake?endpoint={}&allow_http=true&region=us-east-1&access_key_id=nobody&secret_access_key=verysecret",
+        server.endpoint()
+    );
+    let started = std::time::Instant::now();
+    let message = ParquetLakeStore::open(&lake).err().expect("refused").to_string();
+    assert!(message.contains("403") || message.contains("Forbidden") || message.contains("InvalidAccessKeyId"), "{message}");
+    assert!(message.contains("s3://guarded/lake") && message.contains("lake/retina.lease"), "names the lake and object: {message}");
+    assert!(!message.contains("verysecret"), "the secret leaked: {message}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "a 403 was retried for {:?}", started.elapsed());
+}

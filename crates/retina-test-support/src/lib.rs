@@ -109,6 +109,17 @@ impl LocalS3Server {
     /// Starts the server and waits until it answers; fails saying what to install
     /// when `moto_server` is missing.
     pub fn start() -> Result<Self, ServiceError> {
+        Self::start_with(false)
+    }
+
+    /// [`Self::start`] with authentication enforced from the first request (moto's
+    /// `INITIAL_NO_AUTH_ACTION_COUNT=0`): unknown credentials get `403`. Buckets
+    /// cannot be created through [`Self::create_bucket`] then.
+    pub fn start_requiring_auth() -> Result<Self, ServiceError> {
+        Self::start_with(true)
+    }
+
+    fn start_with(require_auth: bool) -> Result<Self, ServiceError> {
         let error = |reason: String| ServiceError::new("moto_server", reason);
         let port = free_port("moto_server")?;
         let venv = std::env::current_exe()
@@ -116,7 +127,11 @@ impl LocalS3Server {
             .and_then(|exe| exe.ancestors().nth(3).map(|target| target.join("py-clients/bin/moto_server")))
             .filter(|path| path.exists());
         let program = venv.map_or_else(|| "moto_server".into(), |path| path.into_os_string());
-        let child = Command::new(&program)
+        let mut command = Command::new(&program);
+        if require_auth {
+            command.env("INITIAL_NO_AUTH_ACTION_COUNT", "0");
+        }
+        let child = command
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
