@@ -62,9 +62,12 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
+/// A lease time for people: UTC, and how far from now.
 fn shown_time(ms: u64) -> String {
     let seconds_from_now = (ms as i64 - now_ms() as i64) as f64 / 1000.0;
-    format!("{ms} ms since the epoch, {seconds_from_now:.1} s from now")
+    let utc = chrono::DateTime::from_timestamp_millis(ms as i64)
+        .map_or_else(|| format!("{ms} ms since the epoch"), |time| time.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string());
+    format!("{utc} ({seconds_from_now:.1} s from now)")
 }
 
 /// Who this process is, for the holder field: host, pid and a per-start nonce.
