@@ -30,7 +30,7 @@ pub const LEASE_PATH: &str = "retina.lease";
 
 /// How long a lease lasts unless renewed (URL option `lease_seconds`); a crashed
 /// writer's lake can be taken over after this.
-pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct LeaseRecord {
@@ -128,7 +128,10 @@ impl Lease {
                     let renewer = std::thread::Builder::new()
                         .name("retina-lease".into())
                         .spawn(move || renew_until_stopped(&renewing))
-                        .map_err(StorageError::Runtime)?;
+                        .map_err(|e| StorageError::Lease {
+                            location: state.io.location().to_string(),
+                            reason: format!("cannot start the renewal thread: {e}"),
+                        })?;
                     return Ok(Self { state, renewer: Some(renewer), took_over_from });
                 }
                 Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => continue,
@@ -150,11 +153,6 @@ impl Lease {
             Some(reason) => Err(StorageError::LeaseLost { location: state.io.location().to_string(), reason }),
             None => Ok(()),
         }
-    }
-
-    /// The holder id this writer put in the lease.
-    pub fn owner(&self) -> &str {
-        &self.state.owner
     }
 }
 

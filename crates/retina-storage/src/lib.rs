@@ -14,7 +14,7 @@ mod ranged_reads;
 mod store;
 mod versioned;
 
-pub use lease::{DEFAULT_LEASE, LEASE_PATH};
-pub use location::{is_url, open_object_store, redacted, LOCK_FILE};
+pub use lease::LEASE_PATH;
+pub use location::{is_url, open_object_store, redacted};
 pub use error::StorageError;
 pub use store::ParquetLakeStore;

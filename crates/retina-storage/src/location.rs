@@ -12,7 +12,7 @@ use url::Url;
 use crate::error::StorageError;
 
 /// Name of the lock file in a local data dir.
-pub const LOCK_FILE: &str = "retina.lock";
+pub(crate) const LOCK_FILE: &str = "retina.lock";
 
 /// An exclusive lock on a local data dir, released when dropped (or when the process
 /// dies: it is an OS file lock, so a crashed process never leaves it stale).

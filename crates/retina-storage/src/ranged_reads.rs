@@ -69,7 +69,7 @@ impl FooterCache {
 }
 
 /// One object read by ranges, counting the bytes it fetches.
-struct RangedFile {
+pub(crate) struct RangedFile {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,
@@ -79,6 +79,13 @@ struct RangedFile {
     /// Merge ranges closer than this into one request (`None`: fetch each as asked,
     /// for a local file).
     coalesce: Option<u64>,
+}
+
+impl RangedFile {
+    /// The object at `path`, `size` bytes; `coalesce` as for the field.
+    pub fn new(store: Arc<dyn ObjectStore>, path: Path, size: u64, coalesce: Option<u64>) -> Self {
+        Self { store, path, size, fetched: Arc::new(AtomicU64::new(0)), coalesce }
+    }
 }
 
 impl AsyncFileReader for RangedFile {
@@ -123,23 +130,17 @@ impl AsyncFileReader for RangedFile {
     }
 }
 
-/// Reads the stored columns `columns` of the file at `path` (`size` bytes), leaving
-/// out the pages `bounds` rule out; `coalesce` as for [`RangedFile`]. Call from
-/// inside the store's runtime.
-#[allow(clippy::too_many_arguments)] // one read's inputs, passed once from the store
+/// Reads the stored columns `columns` of `file`, leaving out the pages `bounds`
+/// rule out. Call from inside the store's runtime.
 pub(crate) async fn read(
-    store: Arc<dyn ObjectStore>,
-    path: Path,
-    size: u64,
-    coalesce: Option<u64>,
+    mut file: RangedFile,
     footers: &FooterCache,
     table: &TableSchema,
     columns: &[usize],
     bounds: &[PageBound],
 ) -> ParquetResult<RangedRead> {
-    let key = path.to_string();
-    let fetched = Arc::new(AtomicU64::new(0));
-    let mut file = RangedFile { store, path, size, fetched: Arc::clone(&fetched), coalesce };
+    let key = file.path.to_string();
+    let fetched = Arc::clone(&file.fetched);
     let cached = footers.entries.lock().get(&key).cloned();
     let metadata = match cached {
         Some(metadata) => metadata,

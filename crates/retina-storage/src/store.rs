@@ -15,7 +15,7 @@ use retina_core::{CoreError, CoreResult, FileId, TableSchema, Ts};
 use crate::error::StorageError;
 use crate::io::ObjectIo;
 use crate::lease::Lease;
-use crate::ranged_reads::{self, FooterCache};
+use crate::ranged_reads::{self, FooterCache, RangedFile};
 use crate::versioned::Document;
 use crate::{checkpoint_files, layout, location, manifest, parquet_files};
 
@@ -71,6 +71,8 @@ impl ParquetLakeStore {
     }
 
     /// A writer over `store` under `prefix`; the caller ensures it is the only one.
+    /// Any store given this way is read as an object store (ranges merged, reads in
+    /// parallel).
     pub fn with_store(store: Arc<dyn ObjectStore>, prefix: Path) -> Result<Self, StorageError> {
         let io = Arc::new(ObjectIo::new(store, prefix, "(object store)".into())?);
         Ok(Self::new(io, Access::Writer { _lock: None, lease: None }, true))
@@ -84,14 +86,6 @@ impl ParquetLakeStore {
     /// The object path of a table's data file.
     pub fn data_file_path(table: &TableSchema, file_id: FileId) -> String {
         layout::data_file_path(table, file_id)
-    }
-
-    /// The holder id this writer put in the lease (object stores only).
-    pub fn lease_owner(&self) -> Option<&str> {
-        match &self.access {
-            Access::Writer { lease: Some(lease), .. } => Some(lease.owner()),
-            _ => None,
-        }
     }
 
     /// The writer whose expired lease this one took over, if it did.
@@ -124,13 +118,13 @@ impl ParquetLakeStore {
     /// Loads the latest version of `document` and remembers its number; a writer
     /// also sweeps versions a crashed predecessor left behind.
     fn load_document(&self, document: &Document, known: &Mutex<Option<u64>>) -> Result<Option<bytes::Bytes>, StorageError> {
-        let loaded = document.load_latest(&self.io)?;
-        let version = loaded.as_ref().map_or(0, |(version, _)| *version);
+        let latest = document.load_latest(&self.io)?;
+        let version = latest.found.as_ref().map_or(0, |(version, _)| *version);
         *known.lock() = Some(version);
         if matches!(self.access, Access::Writer { .. }) && version > 0 {
-            document.sweep(&self.io, version)?;
+            document.sweep(&self.io, &latest.versions, version)?;
         }
-        Ok(loaded.map(|(_, bytes)| bytes))
+        Ok(latest.found.map(|(_, bytes)| bytes))
     }
 
     /// Commits `bytes` as the version after the latest this writer knows.
@@ -162,7 +156,8 @@ impl DataFiles for ParquetLakeStore {
                 size => size,
             };
             let coalesce = self.remote.then_some(ranged_reads::REMOTE_COALESCE_BYTES);
-            ranged_reads::read(store, path.clone(), size, coalesce, &self.footers, table, columns, bounds).await
+            let file = RangedFile::new(store, path, size, coalesce);
+            ranged_reads::read(file, &self.footers, table, columns, bounds).await
         });
         match read {
             Ok(read) => Ok(DecodedRows { batches: read.batches, selected: read.selected, bytes_fetched: read.bytes_fetched }),

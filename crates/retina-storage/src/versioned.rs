@@ -29,6 +29,14 @@ const KEPT_VERSIONS: u64 = 3;
 /// commits happened between its listing and its read).
 const READ_ATTEMPTS: usize = 8;
 
+/// What loading a document found: the latest version and its bytes (version 0 is
+/// the legacy object; `None` when the document was never written), and every
+/// version the listing showed.
+pub(crate) struct Latest {
+    pub found: Option<(u64, bytes::Bytes)>,
+    pub versions: Vec<u64>,
+}
+
 /// One versioned document of the lake.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Document {
@@ -59,15 +67,15 @@ impl Document {
         Ok(versions)
     }
 
-    /// The latest version and its bytes; version 0 is the legacy object. `None`
-    /// when the document was never written.
-    pub fn load_latest(&self, io: &ObjectIo) -> Result<Option<(u64, bytes::Bytes)>, StorageError> {
+    /// The latest version, read.
+    pub fn load_latest(&self, io: &ObjectIo) -> Result<Latest, StorageError> {
         for _ in 0..READ_ATTEMPTS {
-            let Some(&latest) = self.versions(io)?.last() else {
-                return Ok(io.get(self.legacy)?.map(|found| (0, found.bytes)));
+            let versions = self.versions(io)?;
+            let Some(&latest) = versions.last() else {
+                return Ok(Latest { found: io.get(self.legacy)?.map(|found| (0, found.bytes)), versions });
             };
             if let Some(found) = io.get(&self.path(latest))? {
-                return Ok(Some((latest, found.bytes)));
+                return Ok(Latest { found: Some((latest, found.bytes)), versions });
             }
         }
         Err(StorageError::Unsettled { location: io.location().to_string(), what: self.what, attempts: READ_ATTEMPTS })
@@ -93,10 +101,10 @@ impl Document {
         Ok(())
     }
 
-    /// Deletes every version older than the kept ones below `latest` (left by a
-    /// writer that crashed between a commit and its clean-up).
-    pub fn sweep(&self, io: &ObjectIo, latest: u64) -> Result<(), StorageError> {
-        for version in self.versions(io)? {
+    /// Deletes those of `versions` older than the kept ones below `latest` (left by
+    /// a writer that crashed between a commit and its clean-up).
+    pub fn sweep(&self, io: &ObjectIo, versions: &[u64], latest: u64) -> Result<(), StorageError> {
+        for &version in versions {
             if version + KEPT_VERSIONS <= latest {
                 io.delete(&self.path(version))?;
             }

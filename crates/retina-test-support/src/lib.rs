@@ -45,20 +45,36 @@ fn wait_listening(service: &'static str, port: u16, limit: Duration) -> Result<(
     Ok(())
 }
 
-/// A `nats-server -js` on a free loopback port with its store in a temporary
-/// directory, stopped on drop: what the tests run against, and the NATS
-/// benchmark when no server is given.
-pub struct LocalNatsServer {
+/// A started server process on a loopback port, killed and reaped on drop.
+struct ServerProcess {
     child: Child,
-    address: String,
-    _dir: tempfile::TempDir,
+    port: u16,
 }
 
-impl Drop for LocalNatsServer {
+impl ServerProcess {
+    /// Waits until the process listens on its port; a server that does not is
+    /// killed (by drop) before the error returns.
+    fn listening(child: Child, port: u16, service: &'static str, limit: Duration) -> Result<Self, ServiceError> {
+        let process = Self { child, port };
+        wait_listening(service, port, limit)?;
+        Ok(process)
+    }
+}
+
+impl Drop for ServerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A `nats-server -js` on a free loopback port with its store in a temporary
+/// directory, stopped on drop: what the tests run against, and the NATS
+/// benchmark when no server is given.
+pub struct LocalNatsServer {
+    process: ServerProcess,
+    address: String,
+    _dir: tempfile::TempDir,
 }
 
 impl LocalNatsServer {
@@ -74,9 +90,8 @@ impl LocalNatsServer {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| ServiceError::new("nats-server", format!("cannot start it ({e}): install the Debian package nats-server (apt-get install -y nats-server)")))?;
-        let server = Self { child, address: format!("127.0.0.1:{port}"), _dir: dir };
-        wait_listening("nats-server", port, Duration::from_secs(10))?;
-        Ok(server)
+        let process = ServerProcess::listening(child, port, "nats-server", Duration::from_secs(10))?;
+        Ok(Self { process, address: format!("127.0.0.1:{port}"), _dir: dir })
     }
 
     /// `HOST:PORT`.
@@ -85,7 +100,7 @@ impl LocalNatsServer {
     }
 
     pub fn port(&self) -> u16 {
-        self.address.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or_default()
+        self.process.port
     }
 }
 
@@ -94,15 +109,7 @@ impl LocalNatsServer {
 /// Found in the venv `scripts/test.sh` makes (`<target dir>/py-clients`), or on
 /// `PATH`.
 pub struct LocalS3Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for LocalS3Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    process: ServerProcess,
 }
 
 impl LocalS3Server {
@@ -142,26 +149,24 @@ impl LocalS3Server {
                     program.to_string_lossy()
                 ))
             })?;
-        let server = Self { child, port };
-        wait_listening("moto_server", port, Duration::from_secs(30))?;
-        Ok(server)
+        Ok(Self { process: ServerProcess::listening(child, port, "moto_server", Duration::from_secs(30))? })
     }
 
     /// `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://127.0.0.1:{}", self.process.port)
     }
 
     pub fn port(&self) -> u16 {
-        self.port
+        self.process.port
     }
 
     /// Creates a bucket (path-style, unsigned: moto accepts it).
     pub fn create_bucket(&self, bucket: &str) -> Result<(), ServiceError> {
         use std::io::{Read, Write};
         let error = |reason: String| ServiceError::new("moto_server", reason);
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).map_err(|e| error(format!("connect: {e}")))?;
-        write!(stream, "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", self.port)
+        let mut stream = TcpStream::connect(("127.0.0.1", self.process.port)).map_err(|e| error(format!("connect: {e}")))?;
+        write!(stream, "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", self.process.port)
             .map_err(|e| error(format!("create bucket {bucket}: {e}")))?;
         let mut response = String::new();
         stream.read_to_string(&mut response).map_err(|e| error(format!("create bucket {bucket}: {e}")))?;

@@ -38,9 +38,8 @@ impl Engine {
                 Self::launch(config, txn, store, Some(state))
             }
             None => {
-                let read_only = !store.writable();
                 let engine = Self::launch(config, Arc::new(EmbeddedTransactionService::new()), store, None)?;
-                if !read_only {
+                if !engine.is_read_only() {
                     engine.checkpoint()?;
                 }
                 Ok(engine)
