@@ -12,14 +12,19 @@ use std::process::Command;
 use retina_test_support::LocalS3Server;
 use support::{spawn_serve, RETINA};
 
+/// A new bucket on `server`, as a data dir URL with a secret the output must hide.
+fn new_lake(server: &LocalS3Server, bucket: &str) -> String {
+    server.create_bucket(bucket).unwrap_or_else(|e| panic!("{e}"));
+    format!(
+        "s3://{bucket}/mirror?endpoint={}&allow_http=true&region=us-east-1&access_key_id=test&secret_access_key=verysecret",
+        server.endpoint()
+    )
+}
+
 #[test]
 fn ingest_into_and_sql_from_an_s3_data_dir() {
     let server = LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
-    server.create_bucket("lake").unwrap_or_else(|e| panic!("{e}"));
-    let location = format!(
-        "s3://lake/mirror?endpoint={}&allow_http=true&region=us-east-1&access_key_id=test&secret_access_key=verysecret",
-        server.endpoint()
-    );
+    let location = new_lake(&server, "lake");
     let work = tempfile::tempdir().expect("tempdir");
     let ingest = Command::new(RETINA)
         .current_dir(work.path())
@@ -44,11 +49,7 @@ fn ingest_into_and_sql_from_an_s3_data_dir() {
 #[test]
 fn a_running_serve_holds_the_lease_and_readers_still_read() {
     let server = LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
-    server.create_bucket("leased").unwrap_or_else(|e| panic!("{e}"));
-    let location = format!(
-        "s3://leased/mirror?endpoint={}&allow_http=true&region=us-east-1&access_key_id=test&secret_access_key=verysecret",
-        server.endpoint()
-    );
+    let location = new_lake(&server, "leased");
     let ingest = || {
         Command::new(RETINA)
             .args(["ingest", "--data-dir", &location, "generator:chbench?base_rows=1000&changes=1000"])
