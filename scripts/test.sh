@@ -22,13 +22,20 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]} for the tests" >&2
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"
 fi
+# retina-cdc's and the CLI's Kafka tests run the Kafka-protocol broker tansu (from
+# crates.io: no Kafka broker is packaged for Debian or PyPI).
+if ! command -v tansu >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/tansu" ]; then
+    echo "installing tansu (a Kafka-protocol broker) for the tests" >&2
+    cargo install tansu --version 0.6.0 --locked --features dynostore
+fi
 # The venv the client tests look for: <target dir>/py-clients.
 venv="${CARGO_TARGET_DIR:-target}/py-clients"
-# retina-storage's object-storage tests run moto's S3-compatible server from it too.
-if ! "$venv/bin/python" -c 'import sqlalchemy, psycopg, moto.server' >/dev/null 2>&1; then
-    echo "installing sqlalchemy, psycopg and moto[server] into $venv for the tests" >&2
+# retina-storage's object-storage tests run moto's S3-compatible server from it too,
+# and the Kafka tests produce with kafka-python.
+if ! "$venv/bin/python" -c 'import sqlalchemy, psycopg, moto.server, kafka' >/dev/null 2>&1; then
+    echo "installing sqlalchemy, psycopg, moto[server] and kafka-python into $venv for the tests" >&2
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q 'sqlalchemy>=2,<3' 'psycopg[binary]>=3.1,<4' 'moto[server]>=5,<6'
+    "$venv/bin/pip" install -q 'sqlalchemy>=2,<3' 'psycopg[binary]>=3.1,<4' 'moto[server]>=5,<6' 'kafka-python>=2.0,<3'
 fi
 
 # The layering rule: no import cycles between the modules of a crate.

@@ -111,6 +111,11 @@ pub enum CdcError {
 
     #[error("dead-letter file {path}: {reason}")]
     DeadLetter { path: String, reason: String },
+
+    /// An error at a message whose transport position means little to a user (a
+    /// Kafka source's message number), with where the message really is.
+    #[error("{location}: {error}")]
+    Located { location: String, error: Box<CdcError> },
 }
 
 fn table_suffix(table: &Option<String>) -> String {
@@ -118,6 +123,20 @@ fn table_suffix(table: &Option<String>) -> String {
 }
 
 impl CdcError {
+    /// The message the error is at, when it names one.
+    pub fn position(&self) -> Option<Position> {
+        match self {
+            Self::Decode { position, .. }
+            | Self::Transaction { position, .. }
+            | Self::Schema { position, .. }
+            | Self::UnavailableValue { position, .. }
+            | Self::NoPrimaryKey { position, .. }
+            | Self::Gap { position, .. }
+            | Self::Apply { position, .. } => Some(*position),
+            _ => None,
+        }
+    }
+
     /// Whether `--dead-letter` may divert the offending message(s) and continue.
     pub fn is_dead_letterable(&self) -> bool {
         matches!(

@@ -22,6 +22,7 @@ use crate::error::CdcResult;
 use crate::pipeline::{DecodeStage, LineBatch, PreparedBatch, BATCH_LINES, DECODE_WORKERS};
 use crate::sink::{Sink, SinkOptions, SinkStats};
 use crate::source::generator::GeneratorSource;
+use crate::source::kafka::KafkaSource;
 use crate::source::lines::LineSource;
 use crate::source::nats::NatsSource;
 use crate::source::uri::{parse_source_uri, parse_source_uri_with_options, SourceSpec};
@@ -34,6 +35,7 @@ pub fn open_source(uri: &str) -> CdcResult<Box<dyn MessageSource>> {
         SourceSpec::Stdin => Box::new(LineSource::stdin()),
         SourceSpec::Nats { server, stream, durable } => Box::new(NatsSource::connect(&server, &stream, &durable)?),
         SourceSpec::Generator(spec) => Box::new(GeneratorSource::start(spec)?),
+        SourceSpec::Kafka(spec) => Box::new(KafkaSource::connect(&crate::source::uri::redacted(uri), *spec)?),
     })
 }
 
@@ -153,8 +155,11 @@ pub fn options_for_uri(uri: &str, mut options: SinkOptions) -> CdcResult<SinkOpt
 /// transaction is still made visible, checkpointed and acknowledged, so a restart
 /// resumes right there.
 pub fn drive(engine: &Engine, uri: &str, source: &mut dyn MessageSource, options: DriveOptions) -> CdcResult<IngestReport> {
+    let uri = &crate::source::uri::redacted(uri);
     let mut status = options.status.map(|registry| StatusPublisher::new(registry, uri));
-    let opened = create_declared_tables(engine, source).and_then(|()| Sink::new(engine, uri, options.sink));
+    let opened = create_declared_tables(engine, source)
+        .and_then(|()| Sink::new(engine, uri, options.sink))
+        .and_then(|sink| source.start(sink.resume_position()).map(|()| sink));
     let mut sink = match opened {
         Ok(sink) => sink,
         Err(error) => {
@@ -165,11 +170,11 @@ pub fn drive(engine: &Engine, uri: &str, source: &mut dyn MessageSource, options
         }
     };
     if let Some(status) = status.as_mut() {
-        status.publish("running", &sink);
+        status.publish("running", &sink, source);
     }
     let start = Instant::now();
     let mut driver = Driver { sink: &mut sink, source, stop: &options.stop, status: status.as_mut(), handled: 0, last_status: Instant::now() };
-    let outcome = driver.replay();
+    let outcome = driver.replay().map_err(|error| located(error, source));
     let outcome = match outcome {
         Ok(ended) => {
             // Make everything applied durable, then let the source discard it.
@@ -187,7 +192,7 @@ pub fn drive(engine: &Engine, uri: &str, source: &mut dyn MessageSource, options
     match outcome {
         Ok(ended) => {
             if let Some(status) = status.as_mut() {
-                status.publish(ended.state(), &sink);
+                status.publish(ended.state(), &sink, source);
             }
             Ok(IngestReport {
                 source: uri.to_string(),
@@ -200,7 +205,7 @@ pub fn drive(engine: &Engine, uri: &str, source: &mut dyn MessageSource, options
         }
         Err(error) => {
             if let Some(status) = status.as_mut() {
-                status.failed(&error, Some(&sink));
+                status.failed(&error, Some((&sink, &*source)));
             }
             Err(error)
         }
@@ -249,6 +254,9 @@ impl Driver<'_, '_> {
             match event {
                 SourceEvent::Message(position) => {
                     idle_since = None;
+                    if let Some(offsets) = self.source.take_resume_offsets() {
+                        self.sink.note_resume_offsets(position.value, offsets);
+                    }
                     let capacity = buffer.capacity();
                     batch.push((position, std::mem::replace(&mut buffer, String::with_capacity(capacity))));
                     if batch.len() >= BATCH_LINES {
@@ -316,7 +324,7 @@ impl Driver<'_, '_> {
         }
         self.last_status = Instant::now();
         if let Some(status) = self.status.as_deref_mut() {
-            status.publish("running", self.sink);
+            status.publish("running", self.sink, &*self.source);
         }
     }
 }
@@ -325,8 +333,17 @@ impl Driver<'_, '_> {
 /// is visible: a crash recovers to the checkpoint and replays from its position).
 fn acknowledge(sink: &Sink<'_>, source: &mut dyn MessageSource) -> CdcResult<()> {
     match sink.durable_position() {
-        Some(position) => source.acknowledge(position),
+        Some(position) => source.acknowledge(&position),
         None => Ok(()),
+    }
+}
+
+/// `error` with where its message came from in the source's own terms (Kafka's
+/// topic, partition and offset), when the source knows.
+fn located(error: crate::CdcError, source: &dyn MessageSource) -> crate::CdcError {
+    match error.position().and_then(|position| source.locate(position)) {
+        Some(location) => crate::CdcError::Located { location, error: Box::new(error) },
+        None => error,
     }
 }
 
@@ -343,7 +360,8 @@ impl StatusPublisher {
         Self { registry, status }
     }
 
-    fn publish(&mut self, state: &str, sink: &Sink<'_>) {
+    fn publish(&mut self, state: &str, sink: &Sink<'_>, source: &dyn MessageSource) {
+        source.report(&mut self.status);
         let stats = sink.stats();
         self.status.state = state.to_string();
         self.status.messages = stats.messages;
@@ -355,10 +373,10 @@ impl StatusPublisher {
         self.registry.update(self.status.clone());
     }
 
-    fn failed(&mut self, error: &crate::CdcError, sink: Option<&Sink<'_>>) {
+    fn failed(&mut self, error: &crate::CdcError, running: Option<(&Sink<'_>, &dyn MessageSource)>) {
         self.status.last_error = Some(error.to_string());
-        match sink {
-            Some(sink) => self.publish("failed", sink),
+        match running {
+            Some((sink, source)) => self.publish("failed", sink, source),
             None => {
                 self.status.state = "failed".into();
                 self.registry.update(self.status.clone());

@@ -13,6 +13,9 @@ pub enum PositionKind {
     StreamSequence,
     /// Message number of the built-in generator.
     Generated,
+    /// Sequence number of the messages a Kafka source handed out, across restarts
+    /// (its real position is the per-partition offsets in [`SinkPosition::offsets`]).
+    KafkaMessage,
 }
 
 /// A message's transport position. Invariant: strictly increasing within a source
@@ -35,6 +38,10 @@ impl Position {
     pub fn generated(value: u64) -> Self {
         Self { kind: PositionKind::Generated, value }
     }
+
+    pub fn kafka(value: u64) -> Self {
+        Self { kind: PositionKind::KafkaMessage, value }
+    }
 }
 
 impl fmt::Display for Position {
@@ -43,6 +50,7 @@ impl fmt::Display for Position {
             PositionKind::Line => write!(f, "line {}", self.value),
             PositionKind::StreamSequence => write!(f, "stream sequence {}", self.value),
             PositionKind::Generated => write!(f, "generated message {}", self.value),
+            PositionKind::KafkaMessage => write!(f, "kafka message {}", self.value),
         }
     }
 }
@@ -64,42 +72,53 @@ impl fmt::Display for SourceOrder {
 }
 
 /// What the sink records with each mirror transaction (`Engine::submit_from`): the
-/// transport position of the transaction's last message and its source order. Once
-/// the transaction is visible this is the point a restart resumes after.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// transport position of the transaction's last message, its source order, and for
+/// a partitioned transport (Kafka) every partition's resume offset. Once the
+/// transaction is visible this is the point a restart resumes after.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SinkPosition {
     pub transport: u64,
     pub order: Option<SourceOrder>,
+    /// Opaque to the sink, written by the source; has no spaces.
+    pub offsets: Option<String>,
 }
 
 impl SinkPosition {
-    /// The text stored in the engine: `transport=N` or `transport=N order=A/B/C`.
+    /// The text stored in the engine: `transport=N[ order=A/B/C][ offsets=…]`.
     pub fn encode(&self) -> String {
-        match self.order {
-            Some(order) => format!("transport={} order={order}", self.transport),
-            None => format!("transport={}", self.transport),
+        let mut text = format!("transport={}", self.transport);
+        if let Some(order) = self.order {
+            text.push_str(&format!(" order={order}"));
         }
+        if let Some(offsets) = &self.offsets {
+            text.push_str(" offsets=");
+            text.push_str(offsets);
+        }
+        text
     }
 
     /// Parses [`Self::encode`]'s text; `None` for anything else.
     pub fn decode(text: &str) -> Option<Self> {
         let mut parts = text.split(' ');
         let transport = parts.next()?.strip_prefix("transport=")?.parse().ok()?;
-        let order = match parts.next() {
-            None => None,
-            Some(order) => {
-                let mut numbers = order.strip_prefix("order=")?.split('/').map(|n| n.parse::<u64>());
-                let order = SourceOrder(numbers.next()?.ok()?, numbers.next()?.ok()?, numbers.next()?.ok()?);
-                if numbers.next().is_some() {
-                    return None;
-                }
-                Some(order)
+        let mut position = Self { transport, order: None, offsets: None };
+        let mut next = parts.next();
+        if let Some(order) = next.and_then(|part| part.strip_prefix("order=")) {
+            let mut numbers = order.split('/').map(|n| n.parse::<u64>());
+            let order = SourceOrder(numbers.next()?.ok()?, numbers.next()?.ok()?, numbers.next()?.ok()?);
+            if numbers.next().is_some() {
+                return None;
             }
-        };
+            position.order = Some(order);
+            next = parts.next();
+        }
+        if let Some(part) = next {
+            position.offsets = Some(part.strip_prefix("offsets=")?.to_string());
+        }
         if parts.next().is_some() {
             return None;
         }
-        Some(Self { transport, order })
+        Some(position)
     }
 }
 
@@ -110,12 +129,14 @@ mod tests {
     #[test]
     fn sink_position_round_trips_and_rejects_garbage() {
         for position in [
-            SinkPosition { transport: 7, order: None },
-            SinkPosition { transport: 0, order: Some(SourceOrder(1, u64::MAX, 3)) },
+            SinkPosition { transport: 7, order: None, offsets: None },
+            SinkPosition { transport: 0, order: Some(SourceOrder(1, u64::MAX, 3)), offsets: None },
+            SinkPosition { transport: 9, order: None, offsets: Some("t/0=5+7,u/1=0".into()) },
+            SinkPosition { transport: 9, order: Some(SourceOrder(1, 2, 3)), offsets: Some("t/0=5".into()) },
         ] {
             assert_eq!(SinkPosition::decode(&position.encode()), Some(position));
         }
-        for bad in ["", "transport=x", "transport=1 order=1/2", "transport=1 order=1/2/3/4", "line 5", "transport=1 x"] {
+        for bad in ["", "transport=x", "transport=1 order=1/2", "transport=1 order=1/2/3/4", "line 5", "transport=1 x", "transport=1 offsets=a x"] {
             assert_eq!(SinkPosition::decode(bad), None, "{bad}");
         }
     }

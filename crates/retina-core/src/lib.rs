@@ -37,7 +37,7 @@ pub use error::{CoreError, CoreResult};
 pub use replay::{Engine, EngineConfig, EngineStats, RowChange};
 pub use schema::TableSchema;
 pub use source_apply::{submit_source_transaction, SourceChange, Submitted};
-pub use source_status::{SourceRegistry, SourceStatus};
+pub use source_status::{PartitionLag, SourceRegistry, SourceStatus};
 pub use txn::{EmbeddedTransactionService, Snapshot, TransactionService};
 pub use types::{FileId, RowId, RowLocation, TableId, Ts};
 pub use value::{Row, Value};

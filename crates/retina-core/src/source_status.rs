@@ -38,8 +38,31 @@ pub struct SourceStatus {
     /// Milliseconds since the newest applied source transaction committed, while
     /// behind (0 when caught up); from source commit timestamps.
     pub lag_millis: Option<u64>,
+    /// Per partition of a partitioned source (Kafka): its applied offset and lag.
+    pub partitions: Vec<PartitionLag>,
+    /// Transactions the source holds while their pieces arrive (Kafka reassembly),
+    /// and the bytes they take.
+    pub held_transactions: Option<u64>,
+    pub held_bytes: Option<u64>,
+    /// What the source wants an operator to know about how it reads (e.g. a Kafka
+    /// stream without transaction metadata, applied event by event).
+    pub detail: Option<String>,
     pub last_error: Option<String>,
     pub updated_at: SystemTime,
+}
+
+/// One partition of a partitioned source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    /// Every record below this offset is applied (or handed to the sink).
+    pub applied_offset: i64,
+    /// The broker's high watermark, as of the last fetch.
+    pub high_watermark: i64,
+    pub lag_messages: u64,
+    /// Age of the newest record read from the partition while it lags (0 when none).
+    pub lag_millis: u64,
 }
 
 impl SourceStatus {
@@ -57,6 +80,10 @@ impl SourceStatus {
             lag_transactions: None,
             lag_bytes: None,
             lag_millis: None,
+            partitions: Vec::new(),
+            held_transactions: None,
+            held_bytes: None,
+            detail: None,
             last_error: None,
             updated_at: SystemTime::now(),
         }

@@ -1,5 +1,5 @@
-//! The `retina` system schema (ARCHITECTURE.md §5): `watermarks`, `tables`, `sources` and
-//! `metrics`. Each view is computed when a query scans it, so it shows the figures of
+//! The `retina` system schema (ARCHITECTURE.md §5): `watermarks`, `tables`, `sources`,
+//! `source_partitions` (per-partition lag of partitioned sources: Kafka) and `metrics`. Each view is computed when a query scans it, so it shows the figures of
 //! that moment.
 
 use std::fmt;
@@ -28,17 +28,19 @@ pub enum SystemViewKind {
     Watermarks,
     Tables,
     Sources,
+    SourcePartitions,
     Metrics,
 }
 
 impl SystemViewKind {
-    pub const ALL: [SystemViewKind; 4] = [Self::Watermarks, Self::Tables, Self::Sources, Self::Metrics];
+    pub const ALL: [SystemViewKind; 5] = [Self::Watermarks, Self::Tables, Self::Sources, Self::SourcePartitions, Self::Metrics];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Watermarks => "watermarks",
             Self::Tables => "tables",
             Self::Sources => "sources",
+            Self::SourcePartitions => "source_partitions",
             Self::Metrics => "metrics",
         }
     }
@@ -82,6 +84,18 @@ impl SystemViewKind {
                 Field::new("messages", DataType::Int64, false),
                 Field::new("duplicate_transactions", DataType::Int64, false),
                 Field::new("diverted", DataType::Int64, false),
+                Field::new("held_transactions", DataType::Int64, true),
+                Field::new("held_bytes", DataType::Int64, true),
+                Field::new("detail", DataType::Utf8, true),
+            ],
+            Self::SourcePartitions => vec![
+                Field::new("source", DataType::Utf8, false),
+                Field::new("topic", DataType::Utf8, false),
+                Field::new("partition", DataType::Int64, false),
+                Field::new("applied_offset", DataType::Int64, false),
+                Field::new("high_watermark", DataType::Int64, false),
+                Field::new("lag_messages", DataType::Int64, false),
+                Field::new("lag_millis", DataType::Int64, false),
             ],
             Self::Metrics => vec![
                 Field::new("name", DataType::Utf8, false),
@@ -132,6 +146,20 @@ impl SystemView {
             }
             SystemViewKind::Tables => self.tables_columns(),
             SystemViewKind::Sources => self.sources_columns(),
+            SystemViewKind::SourcePartitions => {
+                let statuses = self.figures.collect().sources;
+                let rows: Vec<(&str, &retina_core::PartitionLag)> =
+                    statuses.iter().flat_map(|s| s.partitions.iter().map(move |p| (s.name.as_str(), p))).collect();
+                vec![
+                    Arc::new(StringArray::from_iter_values(rows.iter().map(|(source, _)| *source))),
+                    Arc::new(StringArray::from_iter_values(rows.iter().map(|(_, p)| p.topic.as_str()))),
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|(_, p)| i64::from(p.partition)))),
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|(_, p)| p.applied_offset))),
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|(_, p)| p.high_watermark))),
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|(_, p)| p.lag_messages as i64))),
+                    Arc::new(Int64Array::from_iter_values(rows.iter().map(|(_, p)| p.lag_millis as i64))),
+                ]
+            }
             SystemViewKind::Metrics => {
                 let metrics = self.figures.collect().metrics();
                 vec![
@@ -192,6 +220,9 @@ impl SystemView {
             Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.messages as i64))),
             Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.duplicate_transactions as i64))),
             Arc::new(Int64Array::from_iter_values(statuses.iter().map(|s| s.diverted as i64))),
+            Arc::new(Int64Array::from_iter(statuses.iter().map(|s| s.held_transactions.map(|h| h as i64)))),
+            Arc::new(Int64Array::from_iter(statuses.iter().map(|s| s.held_bytes.map(|h| h as i64)))),
+            Arc::new(StringArray::from_iter(statuses.iter().map(|s| s.detail.clone()))),
         ]
     }
 }

@@ -50,6 +50,35 @@ pub fn render(figures: &Figures) -> String {
                 }
             }
         }
+        for (metric, help, value) in [
+            ("retina_source_held_transactions", "Transactions held while their pieces arrive (Kafka reassembly)", (|s: &retina_query::SourceStatus| s.held_transactions) as fn(&retina_query::SourceStatus) -> Option<u64>),
+            ("retina_source_held_bytes", "Bytes of the transactions held while their pieces arrive", |s| s.held_bytes),
+        ] {
+            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
+            for s in &figures.sources {
+                if let Some(held) = value(s) {
+                    let _ = writeln!(out, "{metric}{{source=\"{}\"}} {held}", label(&s.name));
+                }
+            }
+        }
+        for (metric, help, value) in [
+            ("retina_source_partition_lag_messages", "Records of a partition (Kafka) not applied yet", (|p: &retina_core::PartitionLag| p.lag_messages) as fn(&retina_core::PartitionLag) -> u64),
+            ("retina_source_partition_lag_milliseconds", "Age of the newest record read from a lagging partition", |p| p.lag_millis),
+        ] {
+            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
+            for s in &figures.sources {
+                for p in &s.partitions {
+                    let _ = writeln!(
+                        out,
+                        "{metric}{{source=\"{}\",topic=\"{}\",partition=\"{}\"}} {}",
+                        label(&s.name),
+                        label(&p.topic),
+                        p.partition,
+                        value(p)
+                    );
+                }
+            }
+        }
         out.push_str("# HELP retina_source_failed 1 if the source stopped with an error\n");
         out.push_str("# TYPE retina_source_failed gauge\n");
         for s in &figures.sources {

@@ -176,3 +176,156 @@ impl LocalS3Server {
         Ok(())
     }
 }
+
+/// A Kafka-protocol broker (`tansu`, from crates.io: `cargo install tansu --locked
+/// --features dynostore`) on a free loopback port with in-memory storage, stopped on
+/// drop. Records are produced by `kafka-python` (PyPI; in the venv `scripts/test.sh`
+/// makes), whose default partitioner hashes keys as Kafka Connect's does.
+pub struct LocalKafkaBroker {
+    process: ServerProcess,
+}
+
+/// One record to produce: topic, key and value as raw bytes of text (`None` = a
+/// null key or value, e.g. a tombstone), and a partition when the test places it.
+#[derive(Clone, Debug)]
+pub struct KafkaRecord {
+    pub topic: String,
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub partition: Option<i32>,
+}
+
+/// What produces the records: kafka-python, reading one JSON object per line.
+const PRODUCER: &str = r#"
+import json, sys
+from kafka import KafkaProducer
+producer = KafkaProducer(bootstrap_servers=sys.argv[1], acks="all", linger_ms=5, batch_size=262144, max_request_size=16777216)
+count = 0
+for line in sys.stdin:
+    record = json.loads(line)
+    encode = lambda text: None if text is None else text.encode()
+    producer.send(record["topic"], key=encode(record["key"]), value=encode(record["value"]), partition=record.get("partition"))
+    count += 1
+producer.flush()
+print(count)
+"#;
+
+impl LocalKafkaBroker {
+    /// Starts the broker and waits until it listens; fails saying what to install
+    /// when `tansu` is missing.
+    pub fn start() -> Result<Self, ServiceError> {
+        let port = free_port("tansu")?;
+        let listener = format!("tcp://127.0.0.1:{port}");
+        let child = Command::new(Self::tansu())
+            .args(["broker", "--listener-url", &listener, "--advertised-listener-url", &listener, "--storage-engine", "memory://tansu/"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                ServiceError::new("tansu", format!("cannot start it ({e}): run scripts/test.sh, or cargo install tansu --locked --features dynostore"))
+            })?;
+        Ok(Self { process: ServerProcess::listening(child, port, "tansu", Duration::from_secs(20))? })
+    }
+
+    fn tansu() -> std::ffi::OsString {
+        let cargo_bin = std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".cargo/bin/tansu"));
+        match cargo_bin.filter(|path| path.exists()) {
+            Some(path) => path.into_os_string(),
+            None => "tansu".into(),
+        }
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.process.port)
+    }
+
+    pub fn create_topic(&self, name: &str, partitions: u32) -> Result<(), ServiceError> {
+        let output = Command::new(Self::tansu())
+            .args(["topic", "create", name, "--partitions", &partitions.to_string(), "--broker", &format!("tcp://{}", self.bootstrap())])
+            .output()
+            .map_err(|e| ServiceError::new("tansu", format!("topic create {name}: {e}")))?;
+        if !output.status.success() {
+            return Err(ServiceError::new("tansu", format!("topic create {name}: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        Ok(())
+    }
+
+    pub fn delete_topic(&self, name: &str) -> Result<(), ServiceError> {
+        let output = Command::new(Self::tansu())
+            .args(["topic", "delete", name, "--broker", &format!("tcp://{}", self.bootstrap())])
+            .output()
+            .map_err(|e| ServiceError::new("tansu", format!("topic delete {name}: {e}")))?;
+        if !output.status.success() {
+            return Err(ServiceError::new("tansu", format!("topic delete {name}: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        Ok(())
+    }
+
+    /// Produces `records` in order with kafka-python (acks=all), waiting until all
+    /// are stored.
+    pub fn produce(&self, records: &[KafkaRecord]) -> Result<(), ServiceError> {
+        use std::io::Write;
+        let error = |reason: String| ServiceError::new("kafka-python", reason);
+        let python = python_in_venv();
+        let mut child = Command::new(&python)
+            .args(["-c", PRODUCER, &self.bootstrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| error(format!("cannot run {} ({e}): run scripts/test.sh, which installs kafka-python into <target dir>/py-clients", python.to_string_lossy())))?;
+        let mut stdin = child.stdin.take().ok_or_else(|| error("no stdin".into()))?;
+        let text = records.iter().map(record_json).collect::<Vec<_>>().join("\n") + "\n";
+        let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
+        let output = child.wait_with_output().map_err(|e| error(format!("producer: {e}")))?;
+        let _ = writer.join();
+        if !output.status.success() {
+            return Err(error(format!("producer failed: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        Ok(())
+    }
+}
+
+/// The venv's Python (`<target dir>/py-clients/bin/python`), else `python3`.
+fn python_in_venv() -> std::ffi::OsString {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.ancestors().nth(3).map(|target| target.join("py-clients/bin/python")))
+        .filter(|path| path.exists())
+        .map_or_else(|| "python3".into(), |path| path.into_os_string())
+}
+
+/// A record as the producer script reads it (JSON strings escaped by hand: this
+/// crate has no JSON dependency).
+fn record_json(record: &KafkaRecord) -> String {
+    fn text(value: &Option<String>) -> String {
+        match value {
+            None => "null".into(),
+            Some(text) => {
+                let mut out = String::with_capacity(text.len() + 2);
+                out.push('"');
+                for c in text.chars() {
+                    match c {
+                        '"' => out.push_str("\\\""),
+                        '\\' => out.push_str("\\\\"),
+                        '\n' => out.push_str("\\n"),
+                        '\r' => out.push_str("\\r"),
+                        '\t' => out.push_str("\\t"),
+                        c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                        c => out.push(c),
+                    }
+                }
+                out.push('"');
+                out
+            }
+        }
+    }
+    let partition = record.partition.map_or_else(|| "null".to_string(), |p| p.to_string());
+    format!(
+        r#"{{"topic":{},"key":{},"value":{},"partition":{partition}}}"#,
+        text(&Some(record.topic.clone())),
+        text(&record.key),
+        text(&record.value)
+    )
+}

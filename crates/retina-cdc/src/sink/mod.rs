@@ -93,6 +93,8 @@ pub struct Sink<'e> {
     in_flight: VecDeque<InFlight>,
     completed: Vec<CompletedTransaction>,
     last_position: Option<Position>,
+    /// Resume offsets noted by the source, by transport position, not yet recorded.
+    pending_offsets: VecDeque<(u64, String)>,
     stats: SinkStats,
     /// Tables that got columns during this run: events bound (and decoded) before
     /// carry rows one value short, padded with NULL at submission.
@@ -119,7 +121,8 @@ impl<'e> Sink<'e> {
             absent_rows_before: engine.absent_row_counts(),
             reconstructor: Reconstructor::new(options.grouping, dead_letter.is_some()),
             dead_letter,
-            last_order: resume.and_then(|r| r.order),
+            last_order: resume.as_ref().and_then(|r| r.order),
+            pending_offsets: VecDeque::new(),
             resume,
             in_flight: VecDeque::new(),
             completed: Vec::new(),
@@ -139,8 +142,15 @@ impl<'e> Sink<'e> {
     }
 
     /// The transport position after which a restarted source must resume.
-    pub fn resume_position(&self) -> Option<SinkPosition> {
-        self.resume
+    pub fn resume_position(&self) -> Option<&SinkPosition> {
+        self.resume.as_ref()
+    }
+
+    /// The source's resume offsets after the message at `transport`
+    /// ([`crate::source::MessageSource::take_resume_offsets`]), recorded with the
+    /// transaction that message ends. Noted before the message is handled.
+    pub fn note_resume_offsets(&mut self, transport: u64, offsets: String) {
+        self.pending_offsets.push_back((transport, offsets));
     }
 
     /// The position of this source's newest *visible* transaction (not yet durable:
@@ -164,7 +174,7 @@ impl<'e> Sink<'e> {
     pub fn handle(&mut self, position: Position, line: &str) -> CdcResult<()> {
         self.stats.messages += 1;
         self.last_position = Some(position);
-        if self.resume.is_some_and(|r| position.value <= r.transport) {
+        if self.resume.as_ref().is_some_and(|r| position.value <= r.transport) {
             return Ok(()); // before the resume point: already applied
         }
         let result = self.accept(position, line);
@@ -241,7 +251,7 @@ impl<'e> Sink<'e> {
     pub fn handle_prepared(&mut self, position: Position, prepared: Prepared, line: &str) -> CdcResult<()> {
         self.stats.messages += 1;
         self.last_position = Some(position);
-        if self.resume.is_some_and(|r| position.value <= r.transport) {
+        if self.resume.as_ref().is_some_and(|r| position.value <= r.transport) {
             return Ok(());
         }
         let result = self.accept_prepared(position, prepared, line);
@@ -326,7 +336,8 @@ impl<'e> Sink<'e> {
                     continue;
                 }
             }
-            let position = SinkPosition { transport: resume_transport(&transaction, oldest_open), order: transaction.order };
+            let transport = resume_transport(&transaction, oldest_open);
+            let position = SinkPosition { transport, order: transaction.order, offsets: self.offsets_at(transport) };
             let count = transaction.changes.len() as u64;
             let changes: Vec<SinkChange> = transaction.changes.into_iter().map(|c| c.change).collect();
             self.widened.extend(self.tables.take_widened());
@@ -350,6 +361,18 @@ impl<'e> Sink<'e> {
             self.stats.row_changes_applied += count;
         }
         Ok(())
+    }
+
+    /// The resume offsets noted for `transport` (older ones are dropped: their
+    /// transactions were recorded, or were duplicates).
+    fn offsets_at(&mut self, transport: u64) -> Option<String> {
+        while self.pending_offsets.front().is_some_and(|(at, _)| *at < transport) {
+            self.pending_offsets.pop_front();
+        }
+        match self.pending_offsets.front() {
+            Some((at, _)) if *at == transport => self.pending_offsets.pop_front().map(|(_, offsets)| offsets),
+            _ => None,
+        }
     }
 
     fn explain(&self, error: retina_core::CoreError) -> CdcError {

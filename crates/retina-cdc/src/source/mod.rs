@@ -5,11 +5,12 @@
 
 pub mod channel;
 pub mod generator;
+pub mod kafka;
 pub mod lines;
 pub mod nats;
 pub mod uri;
 
-use retina_core::TableSchema;
+use retina_core::{SourceStatus, TableSchema};
 
 use crate::error::CdcResult;
 use crate::position::{Position, SinkPosition};
@@ -27,6 +28,13 @@ pub enum SourceEvent {
 
 /// A stream of Debezium JSON messages.
 pub trait MessageSource {
+    /// Called once before the first [`Self::next`] with the position recorded for
+    /// this source (after recovery): a source that cannot replay from its start seeks
+    /// there. The sink drops redelivered messages at or before it either way.
+    fn start(&mut self, _recorded: Option<&SinkPosition>) -> CdcResult<()> {
+        Ok(())
+    }
+
     /// Fills `buffer` with the next message (replacing its content).
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent>;
 
@@ -35,9 +43,26 @@ pub trait MessageSource {
     /// it). Never called with a position that is merely visible: a crash recovers to
     /// the latest checkpoint, and what comes after it must be delivered again.
     /// Acknowledging less than asked is always safe (the sink drops redeliveries).
-    fn acknowledge(&mut self, _durable: SinkPosition) -> CdcResult<()> {
+    fn acknowledge(&mut self, _durable: &SinkPosition) -> CdcResult<()> {
         Ok(())
     }
+
+    /// After a message that ends a transaction: where the source resumes once it is
+    /// applied ([`SinkPosition::offsets`]), for sources whose transport position
+    /// alone cannot say (Kafka's partitions).
+    fn take_resume_offsets(&mut self) -> Option<String> {
+        None
+    }
+
+    /// Where a message came from in the source's own terms (topic, partition,
+    /// offset), for error messages; `None` when the transport position says it.
+    fn locate(&self, _position: Position) -> Option<String> {
+        None
+    }
+
+    /// Adds what only the source knows (per-partition lag, held transactions) to the
+    /// status the driver publishes.
+    fn report(&self, _status: &mut SourceStatus) {}
 
     /// Tables the source's messages need but do not describe (schemaless streams of a
     /// known workload); created before replay when absent.

@@ -167,7 +167,7 @@ impl MessageSource for NatsSource {
         }
     }
 
-    fn acknowledge(&mut self, durable: SinkPosition) -> CdcResult<()> {
+    fn acknowledge(&mut self, durable: &SinkPosition) -> CdcResult<()> {
         let mut newest = None;
         for queue in [&mut self.sparse_unacknowledged, &mut self.unacknowledged] {
             while queue.front().is_some_and(|(sequence, _)| *sequence <= durable.transport) {

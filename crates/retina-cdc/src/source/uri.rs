@@ -1,4 +1,5 @@
 //! Source URIs (ARCHITECTURE.md §5): `file:PATH`, `-`, `nats://HOST:PORT/STREAM[?durable=NAME]`,
+//! `kafka://BROKER[,BROKER…]/TOPIC_PREFIX[?…]` (options in [`super::kafka::options`]),
 //! `generator:chbench?rate=ROWS_PER_S[&seconds=S][&base_rows=N][&seed=N]`. Public so the
 //! server (`retina serve --source`) parses the same URIs.
 
@@ -6,7 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{CdcError, CdcResult};
-use crate::sink::{OnAbsentRow, SinkOptions};
+use crate::sink::{Grouping, OnAbsentRow, SinkOptions};
+use super::kafka::options::KafkaSpec;
 
 /// Options any source URI may carry that shape how its messages are applied, not how
 /// they are read: `table=NAME` (the table of messages without a `source` block, as
@@ -16,6 +18,10 @@ use crate::sink::{OnAbsentRow, SinkOptions};
 pub struct ApplyOptions {
     pub table: Option<String>,
     pub on_absent_row: Option<OnAbsentRow>,
+    /// Set by the source kind, not by an option: a Kafka source hands over whole
+    /// transactions, and events without metadata are each their own (grouping them
+    /// by source transaction id would split a transaction spread over topics).
+    pub grouping: Option<Grouping>,
 }
 
 impl ApplyOptions {
@@ -27,6 +33,9 @@ impl ApplyOptions {
         }
         if let Some(mode) = self.on_absent_row {
             options.on_absent_row = mode;
+        }
+        if let Some(grouping) = self.grouping {
+            options.grouping = grouping;
         }
     }
 
@@ -50,6 +59,7 @@ pub enum SourceSpec {
     File(PathBuf),
     Stdin,
     Nats { server: String, stream: String, durable: String },
+    Kafka(Box<KafkaSpec>),
     Generator(GeneratorSpec),
 }
 
@@ -118,6 +128,12 @@ pub fn parse_source_uri_with_options(uri: &str) -> CdcResult<(SourceSpec, ApplyO
         }
         return Ok((SourceSpec::Nats { server: server.to_string(), stream: stream.to_string(), durable }, apply));
     }
+    if let Some(rest) = uri.strip_prefix("kafka://") {
+        let mut take = |key: &str, value: &str| apply.take(key, value, &invalid).map_err(|e| e.to_string());
+        let spec = super::kafka::options::parse(rest, &mut take).map_err(|reason| invalid(&reason))?;
+        apply.grouping = Some(Grouping::PerEvent);
+        return Ok((SourceSpec::Kafka(Box::new(spec)), apply));
+    }
     if let Some(rest) = uri.strip_prefix("generator:") {
         let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
         if name != "chbench" {
@@ -141,7 +157,22 @@ pub fn parse_source_uri_with_options(uri: &str) -> CdcResult<(SourceSpec, ApplyO
         }
         return Ok((SourceSpec::Generator(spec), apply));
     }
-    Err(invalid("expected file:PATH, -, nats://HOST:PORT/STREAM or generator:chbench?rate=N"))
+    Err(invalid("expected file:PATH, -, nats://HOST:PORT/STREAM, kafka://BROKER/TOPIC_PREFIX or generator:chbench?rate=N"))
+}
+
+/// `uri` with secrets (`sasl_password=`) replaced by `***`: the name positions are
+/// recorded under and `retina.sources` shows, so a password never reaches a data
+/// dir, a log or a query result.
+pub fn redacted(uri: &str) -> String {
+    let Some((base, query)) = uri.split_once('?') else { return uri.to_string() };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("sasl_password", _)) => "sasl_password=***".to_string(),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{base}?{}", pairs.join("&"))
 }
 
 fn query_pairs(query: &str) -> impl Iterator<Item = (&str, &str)> {
@@ -174,7 +205,7 @@ mod tests {
     fn apply_options_ride_on_any_uri() {
         let (spec, apply) = parse_source_uri_with_options("file:/tmp/x.jsonl?table=shop.items&on_absent_row=upsert").expect("file");
         assert_eq!(spec, SourceSpec::File("/tmp/x.jsonl".into()));
-        assert_eq!(apply, ApplyOptions { table: Some("shop.items".into()), on_absent_row: Some(OnAbsentRow::Upsert) });
+        assert_eq!(apply, ApplyOptions { table: Some("shop.items".into()), on_absent_row: Some(OnAbsentRow::Upsert), grouping: None });
         let mut options = SinkOptions::default();
         apply.apply_to(&mut options);
         assert_eq!((options.table.as_deref(), options.on_absent_row), (Some("shop.items"), OnAbsentRow::Upsert));
@@ -185,6 +216,9 @@ mod tests {
         assert_eq!(apply.on_absent_row, Some(OnAbsentRow::Error));
         let (_, apply) = parse_source_uri_with_options("generator:chbench?rate=5&on_absent_row=upsert").expect("generator");
         assert_eq!(apply.on_absent_row, Some(OnAbsentRow::Upsert));
+        let (spec, apply) = parse_source_uri_with_options("kafka://127.0.0.1:9092/srv?on_absent_row=upsert&table=x").expect("kafka");
+        assert!(matches!(spec, SourceSpec::Kafka(kafka) if kafka.transaction_topic == "srv.transaction"));
+        assert_eq!(apply, ApplyOptions { table: Some("x".into()), on_absent_row: Some(OnAbsentRow::Upsert), grouping: Some(Grouping::PerEvent) });
         for bad in ["file:/tmp/x?on_absent_row=skip", "nats://h:1/s?table=", "nats://h:1/s?on_absent_row=maybe"] {
             let error = parse_source_uri(bad).expect_err(bad).to_string();
             assert!(error.contains(bad) && (error.contains("on_absent_row") || error.contains("table")), "{error}");
@@ -192,8 +226,17 @@ mod tests {
     }
 
     #[test]
+    fn passwords_are_redacted_from_names() {
+        assert_eq!(
+            redacted("kafka://h:1/p?sasl_username=u&sasl_password=s3cret&tls=true"),
+            "kafka://h:1/p?sasl_username=u&sasl_password=***&tls=true"
+        );
+        assert_eq!(redacted("file:/x.jsonl"), "file:/x.jsonl");
+    }
+
+    #[test]
     fn rejects_bad_uris_with_a_reason() {
-        for bad in ["file:", "nats://host", "nats://h:1/", "generator:tpch", "generator:chbench?rate=x", "kafka://x", "nats://h:1/s?x=1"] {
+        for bad in ["file:", "nats://host", "nats://h:1/", "generator:tpch", "generator:chbench?rate=x", "kafka://x", "nats://h:1/s?x=1", "kafka://h:1/p?x=1", "kafka://h:1/p?on_absent_row=maybe"] {
             let error = parse_source_uri(bad).expect_err(bad).to_string();
             assert!(error.contains(bad), "{error}");
         }

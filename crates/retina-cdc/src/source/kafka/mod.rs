@@ -1,0 +1,601 @@
+//! `kafka://BROKER[,BROKER…]/TOPIC_PREFIX`: Debezium as Kafka Connect deploys it, a
+//! topic per table (any number of partitions) and a transaction topic, merged back
+//! into one stream of whole source transactions ([`reassembly`]) for the sink.
+//!
+//! Exactly once: the position recorded with each mirror transaction is the vector of
+//! every partition's resume offset ([`offsets`]); a restart seeks every partition to
+//! it and skips what it lists as applied. The transport position the sink sees is a
+//! sequence number of handed-out messages, continued from the recorded one, so the
+//! sink's own redelivery check keeps working.
+//!
+//! The client is `rskafka` (pure Rust: no C library to build or match, and it speaks
+//! to the `tansu` broker the tests run; Debian's librdkafka 2.0.2 fails tansu's
+//! ApiVersions handshake). It has no consumer-group API, so offsets are not
+//! committed to a group: lag is reported per partition in `retina.sources` instead.
+
+pub mod offsets;
+pub mod options;
+mod peek;
+pub mod reassembly;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use retina_core::{PartitionLag, SourceStatus};
+use rskafka::client::partition::{OffsetAt, PartitionClient, UnknownTopicHandling};
+use rskafka::client::{Client, ClientBuilder, Credentials, SaslConfig};
+use rskafka::record::RecordAndOffset;
+
+use super::{MessageSource, SourceEvent};
+use crate::error::{CdcError, CdcResult};
+use crate::position::{Position, SinkPosition};
+use offsets::{PartitionResume, ResumeOffsets};
+use options::{KafkaSpec, SaslMechanism, TopicSelection};
+use reassembly::Reassembly;
+
+/// Bytes asked of one partition per fetch.
+const FETCH_MAX_BYTES: i32 = 4 << 20;
+/// How long a fetch waits on the broker for new records.
+const FETCH_WAIT_MS: i32 = 100;
+/// Fetched batches waiting for the source thread, over all partitions.
+const FETCHED_QUEUE: usize = 64;
+/// How often a running source looks for new topics (new tables).
+const TOPIC_REFRESH: Duration = Duration::from_secs(5);
+/// How long connecting to the brokers may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Where recent messages came from, for error messages.
+const LOCATIONS_KEPT: usize = 1 << 16;
+
+/// What a fetcher task delivers.
+struct Fetched {
+    partition: usize,
+    result: Result<(Vec<RecordAndOffset>, i64), String>,
+}
+
+/// What is known of one partition's head.
+#[derive(Default, Clone, Copy)]
+struct Head {
+    high_watermark: i64,
+    /// Timestamp (ms) of the newest record read.
+    last_timestamp_ms: i64,
+}
+
+pub struct KafkaSource {
+    name: String,
+    spec: KafkaSpec,
+    regex: Option<regex::Regex>,
+    runtime: tokio::runtime::Runtime,
+    client: Arc<Client>,
+    /// `None` until [`MessageSource::start`].
+    reassembly: Option<Reassembly>,
+    has_transaction_topic: bool,
+    heads: Vec<Head>,
+    paused: Vec<Arc<AtomicBool>>,
+    fetched_tx: Sender<Fetched>,
+    fetched: Receiver<Fetched>,
+    stop: Arc<AtomicBool>,
+    sequence: u64,
+    pending_offsets: Option<String>,
+    /// (sequence, partition, offset) of recently handed-out messages.
+    locations: VecDeque<(u64, usize, i64)>,
+    reported_idle: bool,
+    last_refresh: Instant,
+    notes: Vec<String>,
+}
+
+impl KafkaSource {
+    /// Connects to the brokers (nothing is read until [`MessageSource::start`]).
+    pub fn connect(name: &str, spec: KafkaSpec) -> CdcResult<Self> {
+        let error = |reason: String| CdcError::Source { source_name: name.to_string(), reason };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("retina-kafka")
+            .enable_all()
+            .build()
+            .map_err(|e| error(format!("cannot start the I/O runtime: {e}")))?;
+        let regex = match &spec.topics {
+            TopicSelection::Regex(pattern) => Some(regex::Regex::new(pattern).map_err(|e| error(format!("topic_regex: {e}")))?),
+            _ => None,
+        };
+        let mut builder = ClientBuilder::new(spec.brokers.clone()).client_id("retina").backoff_config(rskafka::BackoffConfig {
+            deadline: Some(Duration::from_secs(30)),
+            ..Default::default()
+        });
+        if let Some(sasl) = &spec.sasl {
+            let credentials = Credentials::new(sasl.username.clone(), sasl.password.clone());
+            builder = builder.sasl_config(match sasl.mechanism {
+                SaslMechanism::Plain => SaslConfig::Plain(credentials),
+                SaslMechanism::ScramSha256 => SaslConfig::ScramSha256(credentials),
+                SaslMechanism::ScramSha512 => SaslConfig::ScramSha512(credentials),
+            });
+        }
+        if let Some(ca) = &spec.tls {
+            builder = builder.tls_config(Arc::new(tls::client_config(ca.as_deref()).map_err(error)?));
+        }
+        let client = runtime
+            .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await })
+            .map_err(|_| error(format!("cannot connect to {}: no answer within {} s", spec.brokers.join(","), CONNECT_TIMEOUT.as_secs())))?
+            .map_err(|e| error(format!("cannot connect to {}: {e}", spec.brokers.join(","))))?;
+        let (fetched_tx, fetched) = crossbeam_channel::bounded(FETCHED_QUEUE);
+        Ok(Self {
+            name: name.to_string(),
+            spec,
+            regex,
+            runtime,
+            client: Arc::new(client),
+            reassembly: None,
+            has_transaction_topic: false,
+            heads: Vec::new(),
+            paused: Vec::new(),
+            fetched_tx,
+            fetched,
+            stop: Arc::new(AtomicBool::new(false)),
+            sequence: 0,
+            pending_offsets: None,
+            locations: VecDeque::new(),
+            reported_idle: false,
+            last_refresh: Instant::now(),
+            notes: Vec::new(),
+        })
+    }
+
+    fn error(&self, reason: String) -> CdcError {
+        CdcError::Source { source_name: self.name.clone(), reason }
+    }
+
+    /// The topics on the broker, with their partition numbers.
+    fn list_topics(&self) -> CdcResult<BTreeMap<String, Vec<i32>>> {
+        let topics = self.runtime.block_on(self.client.list_topics()).map_err(|e| self.error(format!("cannot list topics: {e}")))?;
+        Ok(topics.into_iter().map(|t| (t.name, t.partitions.into_iter().collect())).collect())
+    }
+
+    fn selected<'a>(&self, topics: &'a BTreeMap<String, Vec<i32>>) -> impl Iterator<Item = (&'a String, &'a Vec<i32>)> + use<'a, '_> {
+        topics.iter().filter(|(name, _)| self.spec.selects(name, self.regex.as_ref()))
+    }
+
+    /// Where `topic/partition` starts when no recorded position knows it: at its first
+    /// record, which must be offset 0 unless the user accepts a retention gap.
+    fn checked_start(&self, topic: &str, partition: i32, floor: i64, recorded: bool) -> CdcResult<i64> {
+        let client = self.partition_client(topic, partition)?;
+        let earliest = self
+            .runtime
+            .block_on(client.get_offset(OffsetAt::Earliest))
+            .map_err(|e| self.error(format!("topic {topic} partition {partition}: cannot read its first offset: {e}")))?;
+        if floor >= earliest {
+            return Ok(floor);
+        }
+        if self.spec.allow_retention_gap {
+            return Ok(earliest);
+        }
+        let why = if recorded { "the recorded position resumes" } else { "a new mirror starts" };
+        Err(self.error(format!(
+            "topic {topic} partition {partition}: {why} at offset {floor}, but the broker's log now starts at {earliest}: \
+             records {floor}..{} are gone (retention or deletion) and the mirror would miss them; \
+             re-snapshot the source, or pass allow_retention_gap=true to start at {earliest}",
+            earliest - 1
+        )))
+    }
+
+    fn partition_client(&self, topic: &str, partition: i32) -> CdcResult<PartitionClient> {
+        self.runtime
+            .block_on(self.client.partition_client(topic, partition, UnknownTopicHandling::Error))
+            .map_err(|e| self.error(format!("topic {topic} partition {partition}: {e}")))
+    }
+
+    /// Starts a fetcher task for `partition` of the reassembly, from its next offset.
+    fn spawn_fetcher(&mut self, partition: usize) -> CdcResult<()> {
+        let Some(reassembly) = &self.reassembly else { return Ok(()) };
+        let (topic, number) = reassembly.name(partition);
+        let (topic, mut offset) = (topic.to_string(), reassembly.next_offset(partition));
+        let client = self.partition_client(&topic, number)?;
+        let (sender, stop) = (self.fetched_tx.clone(), Arc::clone(&self.stop));
+        let paused = Arc::new(AtomicBool::new(false));
+        self.paused.push(Arc::clone(&paused));
+        self.heads.push(Head::default());
+        self.runtime.spawn(async move {
+            while !stop.load(Relaxed) {
+                if paused.load(Relaxed) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    continue;
+                }
+                let started = Instant::now();
+                let result = client.fetch_records(offset, 1..FETCH_MAX_BYTES, FETCH_WAIT_MS).await;
+                let result = match result {
+                    Ok((records, high_watermark)) => {
+                        let empty = records.is_empty();
+                        if let Some(last) = records.last() {
+                            offset = last.offset + 1;
+                        }
+                        if empty && started.elapsed() < Duration::from_millis(2) {
+                            // A broker that answers an empty fetch at once (no long poll).
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                        }
+                        Ok((records, high_watermark))
+                    }
+                    Err(error) => Err(describe_fetch_error(&topic, number, offset, &error)),
+                };
+                let failed = result.is_err();
+                if sender.send(Fetched { partition, result }).is_err() || failed {
+                    return;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Takes in fetched batches: all that are queued, or (after an idle report) the
+    /// first to arrive within 100 ms. `false` when none came.
+    fn receive(&mut self) -> CdcResult<bool> {
+        let first = match self.fetched.try_recv() {
+            Ok(fetched) => fetched,
+            Err(_) if self.reported_idle => match self.fetched.recv_timeout(Duration::from_millis(100)) {
+                Ok(fetched) => fetched,
+                Err(_) => return Ok(false),
+            },
+            Err(_) => return Ok(false),
+        };
+        self.take_in(first)?;
+        while let Ok(fetched) = self.fetched.try_recv() {
+            self.take_in(fetched)?;
+        }
+        self.apply_back_pressure();
+        Ok(true)
+    }
+
+    fn take_in(&mut self, fetched: Fetched) -> CdcResult<()> {
+        let (records, high_watermark) = fetched.result.map_err(|reason| self.error(reason))?;
+        let partition = fetched.partition;
+        let head = &mut self.heads[partition];
+        head.high_watermark = high_watermark;
+        if let Some(last) = records.last() {
+            head.last_timestamp_ms = last.record.timestamp.timestamp_millis();
+        }
+        let is_transaction_topic = self.has_transaction_topic && partition == 0;
+        let Some(reassembly) = self.reassembly.as_mut() else { return Ok(()) };
+        for RecordAndOffset { record, offset } in records {
+            let (topic, number) = reassembly.name(partition);
+            let at = |reason: String| format!("topic {topic} partition {number} offset {offset}: {reason}");
+            let value = match record.value {
+                None => None,
+                Some(bytes) => Some(String::from_utf8(bytes).map_err(|e| at(format!("the value is not UTF-8 text: {e}")))),
+            }
+            .transpose()
+            .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason })?;
+            if is_transaction_topic {
+                let Some(value) = value else { continue };
+                let marker = peek::marker(&value)
+                    .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason: at(format!("transaction topic record: {reason}")) })?;
+                reassembly.marker(offset, marker, value);
+                continue;
+            }
+            let (transaction, line) = match value {
+                None => (None, None),
+                Some(value) => {
+                    let transaction = peek::transaction_id(value.as_bytes())
+                        .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason: at(reason) })?;
+                    (transaction, Some(with_key(record.key.as_deref(), value)))
+                }
+            };
+            reassembly
+                .event(partition, offset, transaction, line)
+                .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason })?;
+        }
+        Ok(())
+    }
+
+    /// Past the memory budget, partitions that only hold what later transactions
+    /// need stop being fetched until the next transaction completes.
+    fn apply_back_pressure(&self) {
+        let Some(reassembly) = &self.reassembly else { return };
+        let over = reassembly.held_bytes() > self.spec.memory_budget;
+        let first_data = usize::from(self.has_transaction_topic);
+        for (partition, paused) in self.paused.iter().enumerate().skip(first_data) {
+            paused.store(over && reassembly.runs_ahead(partition), Relaxed);
+        }
+    }
+
+    /// A transaction that cannot complete stops the source: its missing events did
+    /// not arrive within the timeout although every partition was read to its end.
+    fn check_waiting(&self) -> CdcResult<()> {
+        let Some(reassembly) = &self.reassembly else { return Ok(()) };
+        let Some(waiting) = reassembly.oldest_waiting() else { return Ok(()) };
+        if waiting.first_seen.elapsed() < self.spec.transaction_timeout {
+            return Ok(());
+        }
+        let read_to_end = (0..reassembly.partitions())
+            .all(|p| self.paused[p].load(Relaxed) || reassembly.next_offset(p) >= self.heads[p].high_watermark);
+        if !read_to_end {
+            return Ok(());
+        }
+        let over_budget = reassembly.held_bytes() > self.spec.memory_budget;
+        let mut reason = format!(
+            "transaction {} cannot complete: {} after {:.1} s with every partition read to its end",
+            waiting.id,
+            waiting.detail,
+            waiting.first_seen.elapsed().as_secs_f64()
+        );
+        if !waiting.has_end {
+            reason.push_str(&format!("; the transaction topic {} has no END for it", self.spec.transaction_topic));
+        }
+        if over_budget {
+            reason.push_str(&format!(
+                "; {} bytes of later transactions are held (memory_budget_mb={}), so partitions running ahead are paused",
+                reassembly.held_bytes(),
+                self.spec.memory_budget >> 20
+            ));
+        }
+        reason.push_str("; the position is not advanced past it (transaction_timeout_s= sets the wait)");
+        Err(self.error(reason))
+    }
+
+    /// New topics (new tables) join while running; a known topic whose partition
+    /// count changed is an error (its keys now hash elsewhere: order is lost).
+    fn refresh_topics(&mut self) -> CdcResult<()> {
+        if self.last_refresh.elapsed() < TOPIC_REFRESH {
+            return Ok(());
+        }
+        self.last_refresh = Instant::now();
+        let topics = self.list_topics()?;
+        let Some(reassembly) = &self.reassembly else { return Ok(()) };
+        let mut known: BTreeMap<String, usize> = BTreeMap::new();
+        for p in 0..reassembly.partitions() {
+            *known.entry(reassembly.name(p).0.to_string()).or_default() += 1;
+        }
+        let mut new = Vec::new();
+        for (topic, partitions) in self.selected(&topics) {
+            match known.get(topic) {
+                Some(count) if *count != partitions.len() => {
+                    return Err(self.error(format!(
+                        "topic {topic} now has {} partitions where it had {count}: Kafka orders records only within a \
+                         partition, so the order of its changes is lost; re-snapshot the source",
+                        partitions.len()
+                    )));
+                }
+                Some(_) => {}
+                None => new.extend(partitions.iter().map(|p| (topic.clone(), *p))),
+            }
+        }
+        for (topic, partition) in new {
+            let floor = self.checked_start(&topic, partition, 0, false)?;
+            let Some(reassembly) = self.reassembly.as_mut() else { return Ok(()) };
+            let index = reassembly.add_partition((topic, partition), PartitionResume { floor, applied_above: Vec::new() });
+            self.spawn_fetcher(index)?;
+        }
+        Ok(())
+    }
+}
+
+impl MessageSource for KafkaSource {
+    fn start(&mut self, recorded: Option<&SinkPosition>) -> CdcResult<()> {
+        let resume = match recorded {
+            None => ResumeOffsets::default(),
+            Some(position) => {
+                let text = position.offsets.as_deref().ok_or_else(|| {
+                    self.error(format!(
+                        "the recorded position {} holds no Kafka partition offsets: this data dir was fed by another kind \
+                         of source under the same name",
+                        position.encode()
+                    ))
+                })?;
+                ResumeOffsets::decode(text).map_err(|e| self.error(format!("recorded position: {e}")))?
+            }
+        };
+        self.sequence = recorded.map_or(0, |p| p.transport);
+        let topics = self.list_topics()?;
+        let transaction_partitions = topics.get(&self.spec.transaction_topic);
+        self.has_transaction_topic = transaction_partitions.is_some();
+        let mut partitions: Vec<(String, i32)> = Vec::new();
+        match transaction_partitions {
+            Some(numbers) if numbers.len() != 1 => {
+                return Err(self.error(format!(
+                    "the transaction topic {} has {} partitions: its order is the order transactions are applied in, \
+                     so it must have exactly one",
+                    self.spec.transaction_topic,
+                    numbers.len()
+                )));
+            }
+            Some(numbers) => partitions.extend(numbers.iter().map(|p| (self.spec.transaction_topic.clone(), *p))),
+            None => self.notes.push(format!(
+                "no transaction topic {}: no transaction metadata (provide.transaction.metadata=false), so every event \
+                 is its own transaction",
+                self.spec.transaction_topic
+            )),
+        }
+        for (topic, numbers) in self.selected(&topics) {
+            partitions.extend(numbers.iter().map(|p| (topic.clone(), *p)));
+        }
+        if partitions.is_empty() || (self.has_transaction_topic && partitions.len() == 1) {
+            let wanted = match &self.spec.topics {
+                TopicSelection::Prefixed => format!("named {}.…", self.spec.prefix),
+                TopicSelection::List(list) => format!("named {}", list.join(", ")),
+                TopicSelection::Regex(pattern) => format!("matching {pattern}"),
+            };
+            self.notes.push(format!("no topic {wanted} yet; new topics are picked up as they appear"));
+        }
+        // Every partition the recorded position knows must still exist, with the
+        // same partition count per topic.
+        for (topic, partition) in resume.0.keys() {
+            let Some(numbers) = topics.get(topic) else {
+                return Err(self.error(format!(
+                    "topic {topic} is in the recorded position but no longer exists on the broker (deleted?): its \
+                     unapplied changes cannot be read"
+                )));
+            };
+            if !numbers.contains(partition) || numbers.len() != resume.0.keys().filter(|(t, _)| t == topic).count() {
+                return Err(self.error(format!(
+                    "topic {topic} now has {} partitions where the recorded position has {}: Kafka orders records only \
+                     within a partition, so the order of its changes is lost; re-snapshot the source",
+                    numbers.len(),
+                    resume.0.keys().filter(|(t, _)| t == topic).count()
+                )));
+            }
+        }
+        let mut start = Vec::new();
+        for (topic, partition) in partitions {
+            let recorded = resume.0.get(&(topic.clone(), partition)).cloned();
+            let is_recorded = recorded.is_some();
+            let mut resume = recorded.unwrap_or_default();
+            let floor = self.checked_start(&topic, partition, resume.floor, is_recorded)?;
+            if floor != resume.floor {
+                self.notes.push(format!("topic {topic} partition {partition} started at offset {floor} (allow_retention_gap)"));
+                resume = PartitionResume { floor, applied_above: resume.applied_above.into_iter().filter(|o| *o > floor).collect() };
+            }
+            start.push(((topic, partition), resume));
+        }
+        let count = start.len();
+        self.reassembly = Some(Reassembly::new(start, self.has_transaction_topic));
+        for partition in 0..count {
+            self.spawn_fetcher(partition)?;
+        }
+        self.last_refresh = Instant::now();
+        Ok(())
+    }
+
+    fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
+        if self.reassembly.is_none() {
+            self.start(None)?;
+        }
+        loop {
+            if let Some(ready) = self.reassembly.as_mut().and_then(Reassembly::pop_ready) {
+                self.sequence += 1;
+                self.reported_idle = false;
+                *buffer = ready.line;
+                self.pending_offsets = ready.resume;
+                if self.locations.len() == LOCATIONS_KEPT {
+                    self.locations.pop_front();
+                }
+                self.locations.push_back((self.sequence, ready.partition, ready.offset));
+                return Ok(SourceEvent::Message(Position::kafka(self.sequence)));
+            }
+            if self.receive()? {
+                continue;
+            }
+            self.check_waiting()?;
+            self.refresh_topics()?;
+            self.reported_idle = true;
+            return Ok(SourceEvent::Idle);
+        }
+    }
+
+    fn take_resume_offsets(&mut self) -> Option<String> {
+        self.pending_offsets.take()
+    }
+
+    fn locate(&self, position: Position) -> Option<String> {
+        let reassembly = self.reassembly.as_ref()?;
+        let index = self.locations.binary_search_by_key(&position.value, |(sequence, _, _)| *sequence).ok()?;
+        let (_, partition, offset) = self.locations[index];
+        let (topic, number) = reassembly.name(partition);
+        Some(format!("topic {topic} partition {number} offset {offset}"))
+    }
+
+    fn report(&self, status: &mut SourceStatus) {
+        let Some(reassembly) = &self.reassembly else { return };
+        let resume = reassembly.resume_offsets();
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        status.partitions = (0..reassembly.partitions())
+            .map(|p| {
+                let (topic, partition) = reassembly.name(p);
+                let head = self.heads[p];
+                let applied = resume.0.get(&(topic.to_string(), partition)).map_or(0, |r| r.floor);
+                let lag_messages = u64::try_from(head.high_watermark - applied).unwrap_or(0);
+                let lag_millis = if lag_messages == 0 { 0 } else { u64::try_from(now_ms - head.last_timestamp_ms).unwrap_or(0) };
+                PartitionLag { topic: topic.to_string(), partition, applied_offset: applied, high_watermark: head.high_watermark, lag_messages, lag_millis }
+            })
+            .collect();
+        status.held_transactions = Some(reassembly.held_transactions() as u64);
+        status.held_bytes = Some(reassembly.held_bytes() as u64);
+        status.lag_transactions = None;
+        status.detail = (!self.notes.is_empty()).then(|| self.notes.join("; "));
+    }
+}
+
+impl Drop for KafkaSource {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+    }
+}
+
+/// The line the sink decodes: the value, wrapped with its key as
+/// `{"key":…,"value":…}` when the key is a JSON object (with or without schema).
+fn with_key(key: Option<&[u8]>, value: String) -> String {
+    let key = key.filter(|k| k.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')).and_then(|k| std::str::from_utf8(k).ok());
+    match key {
+        Some(key) => {
+            let mut line = String::with_capacity(key.len() + value.len() + 20);
+            line.push_str("{\"key\":");
+            line.push_str(key);
+            line.push_str(",\"value\":");
+            line.push_str(&value);
+            line.push('}');
+            line
+        }
+        None => value,
+    }
+}
+
+fn describe_fetch_error(topic: &str, partition: i32, offset: i64, error: &rskafka::client::error::Error) -> String {
+    use rskafka::client::error::{Error, ProtocolError};
+    match error {
+        Error::ServerError { protocol_error: ProtocolError::OffsetOutOfRange, .. } => format!(
+            "topic {topic} partition {partition}: offset {offset} no longer exists on the broker (removed by retention \
+             or deletion) before it was applied; the mirror would miss those records, so the source stops here"
+        ),
+        Error::ServerError { protocol_error: ProtocolError::UnknownTopicOrPartition, .. } => {
+            format!("topic {topic} partition {partition} no longer exists on the broker (deleted?) at offset {offset}")
+        }
+        other => format!("topic {topic} partition {partition}: fetching from offset {offset} failed: {other}"),
+    }
+}
+
+mod tls {
+    //! The TLS client configuration: the system's roots, plus a CA file when given
+    //! (a private cluster's own CA).
+
+    use std::path::Path;
+
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+
+    pub fn client_config(ca: Option<&Path>) -> Result<rustls::ClientConfig, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for certificate in rustls_native_certs::load_native_certs().certs {
+            let _ = roots.add(certificate);
+        }
+        if let Some(path) = ca {
+            let certificates = CertificateDer::pem_file_iter(path)
+                .map_err(|e| format!("tls_ca {}: {e}", path.display()))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("tls_ca {}: {e}", path.display()))?;
+            if certificates.is_empty() {
+                return Err(format!("tls_ca {}: no PEM certificate in it", path.display()));
+            }
+            for certificate in certificates {
+                roots.add(certificate).map_err(|e| format!("tls_ca {}: {e}", path.display()))?;
+            }
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        Ok(rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_keys_wrap_the_value_and_others_are_left_out() {
+        assert_eq!(with_key(Some(br#"{"id":1}"#), "{\"op\":\"c\"}".into()), r#"{"key":{"id":1},"value":{"op":"c"}}"#);
+        assert_eq!(with_key(Some(b"plain-text-key"), "{}".into()), "{}");
+        assert_eq!(with_key(None, "{}".into()), "{}");
+    }
+}

@@ -1,0 +1,183 @@
+//! The Kafka source's position: for every partition it reads (data topics and the
+//! transaction topic), the offset below which every record is applied, plus the
+//! applied offsets above it (records of a transaction completed while an older one
+//! in the same partition still waits).
+//!
+//! Kafka orders records only per partition, and transactions complete in the
+//! transaction topic's order, not in any one partition's: a single number cannot say
+//! where a restart resumes. This vector is recorded with every mirror transaction (so
+//! each checkpoint holds it) and is what a restart seeks every partition to.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// Where one partition resumes: `floor` is the first offset not known to be applied;
+/// `applied_above` are offsets above it that are applied (skipped when read again).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionResume {
+    pub floor: i64,
+    pub applied_above: Vec<i64>,
+}
+
+/// A topic partition, `topic/partition` in text.
+pub type TopicPartition = (String, i32);
+
+/// The resume point of every partition, in the text recorded with each transaction:
+/// `topic/partition=floor[+applied…]` joined by `,`. Kafka topic names are
+/// `[A-Za-z0-9._-]`, so none of `/=+,` (nor a space, which ends a recorded
+/// position's field) can appear in one.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResumeOffsets(pub BTreeMap<TopicPartition, PartitionResume>);
+
+impl ResumeOffsets {
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        for ((topic, partition), resume) in &self.0 {
+            if !out.is_empty() {
+                out.push(',');
+            }
+            let _ = write!(out, "{topic}/{partition}={}", resume.floor);
+            for offset in &resume.applied_above {
+                let _ = write!(out, "+{offset}");
+            }
+        }
+        out
+    }
+
+    /// Parses [`Self::encode`]'s text; the error says which part is wrong.
+    pub fn decode(text: &str) -> Result<Self, String> {
+        let mut partitions = BTreeMap::new();
+        for entry in text.split(',').filter(|e| !e.is_empty()) {
+            let bad = || format!("bad partition offsets {entry:?} (expected topic/partition=offset[+offset…])");
+            let (name, offsets) = entry.split_once('=').ok_or_else(bad)?;
+            let (topic, partition) = name.rsplit_once('/').ok_or_else(bad)?;
+            let partition: i32 = partition.parse().map_err(|_| bad())?;
+            let mut numbers = offsets.split('+').map(|n| n.parse::<i64>().map_err(|_| bad()));
+            let floor = numbers.next().ok_or_else(bad)??;
+            let applied_above = numbers.collect::<Result<Vec<_>, _>>()?;
+            if topic.is_empty() || applied_above.iter().any(|o| *o <= floor) {
+                return Err(bad());
+            }
+            partitions.insert((topic.to_string(), partition), PartitionResume { floor, applied_above });
+        }
+        Ok(Self(partitions))
+    }
+}
+
+/// One partition's progress while the source runs. Every record taken in is either
+/// held (its transaction is not complete) or finished (handed to the sink, or a
+/// no-op such as a tombstone).
+///
+/// Invariants: `held` and `applied_above` are above `floor()`'s predecessors only:
+/// every offset below `floor()` is finished; `applied_above` holds finished offsets
+/// above the lowest held one (none when nothing is held); `skip` holds offsets a
+/// previous run applied that are at or after `next` (not read again yet).
+#[derive(Debug, Default)]
+pub struct PartitionLedger {
+    next: i64,
+    held: BTreeSet<i64>,
+    applied_above: BTreeSet<i64>,
+    skip: BTreeSet<i64>,
+}
+
+impl PartitionLedger {
+    /// A ledger resuming at `resume`.
+    pub fn resuming(resume: &PartitionResume) -> Self {
+        Self { next: resume.floor, skip: resume.applied_above.iter().copied().collect(), ..Self::default() }
+    }
+
+    /// The offset the next record is expected at.
+    pub fn next(&self) -> i64 {
+        self.next
+    }
+
+    /// A record at `offset` was read. `false`: a previous run applied it already
+    /// (skip it; it counts as finished).
+    pub fn take(&mut self, offset: i64) -> bool {
+        self.next = self.next.max(offset + 1);
+        !self.skip.remove(&offset)
+    }
+
+    pub fn hold(&mut self, offset: i64) {
+        self.held.insert(offset);
+    }
+
+    /// A record that was taken (and perhaps held) is finished.
+    pub fn finish(&mut self, offset: i64) {
+        self.held.remove(&offset);
+        match self.held.first() {
+            Some(&lowest) => {
+                if offset > lowest {
+                    self.applied_above.insert(offset);
+                }
+                // Everything below the lowest held record is finished: forget it.
+                self.applied_above = self.applied_above.split_off(&lowest);
+            }
+            None => self.applied_above.clear(),
+        }
+    }
+
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Where a restart resumes if everything finished so far is applied.
+    pub fn resume(&self) -> PartitionResume {
+        let floor = self.held.first().copied().unwrap_or(self.next);
+        let applied_above = self.applied_above.iter().chain(&self.skip).copied().filter(|o| *o > floor).collect::<BTreeSet<_>>();
+        PartitionResume { floor, applied_above: applied_above.into_iter().collect() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_offsets_round_trip_and_reject_garbage() {
+        let mut offsets = ResumeOffsets::default();
+        offsets.0.insert(("srv.public.stock".into(), 0), PartitionResume { floor: 17, applied_above: vec![19, 20] });
+        offsets.0.insert(("srv.transaction".into(), 0), PartitionResume { floor: 4, applied_above: vec![] });
+        let text = offsets.encode();
+        assert_eq!(text, "srv.public.stock/0=17+19+20,srv.transaction/0=4");
+        assert_eq!(ResumeOffsets::decode(&text), Ok(offsets));
+        assert_eq!(ResumeOffsets::decode(""), Ok(ResumeOffsets::default()));
+        for bad in ["t/0", "t=1", "t/x=1", "t/0=1+1", "t/0=a", "/0=1", "t/0=1+"] {
+            assert!(ResumeOffsets::decode(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_floor_stays_below_held_records_and_remembers_what_finished_above() {
+        let mut ledger = PartitionLedger::default();
+        for offset in 0..5 {
+            assert!(ledger.take(offset));
+            ledger.hold(offset);
+        }
+        ledger.finish(0);
+        ledger.finish(2); // completed while 1 still waits
+        assert_eq!(ledger.resume(), PartitionResume { floor: 1, applied_above: vec![2] });
+        ledger.finish(1);
+        assert_eq!(ledger.resume(), PartitionResume { floor: 3, applied_above: vec![] });
+        ledger.finish(3);
+        ledger.finish(4);
+        assert_eq!(ledger.resume(), PartitionResume { floor: 5, applied_above: vec![] });
+    }
+
+    #[test]
+    fn a_resumed_ledger_skips_what_the_previous_run_applied() {
+        let mut ledger = PartitionLedger::resuming(&PartitionResume { floor: 10, applied_above: vec![12] });
+        assert!(ledger.take(10));
+        ledger.hold(10);
+        assert!(ledger.take(11));
+        ledger.hold(11);
+        // Until it is read again, the skipped offset stays part of the position.
+        assert_eq!(ledger.resume(), PartitionResume { floor: 10, applied_above: vec![12] });
+        assert!(!ledger.take(12), "applied by the previous run");
+        ledger.finish(12);
+        assert_eq!(ledger.resume(), PartitionResume { floor: 10, applied_above: vec![12] });
+        ledger.finish(10);
+        ledger.finish(11);
+        assert_eq!(ledger.resume(), PartitionResume { floor: 13, applied_above: vec![] });
+    }
+}

@@ -1,0 +1,376 @@
+//! Cross-topic transaction reassembly (Retina paper §3.3, §5.3): Debezium on Kafka
+//! Connect writes each table's events to its own topic and the transaction
+//! boundaries to a separate one, so one source transaction arrives as pieces on
+//! several partitions, interleaved with others. This merges them back into one
+//! ordered stream in which every transaction's BEGIN, events and END are adjacent,
+//! released in the transaction topic's order once all its events have arrived.
+//!
+//! It decides only *when* a transaction is complete (its END is read and
+//! `event_count` events carrying its id have arrived); the sink's
+//! [`Reconstructor`](crate::sink::Reconstructor) still checks the per-table counts and
+//! `total_order` of what it is handed, so there is one place that validates
+//! transactions.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use super::offsets::{PartitionLedger, PartitionResume, ResumeOffsets};
+
+/// A record of the transaction topic, as far as reassembly needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Marker {
+    Begin { id: String },
+    End { id: String, event_count: u64 },
+}
+
+/// A line ready for the sink, with the partition and offset it came from and, when
+/// it ends a mirror transaction, the position a restart resumes from once it is
+/// applied.
+#[derive(Debug)]
+pub struct Ready {
+    pub line: String,
+    pub partition: usize,
+    pub offset: i64,
+    pub resume: Option<String>,
+}
+
+struct HeldEvent {
+    partition: usize,
+    offset: i64,
+    line: String,
+}
+
+struct HeldTransaction {
+    begin: Option<(i64, String)>,
+    end: Option<(i64, String, u64)>,
+    events: Vec<HeldEvent>,
+    bytes: usize,
+    first_seen: Instant,
+}
+
+impl HeldTransaction {
+    fn new() -> Self {
+        Self { begin: None, end: None, events: Vec::new(), bytes: 0, first_seen: Instant::now() }
+    }
+
+    fn complete(&self) -> bool {
+        self.end.as_ref().is_some_and(|(_, _, count)| self.events.len() as u64 >= *count)
+    }
+}
+
+/// A transaction that holds memory without completing, for error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    pub id: String,
+    pub first_seen: Instant,
+    pub has_end: bool,
+    /// What it waits for, in words: expected and arrived events per partition.
+    pub detail: String,
+}
+
+/// The merge state. Partition 0 is the transaction topic when there is one.
+///
+/// Invariant: every record taken in is held by exactly one transaction or is in
+/// `ready` (or was a no-op), and each partition's ledger says which; so the resume
+/// position computed at any release covers exactly what `ready` holds before it.
+pub struct Reassembly {
+    names: Vec<(String, i32)>,
+    ledgers: Vec<PartitionLedger>,
+    has_transaction_topic: bool,
+    transactions: HashMap<String, HeldTransaction>,
+    /// Ids in the order their END was read: the order transactions are released in.
+    ends: VecDeque<String>,
+    ready: VecDeque<Ready>,
+    held_bytes: usize,
+}
+
+impl Reassembly {
+    /// `partitions`: every partition read, with where it resumes; the transaction
+    /// topic's first when `has_transaction_topic`.
+    pub fn new(partitions: Vec<((String, i32), PartitionResume)>, has_transaction_topic: bool) -> Self {
+        let (names, ledgers) = partitions.into_iter().map(|(name, resume)| (name, PartitionLedger::resuming(&resume))).unzip();
+        Self {
+            names,
+            ledgers,
+            has_transaction_topic,
+            transactions: HashMap::new(),
+            ends: VecDeque::new(),
+            ready: VecDeque::new(),
+            held_bytes: 0,
+        }
+    }
+
+    /// Adds a partition that appeared while running (a new table's topic).
+    pub fn add_partition(&mut self, name: (String, i32), resume: PartitionResume) -> usize {
+        self.names.push(name);
+        self.ledgers.push(PartitionLedger::resuming(&resume));
+        self.names.len() - 1
+    }
+
+    pub fn name(&self, partition: usize) -> (&str, i32) {
+        let (topic, number) = &self.names[partition];
+        (topic, *number)
+    }
+
+    pub fn partitions(&self) -> usize {
+        self.names.len()
+    }
+
+    /// The offset `partition` is to be read from next.
+    pub fn next_offset(&self, partition: usize) -> i64 {
+        self.ledgers[partition].next()
+    }
+
+    /// A record of the transaction topic.
+    pub fn marker(&mut self, offset: i64, marker: Marker, line: String) {
+        if !self.ledgers[0].take(offset) {
+            self.ledgers[0].finish(offset);
+            return;
+        }
+        let bytes = line.len();
+        match marker {
+            Marker::Begin { id } => {
+                let transaction = self.transactions.entry(id).or_insert_with(HeldTransaction::new);
+                if transaction.begin.is_some() || transaction.end.is_some() {
+                    // A repeated BEGIN (a producer retry): the first copy stands.
+                    self.ledgers[0].finish(offset);
+                    return;
+                }
+                transaction.begin = Some((offset, line));
+                transaction.bytes += bytes;
+                self.ledgers[0].hold(offset);
+            }
+            Marker::End { id, event_count } => {
+                let transaction = self.transactions.entry(id.clone()).or_insert_with(HeldTransaction::new);
+                if transaction.end.is_some() {
+                    self.ledgers[0].finish(offset);
+                    return;
+                }
+                transaction.end = Some((offset, line, event_count));
+                transaction.bytes += bytes;
+                self.ledgers[0].hold(offset);
+                self.ends.push_back(id);
+            }
+        }
+        self.held_bytes += bytes;
+        self.release();
+    }
+
+    /// A change event (or a tombstone: `line` `None`) of data partition `partition`,
+    /// with its transaction id when it carries transaction metadata.
+    pub fn event(&mut self, partition: usize, offset: i64, transaction: Option<String>, line: Option<String>) -> Result<(), String> {
+        if !self.ledgers[partition].take(offset) {
+            self.ledgers[partition].finish(offset);
+            return Ok(());
+        }
+        let Some(line) = line else {
+            self.ledgers[partition].finish(offset); // a tombstone: nothing to apply
+            return Ok(());
+        };
+        match transaction {
+            Some(id) if self.has_transaction_topic => {
+                let transaction = self.transactions.entry(id).or_insert_with(HeldTransaction::new);
+                transaction.bytes += line.len();
+                self.held_bytes += line.len();
+                transaction.events.push(HeldEvent { partition, offset, line });
+                self.ledgers[partition].hold(offset);
+                self.release();
+            }
+            Some(id) => {
+                let (topic, number) = self.name(partition);
+                return Err(format!(
+                    "topic {topic} partition {number} offset {offset}: the event belongs to transaction {id}, but there is \
+                     no transaction topic to say where that transaction ends; name it with transaction_topic="
+                ));
+            }
+            None => {
+                // No transaction metadata: the event is its own transaction.
+                self.ledgers[partition].finish(offset);
+                let resume = Some(self.resume_offsets().encode());
+                self.ready.push_back(Ready { line, partition, offset, resume });
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves every complete transaction at the head of the END order to `ready`.
+    fn release(&mut self) {
+        while let Some(id) = self.ends.front() {
+            if !self.transactions.get(id).is_some_and(HeldTransaction::complete) {
+                return;
+            }
+            let Some(id) = self.ends.pop_front() else { return };
+            let Some(transaction) = self.transactions.remove(&id) else { return };
+            self.held_bytes -= transaction.bytes;
+            if let Some((offset, line)) = transaction.begin {
+                self.ledgers[0].finish(offset);
+                self.ready.push_back(Ready { line, partition: 0, offset, resume: None });
+            }
+            for event in transaction.events {
+                self.ledgers[event.partition].finish(event.offset);
+                self.ready.push_back(Ready { line: event.line, partition: event.partition, offset: event.offset, resume: None });
+            }
+            if let Some((offset, line, _)) = transaction.end {
+                self.ledgers[0].finish(offset);
+                let resume = Some(self.resume_offsets().encode());
+                self.ready.push_back(Ready { line, partition: 0, offset, resume });
+            }
+        }
+    }
+
+    pub fn pop_ready(&mut self) -> Option<Ready> {
+        self.ready.pop_front()
+    }
+
+    /// Where every partition resumes once everything released so far is applied.
+    pub fn resume_offsets(&self) -> ResumeOffsets {
+        ResumeOffsets(self.names.iter().cloned().zip(self.ledgers.iter().map(PartitionLedger::resume)).collect())
+    }
+
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    pub fn held_transactions(&self) -> usize {
+        self.transactions.len()
+    }
+
+    /// Records held in `partition` that the next transaction to release does not
+    /// need: the partition runs ahead of it, and reading more of it only adds memory.
+    pub fn runs_ahead(&self, partition: usize) -> bool {
+        let held = self.ledgers[partition].held();
+        let for_head = self
+            .ends
+            .front()
+            .and_then(|id| self.transactions.get(id))
+            .map_or(0, |t| t.events.iter().filter(|e| e.partition == partition).count());
+        held > for_head
+    }
+
+    /// The transaction that has held memory longest without completing.
+    pub fn oldest_waiting(&self) -> Option<Waiting> {
+        let (id, transaction) = match self.ends.front().and_then(|id| self.transactions.get_key_value(id)) {
+            Some(head) => head,
+            None => self.transactions.iter().min_by_key(|(_, t)| t.first_seen)?,
+        };
+        let mut detail = String::new();
+        match &transaction.end {
+            Some((_, _, count)) => {
+                let _ = write!(detail, "its END says {count} events, {} arrived", transaction.events.len());
+            }
+            None => {
+                let _ = write!(detail, "{} events arrived, but no END", transaction.events.len());
+            }
+        }
+        let mut per_partition: Vec<(usize, usize)> = Vec::new();
+        for event in &transaction.events {
+            match per_partition.iter_mut().find(|(p, _)| *p == event.partition) {
+                Some((_, count)) => *count += 1,
+                None => per_partition.push((event.partition, 1)),
+            }
+        }
+        if !per_partition.is_empty() {
+            detail.push_str(" (");
+            for (i, (partition, count)) in per_partition.iter().enumerate() {
+                let (topic, number) = self.name(*partition);
+                let _ = write!(detail, "{}{count} from {topic} partition {number}", if i > 0 { ", " } else { "" });
+            }
+            detail.push(')');
+        }
+        Some(Waiting { id: id.clone(), first_seen: transaction.first_seen, has_end: transaction.end.is_some(), detail })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reassembly(data_partitions: usize) -> Reassembly {
+        let mut partitions = vec![(("srv.transaction".to_string(), 0), PartitionResume::default())];
+        for p in 0..data_partitions {
+            partitions.push(((format!("srv.public.t{p}"), 0), PartitionResume::default()));
+        }
+        Reassembly::new(partitions, true)
+    }
+
+    fn drain(r: &mut Reassembly) -> Vec<(String, Option<String>)> {
+        std::iter::from_fn(|| r.pop_ready()).map(|ready| (ready.line, ready.resume)).collect()
+    }
+
+    #[test]
+    fn a_transaction_is_released_once_its_end_and_all_its_events_arrived() {
+        let mut r = reassembly(2);
+        // An event before its BEGIN is held.
+        r.event(2, 0, Some("tx1".into()), Some("e2".into())).unwrap();
+        r.marker(0, Marker::Begin { id: "tx1".into() }, "begin".into());
+        r.marker(1, Marker::End { id: "tx1".into(), event_count: 2 }, "end".into());
+        assert!(drain(&mut r).is_empty(), "one event still missing");
+        assert_eq!(r.resume_offsets().encode(), "srv.public.t0/0=0,srv.public.t1/0=0,srv.transaction/0=0");
+        r.event(1, 0, Some("tx1".into()), Some("e1".into())).unwrap();
+        let lines = drain(&mut r);
+        let texts: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(texts, ["begin", "e2", "e1", "end"]);
+        assert_eq!(lines[3].1.as_deref(), Some("srv.public.t0/0=1,srv.public.t1/0=1,srv.transaction/0=2"));
+        assert!(lines[..3].iter().all(|(_, resume)| resume.is_none()));
+        assert_eq!((r.held_bytes(), r.held_transactions()), (0, 0));
+    }
+
+    #[test]
+    fn transactions_are_released_in_the_transaction_topics_order() {
+        let mut r = reassembly(1);
+        r.marker(0, Marker::Begin { id: "a".into() }, "begin a".into());
+        r.marker(1, Marker::End { id: "a".into(), event_count: 1 }, "end a".into());
+        r.marker(2, Marker::Begin { id: "b".into() }, "begin b".into());
+        r.marker(3, Marker::End { id: "b".into(), event_count: 1 }, "end b".into());
+        // b's event comes first (the producer reordered): b waits for a.
+        r.event(1, 0, Some("b".into()), Some("b1".into())).unwrap();
+        assert!(drain(&mut r).is_empty());
+        assert!(r.runs_ahead(1), "partition 1 holds only what a later transaction needs");
+        r.event(1, 1, Some("a".into()), Some("a1".into())).unwrap();
+        let lines = drain(&mut r);
+        let texts: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(texts, ["begin a", "a1", "end a", "begin b", "b1", "end b"]);
+        // After a alone, offset 0 of the data partition (b's event) was not applied yet,
+        // but offset 1 (a's) was.
+        assert_eq!(lines[2].1.as_deref(), Some("srv.public.t0/0=0+1,srv.transaction/0=2"));
+        assert_eq!(lines[5].1.as_deref(), Some("srv.public.t0/0=2,srv.transaction/0=4"));
+    }
+
+    #[test]
+    fn events_without_metadata_are_their_own_transactions_and_tombstones_are_skipped() {
+        let mut r = Reassembly::new(vec![(("srv.public.t".to_string(), 0), PartitionResume::default())], false);
+        r.event(0, 0, None, Some("e0".into())).unwrap();
+        r.event(0, 1, None, None).unwrap();
+        r.event(0, 2, None, Some("e2".into())).unwrap();
+        let lines = drain(&mut r);
+        assert_eq!(lines, [("e0".into(), Some("srv.public.t/0=1".into())), ("e2".into(), Some("srv.public.t/0=3".into()))]);
+        let error = r.event(0, 3, Some("tx9".into()), Some("e3".into())).unwrap_err();
+        assert!(error.contains("transaction tx9") && error.contains("transaction_topic="), "{error}");
+    }
+
+    #[test]
+    fn a_restart_skips_what_the_previous_run_applied() {
+        let resume = ResumeOffsets::decode("srv.public.t0/0=0+1,srv.transaction/0=2").unwrap();
+        let mut r = Reassembly::new(resume.0.into_iter().rev().collect(), true);
+        r.marker(2, Marker::Begin { id: "b".into() }, "begin b".into());
+        r.marker(3, Marker::End { id: "b".into(), event_count: 1 }, "end b".into());
+        r.event(1, 0, Some("b".into()), Some("b1".into())).unwrap();
+        r.event(1, 1, Some("a".into()), Some("a1".into())).unwrap(); // applied before: skipped
+        let texts: Vec<String> = drain(&mut r).into_iter().map(|(l, _)| l).collect();
+        assert_eq!(texts, ["begin b", "b1", "end b"]);
+        assert_eq!(r.held_transactions(), 0, "the skipped event opened nothing");
+    }
+
+    #[test]
+    fn the_oldest_waiting_transaction_says_what_it_waits_for() {
+        let mut r = reassembly(1);
+        r.marker(0, Marker::Begin { id: "tx7".into() }, "b".into());
+        r.marker(1, Marker::End { id: "tx7".into(), event_count: 3 }, "e".into());
+        r.event(1, 0, Some("tx7".into()), Some("x".into())).unwrap();
+        let waiting = r.oldest_waiting().unwrap();
+        assert_eq!(waiting.id, "tx7");
+        assert!(waiting.has_end);
+        assert_eq!(waiting.detail, "its END says 3 events, 1 arrived (1 from srv.public.t0 partition 0)");
+    }
+}

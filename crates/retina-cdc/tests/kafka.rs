@@ -1,0 +1,303 @@
+//! The Kafka source against a real Kafka-protocol broker (`tansu`, from crates.io),
+//! with records produced by `kafka-python` (PyPI) as Kafka Connect lays them out: a
+//! topic per table, several partitions keyed by primary key, and a transaction topic.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::rows;
+use retina_cdc::ingest::{drive, ingest_uri, DriveOptions, StopWhen};
+use retina_cdc::SinkOptions;
+use retina_core::{Engine, EngineConfig, SourceRegistry};
+use retina_storage::ParquetLakeStore;
+use retina_test_support::{KafkaRecord, LocalKafkaBroker};
+
+fn broker() -> LocalKafkaBroker {
+    LocalKafkaBroker::start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn open_engine(dir: &std::path::Path) -> Engine {
+    let store = ParquetLakeStore::open(dir.to_str().expect("utf-8 temp dir")).expect("store");
+    let config = EngineConfig { shards: 2, gc_interval: None, ..EngineConfig::default() };
+    Engine::open(config, Arc::new(store)).expect("engine (recovering what the data dir holds)")
+}
+
+const VALUE_SCHEMA: &str = r#"{"type":"struct","name":"srv.s.Envelope","fields":[{"type":"struct","optional":true,"field":"before","fields":[{"type":"int64","optional":false,"field":"id"},{"type":"string","optional":true,"field":"name"}]},{"type":"struct","optional":true,"field":"after","fields":[{"type":"int64","optional":false,"field":"id"},{"type":"string","optional":true,"field":"name"}]},{"type":"struct","optional":false,"field":"source","fields":[{"type":"string","optional":false,"field":"schema"},{"type":"string","optional":false,"field":"table"}]},{"type":"string","optional":false,"field":"op"},{"type":"struct","optional":true,"field":"transaction","fields":[{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":false,"field":"total_order"},{"type":"int64","optional":false,"field":"data_collection_order"}]}]}"#;
+const KEY_SCHEMA: &str = r#"{"type":"struct","name":"srv.s.Key","fields":[{"type":"int64","optional":false,"field":"id"}]}"#;
+
+fn key(id: i64) -> String {
+    format!(r#"{{"schema":{KEY_SCHEMA},"payload":{{"id":{id}}}}}"#)
+}
+
+/// A change event of table `s.<table>` as Kafka Connect's JsonConverter writes it.
+fn change(table: &str, op: &str, id: i64, name: Option<&str>, transaction: Option<(&str, u64)>) -> KafkaRecord {
+    let after = match (op, name) {
+        ("d", _) | (_, None) => "null".to_string(),
+        (_, Some(name)) => format!(r#"{{"id":{id},"name":"{name}"}}"#),
+    };
+    let transaction = match transaction {
+        Some((tx, order)) => format!(r#"{{"id":"{tx}","total_order":{order},"data_collection_order":{order}}}"#),
+        None => "null".to_string(),
+    };
+    let payload = format!(
+        r#"{{"before":null,"after":{after},"source":{{"schema":"s","table":"{table}"}},"op":"{op}","transaction":{transaction}}}"#
+    );
+    KafkaRecord {
+        topic: format!("srv.s.{table}"),
+        key: Some(key(id)),
+        value: Some(format!(r#"{{"schema":{VALUE_SCHEMA},"payload":{payload}}}"#)),
+        partition: None,
+    }
+}
+
+fn marker(status: &str, id: &str, counts: &[(&str, u64)]) -> KafkaRecord {
+    let value = if status == "BEGIN" {
+        format!(r#"{{"schema":null,"payload":{{"status":"BEGIN","id":"{id}","event_count":null,"data_collections":null}}}}"#)
+    } else {
+        let total: u64 = counts.iter().map(|(_, c)| c).sum();
+        let collections: Vec<String> =
+            counts.iter().map(|(t, c)| format!(r#"{{"data_collection":"s.{t}","event_count":{c}}}"#)).collect();
+        format!(
+            r#"{{"schema":null,"payload":{{"status":"END","id":"{id}","event_count":{total},"data_collections":[{}]}}}}"#,
+            collections.join(",")
+        )
+    };
+    KafkaRecord { topic: "srv.transaction".into(), key: Some(format!(r#"{{"id":"{id}"}}"#)), value: Some(value), partition: None }
+}
+
+/// Transaction `n`: inserts row n into `s.a` and rows 2n, 2n+1 into `s.b`.
+fn transaction(n: i64) -> (Vec<KafkaRecord>, Vec<KafkaRecord>) {
+    let id = format!("{n}:{}", 1000 + n);
+    let markers = vec![marker("BEGIN", &id, &[]), marker("END", &id, &[("a", 1), ("b", 2)])];
+    let events = vec![
+        change("a", "c", n, Some("x"), Some((&id, 1))),
+        change("b", "c", 2 * n, Some("y"), Some((&id, 2))),
+        change("b", "c", 2 * n + 1, Some("z"), Some((&id, 3))),
+    ];
+    (markers, events)
+}
+
+fn topics(broker: &LocalKafkaBroker) {
+    broker.create_topic("srv.transaction", 1).expect("transaction topic");
+    broker.create_topic("srv.s.a", 3).expect("topic a");
+    broker.create_topic("srv.s.b", 2).expect("topic b");
+}
+
+fn uri(broker: &LocalKafkaBroker, options: &str) -> String {
+    format!("kafka://{}/srv{options}", broker.bootstrap())
+}
+
+fn ingest(engine: &Engine, uri: &str) -> Result<retina_cdc::ingest::IngestReport, retina_cdc::CdcError> {
+    ingest_uri(engine, uri, SinkOptions::default(), StopWhen::idle_for(Duration::from_millis(1500)))
+}
+
+#[test]
+fn transactions_spread_over_topics_and_partitions_are_applied_whole_and_resumed_exactly_once() {
+    let broker = broker();
+    topics(&broker);
+    // Markers first, then every table's events, as a lagging connector task would
+    // leave them: each transaction is complete only once both topics are read.
+    let (mut markers, mut events) = (Vec::new(), Vec::new());
+    for n in 1..=100 {
+        let (m, e) = transaction(n);
+        markers.extend(m);
+        events.extend(e);
+    }
+    broker.produce(&markers).expect("produce markers");
+    broker.produce(&events).expect("produce events");
+    let dir = tempfile::tempdir().expect("data dir");
+    let uri = uri(&broker, "");
+    {
+        let engine = open_engine(dir.path());
+        let report = ingest(&engine, &uri).expect("ingest");
+        assert_eq!(report.stats.transactions_applied, 100);
+        assert_eq!(report.stats.row_changes_applied, 300);
+        assert_eq!(rows(&engine, "s.a").len(), 100);
+        assert_eq!(rows(&engine, "s.b").len(), 200);
+        let durable = report.durable_position.expect("durable position");
+        assert!(durable.contains("offsets=srv.s.a/0="), "{durable}");
+        assert!(durable.contains("srv.transaction/0=200"), "every marker is applied: {durable}");
+    }
+    // More transactions, and a restart on the same data dir: only the new ones apply.
+    let (mut markers, mut events) = (Vec::new(), Vec::new());
+    for n in 101..=120 {
+        let (m, e) = transaction(n);
+        markers.extend(m);
+        events.extend(e);
+    }
+    // A delete keyed only by the message key (before: null, PostgreSQL's default
+    // replica identity in some setups), then its tombstone.
+    markers.extend([marker("BEGIN", "del", &[]), marker("END", "del", &[("a", 1)])]);
+    events.push(change("a", "d", 1, None, Some(("del", 1))));
+    events.push(KafkaRecord { topic: "srv.s.a".into(), key: Some(key(1)), value: None, partition: None });
+    broker.produce(&events).expect("produce events");
+    broker.produce(&markers).expect("produce markers");
+    let engine = open_engine(dir.path());
+    let report = ingest(&engine, &uri).expect("second ingest");
+    assert_eq!(report.stats.transactions_applied, 21, "only what the first run did not apply");
+    assert_eq!(report.stats.duplicate_transactions, 0);
+    assert_eq!(rows(&engine, "s.a").len(), 119, "120 inserted, row 1 deleted by its message key");
+    assert_eq!(rows(&engine, "s.b").len(), 240);
+}
+
+#[test]
+fn a_table_topic_far_behind_the_others_holds_its_transactions_until_it_catches_up() {
+    let broker = broker();
+    topics(&broker);
+    let (mut markers, mut a_events, mut b_events) = (Vec::new(), Vec::new(), Vec::new());
+    for n in 1..=50 {
+        let (m, e) = transaction(n);
+        markers.extend(m);
+        for record in e {
+            if record.topic == "srv.s.a" { a_events.push(record) } else { b_events.push(record) }
+        }
+    }
+    broker.produce(&markers).expect("markers");
+    broker.produce(&a_events).expect("table a");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let registry = SourceRegistry::new();
+    let uri = uri(&broker, "");
+    let ingest_thread = std::thread::spawn({
+        let registry = registry.clone();
+        move || {
+            let mut source = retina_cdc::ingest::open_source(&uri).expect("source");
+            let options = DriveOptions {
+                sink: retina_cdc::ingest::options_for_uri(&uri, SinkOptions::default()).expect("options"),
+                stop: StopWhen::idle_for(Duration::from_secs(4)),
+                status: Some(registry),
+            };
+            let report = drive(&engine, &uri, source.as_mut(), options);
+            (engine, report)
+        }
+    });
+    // While table b's topic is empty, every transaction is held, none applied.
+    std::thread::sleep(Duration::from_millis(2000));
+    let status = registry.list().into_iter().next().expect("status");
+    assert_eq!(status.transactions, 0, "nothing is applied before its transaction is complete");
+    assert_eq!(status.held_transactions, Some(50), "{status:?}");
+    assert!(status.held_bytes.unwrap_or(0) > 50 * 500, "{status:?}");
+    let lag: u64 = status.partitions.iter().filter(|p| p.topic == "srv.s.a").map(|p| p.lag_messages).sum();
+    assert_eq!(lag, 50, "table a's events are read but not applied: {:?}", status.partitions);
+    broker.produce(&b_events).expect("table b, late");
+    let (engine, report) = ingest_thread.join().expect("ingest");
+    let report = report.expect("ingest");
+    assert_eq!(report.stats.transactions_applied, 50);
+    assert_eq!((rows(&engine, "s.a").len(), rows(&engine, "s.b").len()), (50, 100));
+}
+
+#[test]
+fn a_missing_event_stops_the_source_naming_the_transaction_and_the_position_stays_before_it() {
+    let broker = broker();
+    topics(&broker);
+    let (markers, events) = transaction(1);
+    broker.produce(&markers).expect("markers");
+    broker.produce(&events).expect("events");
+    // Transaction 2 says 3 events, but one of table b's never arrives.
+    let (markers, mut events) = transaction(2);
+    events.pop();
+    broker.produce(&markers).expect("markers");
+    broker.produce(&events).expect("events");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let uri = uri(&broker, "?transaction_timeout_s=1");
+    let result = ingest_uri(&engine, &uri, SinkOptions::default(), StopWhen::idle_for(Duration::from_secs(5)));
+    let error = result.expect_err("incomplete transaction").to_string();
+    assert!(error.contains("transaction 2:1002 cannot complete"), "{error}");
+    assert!(error.contains("its END says 3 events, 2 arrived"), "{error}");
+    assert!(error.contains("srv.s.a partition") && error.contains("srv.s.b partition"), "{error}");
+    assert!(error.contains("not advanced"), "{error}");
+    assert_eq!(rows(&engine, "s.a").len(), 1, "transaction 1 is applied, transaction 2 is not");
+    let position = engine.durable_positions().into_iter().next().expect("durable position").position;
+    assert!(position.contains("srv.transaction/0=2"), "the position stays at transaction 2's BEGIN: {position}");
+}
+
+#[test]
+fn without_transaction_metadata_every_event_is_its_own_transaction_and_the_status_says_so() {
+    let broker = broker();
+    broker.create_topic("srv.s.a", 2).expect("topic");
+    let records: Vec<KafkaRecord> = (1..=30).map(|n| change("a", "c", n, Some("x"), None)).collect();
+    broker.produce(&records).expect("produce");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let uri = uri(&broker, "");
+    let registry = SourceRegistry::new();
+    let mut source = retina_cdc::ingest::open_source(&uri).expect("source");
+    let options = DriveOptions {
+        sink: retina_cdc::ingest::options_for_uri(&uri, SinkOptions::default()).expect("options"),
+        stop: StopWhen::idle_for(Duration::from_millis(1500)),
+        status: Some(registry.clone()),
+    };
+    let report = drive(&engine, &uri, source.as_mut(), options).expect("ingest");
+    assert_eq!(report.stats.transactions_applied, 30);
+    assert_eq!(rows(&engine, "s.a").len(), 30);
+    let status = registry.list().into_iter().next().expect("status");
+    let detail = status.detail.unwrap_or_default();
+    assert!(detail.contains("no transaction metadata") && detail.contains("its own transaction"), "{detail}");
+    assert_eq!(status.partitions.len(), 2);
+    assert!(status.partitions.iter().all(|p| p.lag_messages == 0), "{:?}", status.partitions);
+}
+
+#[test]
+fn an_event_that_names_a_transaction_without_a_transaction_topic_is_an_error() {
+    let broker = broker();
+    broker.create_topic("srv.s.a", 1).expect("topic");
+    broker.produce(&[change("a", "c", 1, Some("x"), Some(("7:1", 1)))]).expect("produce");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let error = ingest(&engine, &uri(&broker, "")).expect_err("no transaction topic").to_string();
+    assert!(error.contains("topic srv.s.a partition 0 offset 0") && error.contains("transaction 7:1"), "{error}");
+    assert!(error.contains("transaction_topic="), "{error}");
+}
+
+#[test]
+fn a_bad_message_is_reported_with_its_topic_partition_and_offset() {
+    let broker = broker();
+    broker.create_topic("srv.s.a", 1).expect("topic");
+    let mut bad = change("a", "c", 2, Some("x"), None);
+    bad.value = Some(bad.value.unwrap_or_default().replace(r#""id":2,"name""#, r#""id":"two","name""#));
+    broker.produce(&[change("a", "c", 1, Some("x"), None), bad]).expect("produce");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let error = ingest(&engine, &uri(&broker, "")).expect_err("mistyped id").to_string();
+    assert!(error.starts_with("topic srv.s.a partition 0 offset 1: kafka message 2"), "{error}");
+    assert!(error.contains("after.id"), "{error}");
+    assert_eq!(rows(&engine, "s.a").len(), 1);
+}
+
+#[test]
+fn a_deleted_topic_or_a_changed_partition_count_is_an_error_on_restart() {
+    let broker = broker();
+    topics(&broker);
+    let (markers, events) = transaction(1);
+    broker.produce(&markers).expect("markers");
+    broker.produce(&events).expect("events");
+    let dir = tempfile::tempdir().expect("data dir");
+    let uri = uri(&broker, "");
+    {
+        let engine = open_engine(dir.path());
+        ingest(&engine, &uri).expect("first ingest");
+    }
+    broker.delete_topic("srv.s.b").expect("delete topic");
+    {
+        let engine = open_engine(dir.path());
+        let error = ingest(&engine, &uri).expect_err("deleted topic").to_string();
+        assert!(error.contains("topic srv.s.b is in the recorded position but no longer exists"), "{error}");
+    }
+    broker.create_topic("srv.s.b", 4).expect("topic b again, wider");
+    let engine = open_engine(dir.path());
+    let error = ingest(&engine, &uri).expect_err("partition count changed").to_string();
+    assert!(error.contains("topic srv.s.b now has 4 partitions where the recorded position has 2"), "{error}");
+}
+
+#[test]
+fn a_broker_that_is_not_there_is_a_clear_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("address").port();
+    let error = match retina_cdc::ingest::open_source(&format!("kafka://127.0.0.1:{port}/srv")) {
+        Ok(_) => panic!("connected to nothing"),
+        Err(error) => error.to_string(),
+    };
+    assert!(error.contains("cannot connect to 127.0.0.1:"), "{error}");
+}
