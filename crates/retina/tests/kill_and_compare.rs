@@ -8,7 +8,8 @@
 //! did not hold may have been acknowledged to the source: against a driver that
 //! acknowledged what was merely visible, the NATS runs end with transfers missing.
 //!
-//! NATS runs need `nats-server` (Debian package `nats-server`).
+//! NATS runs need `nats-server` (Debian package `nats-server`); Kafka runs the
+//! `tansu` broker (crates.io) and `kafka-python` (PyPI), as `scripts/test.sh` installs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use retina_test_support::LocalNatsServer;
+use retina_test_support::{KafkaRecord, LocalKafkaBroker, LocalNatsServer};
 
 mod support;
 
@@ -293,6 +294,77 @@ fn serve_from_nats_killed_at_random_moments_ends_equal_to_the_source() {
     assert!(status.success(), "retina serve exited with {status}");
     check_equal_to_source(dir.path(), &stream);
     drop(nats);
+}
+
+/// The stream as Kafka Connect writes it: each table's events to its own topic
+/// (keyed, so one account's updates stay in one partition), the BEGIN/END records to
+/// the transaction topic.
+fn kafka_records(stream: &BankStream) -> Vec<KafkaRecord> {
+    stream
+        .lines
+        .iter()
+        .map(|line| {
+            if let Some(marker) = line.strip_prefix(r#"{"schema":null,"payload":{"status":"#) {
+                let id = marker.split(r#""id":""#).nth(1).and_then(|rest| rest.split('"').next()).expect("transaction id");
+                return KafkaRecord { topic: "pg.transaction".into(), key: Some(format!(r#"{{"id":"{id}"}}"#)), value: Some(line.clone()), partition: None };
+            }
+            let inner = line.strip_prefix(r#"{"key":"#).and_then(|l| l.strip_suffix('}')).expect("a keyed event");
+            let (key, value) = inner.split_once(r#","value":"#).expect("key and value");
+            let table = if value.contains(r#""table":"accounts""#) { "accounts" } else { "transfers" };
+            KafkaRecord { topic: format!("pg.bank.{table}"), key: Some(key.to_string()), value: Some(value.to_string()), partition: None }
+        })
+        .collect()
+}
+
+fn start_kafka(stream: &BankStream) -> LocalKafkaBroker {
+    let broker = LocalKafkaBroker::start().unwrap_or_else(|e| panic!("{e}"));
+    for (topic, partitions) in [("pg.transaction", 1), ("pg.bank.accounts", 3), ("pg.bank.transfers", 2)] {
+        broker.create_topic(topic, partitions).unwrap_or_else(|e| panic!("{e}"));
+    }
+    broker.produce(&kafka_records(stream)).unwrap_or_else(|e| panic!("{e}"));
+    broker
+}
+
+#[test]
+fn serve_from_kafka_killed_at_random_moments_ends_equal_to_the_source() {
+    let stream = bank_stream(TRANSFERS, 10);
+    let broker = start_kafka(&stream);
+    let dir = tempfile::tempdir().expect("data dir");
+    let source = format!("kafka://{}/pg", broker.bootstrap());
+    let seen = kill_rounds(dir.path(), &stream, 5, 4, |checkpoint| start_serve(dir.path(), &source, checkpoint).0);
+    eprintln!("transfers recovered after each kill: {seen:?}");
+    let (mut serve, port) = start_serve(dir.path(), &source, CHECKPOINT_SECONDS);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let count = psql(port, "SELECT count(*) FROM bank.transfers").and_then(|c| c.parse::<usize>().ok());
+        if count == Some(TRANSFERS) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "serve never caught up: {count:?} of {TRANSFERS} transfers visible");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Every partition is applied to its end.
+    let lag = psql(port, "SELECT sum(lag_messages), count(*) FROM retina.source_partitions");
+    assert_eq!(lag.as_deref(), Some("0|6"), "lag per partition: {:?}", psql(port, "SELECT * FROM retina.source_partitions"));
+    let pid = serve.0.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    let status = serve.0.wait().expect("serve exits");
+    assert!(status.success(), "retina serve exited with {status}");
+    check_equal_to_source(dir.path(), &stream);
+    drop(broker);
+}
+
+#[test]
+fn ingest_from_kafka_killed_at_random_moments_ends_equal_to_the_source() {
+    let stream = bank_stream(TRANSFERS, 11);
+    let broker = start_kafka(&stream);
+    let dir = tempfile::tempdir().expect("data dir");
+    let source = format!("kafka://{}/pg", broker.bootstrap());
+    let seen = kill_rounds(dir.path(), &stream, 4, 5, |checkpoint| spawn_ingest(dir.path(), &source, checkpoint));
+    eprintln!("transfers recovered after each kill: {seen:?}");
+    ingest_to_the_end(dir.path(), &source);
+    check_equal_to_source(dir.path(), &stream);
+    drop(broker);
 }
 
 /// Runs `retina ingest` to its end (a clean exit); panics on failure.
