@@ -4,8 +4,8 @@
 //! - engine: [`replay`] (decoded changes), [`scan`] (stale versions), [`txn`]
 //!   (timestamps), [`durability`] (checkpoint cost);
 //! - sources: [`debezium_replay`] (`--format debezium[-envelope]`, `retina bench
-//!   freshness`), [`nats_replay`] (`--source nats`), [`postgres`] (`retina bench
-//!   postgres`);
+//!   freshness`), [`nats_replay`] (`--source nats`), [`kafka_replay`] (`--source
+//!   kafka`), [`postgres`] (`retina bench postgres`);
 //! - [`live`]: the live workload behind `retina demo` (replay at a rate while
 //!   queries run), fed directly or through the Debezium ingest path;
 //! - [`scheduler`]: the meta-scheduler's planning experiment;
@@ -16,6 +16,7 @@
 
 pub mod debezium_replay;
 pub mod durability;
+pub mod kafka_replay;
 pub mod live;
 pub mod measure;
 pub mod nats_replay;

@@ -301,3 +301,42 @@ fn a_broker_that_is_not_there_is_a_clear_error() {
     };
     assert!(error.contains("cannot connect to 127.0.0.1:"), "{error}");
 }
+
+#[test]
+fn a_restart_while_transactions_are_held_reads_them_again_and_applies_each_once() {
+    let broker = broker();
+    topics(&broker);
+    // Transactions 1..=30 complete; 31 has its markers and table a's event only.
+    let mut first = Vec::new();
+    for n in 1..=30 {
+        let (markers, events) = transaction(n);
+        first.extend([markers[0].clone()]);
+        first.extend(events);
+        first.push(markers[1].clone());
+    }
+    let (markers, events) = transaction(31);
+    first.extend(markers);
+    first.push(events[0].clone());
+    broker.produce(&first).expect("first part");
+    let dir = tempfile::tempdir().expect("data dir");
+    let uri = uri(&broker, "");
+    {
+        let engine = open_engine(dir.path());
+        let report = ingest(&engine, &uri).expect("first ingest");
+        assert_eq!(report.stats.transactions_applied, 30);
+        let durable = report.durable_position.expect("durable");
+        assert!(durable.contains("srv.transaction/0=60"), "transaction 31's BEGIN is where the transaction topic resumes: {durable}");
+    }
+    let mut rest: Vec<KafkaRecord> = events[1..].to_vec();
+    for n in 32..=40 {
+        let (markers, events) = transaction(n);
+        rest.push(markers[0].clone());
+        rest.extend(events);
+        rest.push(markers[1].clone());
+    }
+    broker.produce(&rest).expect("the rest");
+    let engine = open_engine(dir.path());
+    let report = ingest(&engine, &uri).expect("second ingest");
+    assert_eq!(report.stats.transactions_applied, 10, "31 (read again from its first event) and 32..=40");
+    assert_eq!((rows(&engine, "s.a").len(), rows(&engine, "s.b").len()), (40, 80));
+}

@@ -44,6 +44,8 @@ pub struct SourceStatus {
     /// and the bytes they take.
     pub held_transactions: Option<u64>,
     pub held_bytes: Option<u64>,
+    /// The most bytes held at once since the source started.
+    pub held_bytes_peak: Option<u64>,
     /// What the source wants an operator to know about how it reads (e.g. a Kafka
     /// stream without transaction metadata, applied event by event).
     pub detail: Option<String>,
@@ -83,6 +85,7 @@ impl SourceStatus {
             partitions: Vec::new(),
             held_transactions: None,
             held_bytes: None,
+            held_bytes_peak: None,
             detail: None,
             last_error: None,
             updated_at: SystemTime::now(),

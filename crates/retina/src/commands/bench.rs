@@ -62,12 +62,21 @@ pub struct ReplayArgs {
     /// memory: the stream replayed from memory; nats: published to a JetStream stream
     /// and replayed by the ingest driver `retina serve --source nats://` runs (Debezium
     /// JSON: bare payloads unless --format debezium-envelope).
-    #[arg(long, default_value = "memory", value_parser = ["memory", "nats"])]
+    /// kafka: spread over a topic per table and a transaction topic and replayed by
+    /// the driver `retina serve --source kafka://` runs.
+    #[arg(long, default_value = "memory", value_parser = ["memory", "nats", "kafka"])]
     source: String,
     /// With --source nats: a running server HOST:PORT (default: the benchmark starts
     /// its own `nats-server -js`).
     #[arg(long, value_name = "HOST:PORT")]
     nats: Option<String>,
+    /// With --source kafka: a running broker HOST:PORT (default: the benchmark
+    /// starts its own `tansu` broker).
+    #[arg(long, value_name = "HOST:PORT")]
+    kafka: Option<String>,
+    /// With --source kafka: partitions of each table's topic.
+    #[arg(long, default_value_t = 2)]
+    partitions: i32,
     #[arg(long)]
     json: bool,
 }
@@ -116,6 +125,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchName::Replay(args) => {
             let work = WorkDir::new(args.data_dir)?;
             let envelope = args.format == "debezium-envelope";
+            if args.source == "kafka" {
+                let config = super::bench_cdc::replay_config(args.base_rows, args.changes, args.shards, args.seed, true);
+                return super::bench_cdc::run_replay_kafka(&config, args.kafka.as_deref(), args.partitions, work.path(), args.json);
+            }
             if args.source == "nats" {
                 let config = super::bench_cdc::replay_config(args.base_rows, args.changes, args.shards, args.seed, envelope);
                 return super::bench_cdc::run_replay_nats(&config, args.nats.as_deref(), work.path(), args.json);

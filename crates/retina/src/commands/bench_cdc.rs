@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use retina_bench::debezium_replay::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
+use retina_bench::kafka_replay::replay_kafka;
 use retina_bench::nats_replay::replay_nats;
 
 #[derive(Args)]
@@ -65,6 +66,21 @@ pub fn run_replay_nats(config: &DebeziumReplayConfig, server: Option<&str>, dir:
         report.messages,
         report.publish_messages_per_s,
         replayed(report.row_changes, report.transactions, report.shards, report.replay_seconds, report.row_changes_per_s)
+    );
+    print_report(&summary, &report, json)
+}
+
+pub fn run_replay_kafka(config: &DebeziumReplayConfig, broker: Option<&str>, partitions: i32, dir: &Path, json: bool) -> anyhow::Result<()> {
+    let report = replay_kafka(config, broker, partitions, dir)?;
+    let summary = format!(
+        "Debezium JSON (envelope+key) in Kafka ({}, {} topics of {} partitions and a transaction topic): produced {} records at {:.0}/s; replayed {}; reassembly held at most {:.1} MB",
+        report.broker,
+        report.topics - 1,
+        report.partitions_per_topic,
+        report.messages,
+        report.produce_messages_per_s,
+        replayed(report.row_changes, report.transactions, report.shards, report.replay_seconds, report.row_changes_per_s),
+        report.held_bytes_peak as f64 / 1e6
     );
     print_report(&summary, &report, json)
 }

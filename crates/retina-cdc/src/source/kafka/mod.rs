@@ -196,6 +196,14 @@ impl KafkaSource {
         self.paused.push(Arc::clone(&paused));
         self.heads.push(Head::default());
         self.runtime.spawn(async move {
+            match batch_start(&client, offset).await {
+                Ok(start) => offset = start,
+                Err(reason) => {
+                    let _ = sender.send(Fetched { partition, result: Err(format!("topic {topic} partition {number}: {reason}")) });
+                    return;
+                }
+            }
+            let mut known_high_watermark = -1;
             while !stop.load(Relaxed) {
                 if paused.load(Relaxed) {
                     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -213,6 +221,10 @@ impl KafkaSource {
                             // A broker that answers an empty fetch at once (no long poll).
                             tokio::time::sleep(Duration::from_millis(2)).await;
                         }
+                        if empty && high_watermark == known_high_watermark {
+                            continue; // nothing new to tell
+                        }
+                        known_high_watermark = high_watermark;
                         Ok((records, high_watermark))
                     }
                     Err(error) => Err(describe_fetch_error(&topic, number, offset, &error)),
@@ -226,27 +238,33 @@ impl KafkaSource {
         Ok(())
     }
 
-    /// Takes in fetched batches: all that are queued, or (after an idle report) the
-    /// first to arrive within 100 ms. `false` when none came.
+    /// Takes in fetched batches: all that are queued, or (after an idle report) what
+    /// arrives within 100 ms. `false` when no record came (empty fetches only tell
+    /// the partitions' high watermarks).
     fn receive(&mut self) -> CdcResult<bool> {
-        let first = match self.fetched.try_recv() {
-            Ok(fetched) => fetched,
-            Err(_) if self.reported_idle => match self.fetched.recv_timeout(Duration::from_millis(100)) {
-                Ok(fetched) => fetched,
-                Err(_) => return Ok(false),
-            },
-            Err(_) => return Ok(false),
-        };
-        self.take_in(first)?;
-        while let Ok(fetched) = self.fetched.try_recv() {
-            self.take_in(fetched)?;
+        let deadline = Instant::now() + if self.reported_idle { Duration::from_millis(100) } else { Duration::ZERO };
+        let mut took_records = false;
+        loop {
+            while let Ok(fetched) = self.fetched.try_recv() {
+                took_records |= self.take_in(fetched)?;
+            }
+            let now = Instant::now();
+            if took_records || now >= deadline {
+                break;
+            }
+            match self.fetched.recv_timeout(deadline - now) {
+                Ok(fetched) => took_records |= self.take_in(fetched)?,
+                Err(_) => break,
+            }
         }
         self.apply_back_pressure();
-        Ok(true)
+        Ok(took_records)
     }
 
-    fn take_in(&mut self, fetched: Fetched) -> CdcResult<()> {
+    /// Takes in one fetched batch; `true` when it held records.
+    fn take_in(&mut self, fetched: Fetched) -> CdcResult<bool> {
         let (records, high_watermark) = fetched.result.map_err(|reason| self.error(reason))?;
+        let took_records = !records.is_empty();
         let partition = fetched.partition;
         let head = &mut self.heads[partition];
         head.high_watermark = high_watermark;
@@ -254,7 +272,7 @@ impl KafkaSource {
             head.last_timestamp_ms = last.record.timestamp.timestamp_millis();
         }
         let is_transaction_topic = self.has_transaction_topic && partition == 0;
-        let Some(reassembly) = self.reassembly.as_mut() else { return Ok(()) };
+        let Some(reassembly) = self.reassembly.as_mut() else { return Ok(took_records) };
         for RecordAndOffset { record, offset } in records {
             let (topic, number) = reassembly.name(partition);
             let at = |reason: String| format!("topic {topic} partition {number} offset {offset}: {reason}");
@@ -283,7 +301,7 @@ impl KafkaSource {
                 .event(partition, offset, transaction, line)
                 .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason })?;
         }
-        Ok(())
+        Ok(took_records)
     }
 
     /// Past the memory budget, partitions that only hold what later transactions
@@ -510,6 +528,7 @@ impl MessageSource for KafkaSource {
             .collect();
         status.held_transactions = Some(reassembly.held_transactions() as u64);
         status.held_bytes = Some(reassembly.held_bytes() as u64);
+        status.held_bytes_peak = Some(reassembly.held_bytes_peak() as u64);
         status.lag_transactions = None;
         status.detail = (!self.notes.is_empty()).then(|| self.notes.join("; "));
     }
@@ -536,6 +555,38 @@ fn with_key(key: Option<&[u8]>, value: String) -> String {
             line
         }
         None => value,
+    }
+}
+
+/// Where to fetch from to read `floor` again. Kafka answers a fetch at any offset
+/// with the record batch holding it; some brokers (tansu 0.6) answer only from a
+/// batch's first offset and return nothing for one inside it, which would silently
+/// skip the rest of that batch. So when `floor` is not what comes back, the fetch
+/// steps back (64, 512, … records, down to the log's start) until a batch holding
+/// `floor` or an earlier offset comes back; the ledger drops what lies below
+/// `floor`.
+async fn batch_start(client: &PartitionClient, floor: i64) -> Result<i64, String> {
+    let first_at = |at: i64| async move {
+        client.fetch_records(at, 1..FETCH_MAX_BYTES, 0).await.map(|(records, high_watermark)| (records.first().map(|r| r.offset), high_watermark))
+    };
+    let (first, high_watermark) = first_at(floor).await.map_err(|e| format!("fetching from offset {floor} failed: {e}"))?;
+    if high_watermark <= floor || first.is_some_and(|first| first <= floor) {
+        return Ok(floor);
+    }
+    let earliest = client.get_offset(OffsetAt::Earliest).await.map_err(|e| format!("cannot read its first offset: {e}"))?;
+    let mut back = 64;
+    loop {
+        let at = (floor - back).max(earliest);
+        let (first, _) = first_at(at).await.map_err(|e| format!("fetching from offset {at} failed: {e}"))?;
+        if first.is_some_and(|first| first <= floor) {
+            return Ok(at);
+        }
+        if at == earliest {
+            // Nothing at or before `floor` comes back: the records from `floor` on
+            // start a later batch (a gap Kafka itself leaves, e.g. after compaction).
+            return Ok(floor);
+        }
+        back *= 8;
     }
 }
 

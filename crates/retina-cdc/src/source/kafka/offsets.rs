@@ -71,9 +71,12 @@ impl ResumeOffsets {
 /// Invariants: `held` and `applied_above` are above `floor()`'s predecessors only:
 /// every offset below `floor()` is finished; `applied_above` holds finished offsets
 /// above the lowest held one (none when nothing is held); `skip` holds offsets a
-/// previous run applied that are at or after `next` (not read again yet).
+/// previous run applied that are at or after `next` (not read again yet); records
+/// below `resumed_at` were applied before the restart (a fetch may start earlier,
+/// at the start of the record batch holding it).
 #[derive(Debug, Default)]
 pub struct PartitionLedger {
+    resumed_at: i64,
     next: i64,
     held: BTreeSet<i64>,
     applied_above: BTreeSet<i64>,
@@ -83,7 +86,12 @@ pub struct PartitionLedger {
 impl PartitionLedger {
     /// A ledger resuming at `resume`.
     pub fn resuming(resume: &PartitionResume) -> Self {
-        Self { next: resume.floor, skip: resume.applied_above.iter().copied().collect(), ..Self::default() }
+        Self {
+            resumed_at: resume.floor,
+            next: resume.floor,
+            skip: resume.applied_above.iter().copied().collect(),
+            ..Self::default()
+        }
     }
 
     /// The offset the next record is expected at.
@@ -94,6 +102,9 @@ impl PartitionLedger {
     /// A record at `offset` was read. `false`: a previous run applied it already
     /// (skip it; it counts as finished).
     pub fn take(&mut self, offset: i64) -> bool {
+        if offset < self.resumed_at {
+            return false;
+        }
         self.next = self.next.max(offset + 1);
         !self.skip.remove(&offset)
     }
@@ -167,6 +178,7 @@ mod tests {
     #[test]
     fn a_resumed_ledger_skips_what_the_previous_run_applied() {
         let mut ledger = PartitionLedger::resuming(&PartitionResume { floor: 10, applied_above: vec![12] });
+        assert!(!ledger.take(8), "before the floor: the fetch started at its record batch's start");
         assert!(ledger.take(10));
         ledger.hold(10);
         assert!(ledger.take(11));

@@ -83,6 +83,7 @@ pub struct Reassembly {
     ends: VecDeque<String>,
     ready: VecDeque<Ready>,
     held_bytes: usize,
+    held_bytes_peak: usize,
 }
 
 impl Reassembly {
@@ -98,6 +99,7 @@ impl Reassembly {
             ends: VecDeque::new(),
             ready: VecDeque::new(),
             held_bytes: 0,
+            held_bytes_peak: 0,
         }
     }
 
@@ -173,6 +175,7 @@ impl Reassembly {
                 let transaction = self.transactions.entry(id).or_insert_with(HeldTransaction::new);
                 transaction.bytes += line.len();
                 self.held_bytes += line.len();
+                self.held_bytes_peak = self.held_bytes_peak.max(self.held_bytes);
                 transaction.events.push(HeldEvent { partition, offset, line });
                 self.ledgers[partition].hold(offset);
                 self.release();
@@ -230,6 +233,10 @@ impl Reassembly {
 
     pub fn held_bytes(&self) -> usize {
         self.held_bytes
+    }
+
+    pub fn held_bytes_peak(&self) -> usize {
+        self.held_bytes_peak
     }
 
     pub fn held_transactions(&self) -> usize {
