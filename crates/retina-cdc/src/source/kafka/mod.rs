@@ -212,10 +212,12 @@ impl KafkaSource {
                 let started = Instant::now();
                 let result = client.fetch_records(offset, 1..FETCH_MAX_BYTES, FETCH_WAIT_MS).await;
                 let result = match result {
-                    Ok((records, high_watermark)) => {
+                    Ok((mut records, high_watermark)) => {
                         let empty = records.is_empty();
+                        // tansu 0.6 may answer with record batches out of offset order.
+                        records.sort_unstable_by_key(|r| r.offset);
                         if let Some(last) = records.last() {
-                            offset = last.offset + 1;
+                            offset = offset.max(last.offset + 1);
                         }
                         if empty && started.elapsed() < Duration::from_millis(2) {
                             // A broker that answers an empty fetch at once (no long poll).

@@ -64,6 +64,17 @@ impl ResumeOffsets {
     }
 }
 
+/// What [`PartitionLedger::take`] says of a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken {
+    New,
+    /// A previous run applied it: skip it (it counts as finished).
+    AppliedBefore,
+    /// Read before in this run (a broker that answers a fetch with records it sent
+    /// already): ignore it; its first copy is held or finished.
+    Again,
+}
+
 /// One partition's progress while the source runs. Every record taken in is either
 /// held (its transaction is not complete) or finished (handed to the sink, or a
 /// no-op such as a tombstone).
@@ -99,14 +110,16 @@ impl PartitionLedger {
         self.next
     }
 
-    /// A record at `offset` was read. `false`: a previous run applied it already
-    /// (skip it; it counts as finished).
-    pub fn take(&mut self, offset: i64) -> bool {
+    /// A record at `offset` was read: is it new?
+    pub fn take(&mut self, offset: i64) -> Taken {
         if offset < self.resumed_at {
-            return false;
+            return Taken::AppliedBefore;
         }
-        self.next = self.next.max(offset + 1);
-        !self.skip.remove(&offset)
+        if offset < self.next && self.next > self.resumed_at {
+            return Taken::Again;
+        }
+        self.next = offset + 1;
+        if self.skip.remove(&offset) { Taken::AppliedBefore } else { Taken::New }
     }
 
     pub fn hold(&mut self, offset: i64) {
@@ -162,9 +175,10 @@ mod tests {
     fn the_floor_stays_below_held_records_and_remembers_what_finished_above() {
         let mut ledger = PartitionLedger::default();
         for offset in 0..5 {
-            assert!(ledger.take(offset));
+            assert_eq!(ledger.take(offset), Taken::New);
             ledger.hold(offset);
         }
+        assert_eq!(ledger.take(3), Taken::Again, "a record sent twice is taken once");
         ledger.finish(0);
         ledger.finish(2); // completed while 1 still waits
         assert_eq!(ledger.resume(), PartitionResume { floor: 1, applied_above: vec![2] });
@@ -178,14 +192,14 @@ mod tests {
     #[test]
     fn a_resumed_ledger_skips_what_the_previous_run_applied() {
         let mut ledger = PartitionLedger::resuming(&PartitionResume { floor: 10, applied_above: vec![12] });
-        assert!(!ledger.take(8), "before the floor: the fetch started at its record batch's start");
-        assert!(ledger.take(10));
+        assert_eq!(ledger.take(8), Taken::AppliedBefore, "before the floor: the fetch started at its record batch's start");
+        assert_eq!(ledger.take(10), Taken::New);
         ledger.hold(10);
-        assert!(ledger.take(11));
+        assert_eq!(ledger.take(11), Taken::New);
         ledger.hold(11);
         // Until it is read again, the skipped offset stays part of the position.
         assert_eq!(ledger.resume(), PartitionResume { floor: 10, applied_above: vec![12] });
-        assert!(!ledger.take(12), "applied by the previous run");
+        assert_eq!(ledger.take(12), Taken::AppliedBefore, "applied by the previous run");
         ledger.finish(12);
         assert_eq!(ledger.resume(), PartitionResume { floor: 10, applied_above: vec![12] });
         ledger.finish(10);

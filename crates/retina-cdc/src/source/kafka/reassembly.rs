@@ -15,7 +15,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use super::offsets::{PartitionLedger, PartitionResume, ResumeOffsets};
+use super::offsets::{PartitionLedger, PartitionResume, ResumeOffsets, Taken};
 
 /// A record of the transaction topic, as far as reassembly needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,9 +126,10 @@ impl Reassembly {
 
     /// A record of the transaction topic.
     pub fn marker(&mut self, offset: i64, marker: Marker, line: String) {
-        if !self.ledgers[0].take(offset) {
-            self.ledgers[0].finish(offset);
-            return;
+        match self.ledgers[0].take(offset) {
+            Taken::New => {}
+            Taken::AppliedBefore => return self.ledgers[0].finish(offset),
+            Taken::Again => return,
         }
         let bytes = line.len();
         match marker {
@@ -162,9 +163,13 @@ impl Reassembly {
     /// A change event (or a tombstone: `line` `None`) of data partition `partition`,
     /// with its transaction id when it carries transaction metadata.
     pub fn event(&mut self, partition: usize, offset: i64, transaction: Option<String>, line: Option<String>) -> Result<(), String> {
-        if !self.ledgers[partition].take(offset) {
-            self.ledgers[partition].finish(offset);
-            return Ok(());
+        match self.ledgers[partition].take(offset) {
+            Taken::New => {}
+            Taken::AppliedBefore => {
+                self.ledgers[partition].finish(offset);
+                return Ok(());
+            }
+            Taken::Again => return Ok(()),
         }
         let Some(line) = line else {
             self.ledgers[partition].finish(offset); // a tombstone: nothing to apply
