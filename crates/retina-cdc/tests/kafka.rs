@@ -340,3 +340,28 @@ fn a_restart_while_transactions_are_held_reads_them_again_and_applies_each_once(
     assert_eq!(report.stats.transactions_applied, 10, "31 (read again from its first event) and 32..=40");
     assert_eq!((rows(&engine, "s.a").len(), rows(&engine, "s.b").len()), (40, 80));
 }
+
+#[test]
+fn past_the_memory_budget_partitions_that_run_ahead_are_paused_and_a_stuck_transaction_is_named() {
+    let broker = broker();
+    topics(&broker);
+    // 1,500 transactions whose table-a events arrive while table b's never do: the
+    // held bytes pass a 1 MB budget, table a's partitions are paused, and the first
+    // transaction times out naming the budget.
+    let (mut markers, mut a_events) = (Vec::new(), Vec::new());
+    for n in 1..=1500 {
+        let (m, e) = transaction(n);
+        markers.extend(m);
+        a_events.extend(e.into_iter().filter(|r| r.topic == "srv.s.a"));
+    }
+    broker.produce(&markers).expect("markers");
+    broker.produce(&a_events).expect("table a");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let uri = uri(&broker, "?memory_budget_mb=1&transaction_timeout_s=2");
+    let result = ingest_uri(&engine, &uri, SinkOptions::default(), StopWhen::idle_for(Duration::from_secs(10)));
+    let error = result.expect_err("stuck").to_string();
+    assert!(error.contains("transaction 1:1001 cannot complete: its END says 3 events, 1 arrived"), "{error}");
+    assert!(error.contains("(memory_budget_mb=1), so partitions running ahead are paused"), "{error}");
+    assert!(rows(&engine, "s.a").is_empty());
+}

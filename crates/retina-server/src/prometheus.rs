@@ -42,22 +42,13 @@ pub fn render(figures: &Figures) -> String {
         for (metric, help, value) in [
             ("retina_source_lag_bytes", "Bytes of source log (PostgreSQL WAL) not applied yet", (|s: &retina_query::SourceStatus| s.lag_bytes) as fn(&retina_query::SourceStatus) -> Option<u64>),
             ("retina_source_lag_milliseconds", "Milliseconds since the newest applied source transaction committed, while behind", |s| s.lag_millis),
+            ("retina_source_held_transactions", "Transactions held while their pieces arrive (Kafka reassembly)", |s| s.held_transactions),
+            ("retina_source_held_bytes", "Bytes of the transactions held while their pieces arrive", |s| s.held_bytes),
         ] {
             let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
             for s in &figures.sources {
                 if let Some(lag) = value(s) {
                     let _ = writeln!(out, "{metric}{{source=\"{}\"}} {lag}", label(&s.name));
-                }
-            }
-        }
-        for (metric, help, value) in [
-            ("retina_source_held_transactions", "Transactions held while their pieces arrive (Kafka reassembly)", (|s: &retina_query::SourceStatus| s.held_transactions) as fn(&retina_query::SourceStatus) -> Option<u64>),
-            ("retina_source_held_bytes", "Bytes of the transactions held while their pieces arrive", |s| s.held_bytes),
-        ] {
-            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge");
-            for s in &figures.sources {
-                if let Some(held) = value(s) {
-                    let _ = writeln!(out, "{metric}{{source=\"{}\"}} {held}", label(&s.name));
                 }
             }
         }

@@ -270,8 +270,22 @@ fn serve_from_nats_killed_at_random_moments_ends_equal_to_the_source() {
     let seen = kill_rounds(dir.path(), &stream, 5, 1, |checkpoint| start_serve(dir.path(), &source, checkpoint).0);
     eprintln!("transfers recovered after each kill: {seen:?}");
 
-    // A last run until everything is visible, then a clean stop.
-    let (mut serve, port) = start_serve(dir.path(), &source, CHECKPOINT_SECONDS);
+    serve_to_the_end(dir.path(), &source, &stream, |port| {
+        // The source's status shows what a checkpoint made durable (and was acknowledged).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let durable = "SELECT durable_position IS NOT NULL FROM retina.sources";
+        while psql(port, durable).as_deref() != Some("t") {
+            assert!(Instant::now() < deadline, "retina.sources never showed a durable position: {:?}", psql(port, "SELECT * FROM retina.sources"));
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    drop(nats);
+}
+
+/// A last `retina serve` run until every transfer is visible, `check` on its SQL
+/// port, then a clean stop; the data dir must then equal the source.
+fn serve_to_the_end(dir: &Path, source: &str, stream: &BankStream, check: impl FnOnce(u16)) {
+    let (mut serve, port) = start_serve(dir, source, CHECKPOINT_SECONDS);
     let deadline = Instant::now() + Duration::from_secs(240);
     loop {
         let count = psql(port, "SELECT count(*) FROM bank.transfers").and_then(|c| c.parse::<usize>().ok());
@@ -281,19 +295,12 @@ fn serve_from_nats_killed_at_random_moments_ends_equal_to_the_source() {
         assert!(Instant::now() < deadline, "serve never caught up: {count:?} of {TRANSFERS} transfers visible");
         std::thread::sleep(Duration::from_millis(200));
     }
-    // The source's status shows what a checkpoint made durable (and was acknowledged).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let durable = "SELECT durable_position IS NOT NULL FROM retina.sources";
-    while psql(port, durable).as_deref() != Some("t") {
-        assert!(Instant::now() < deadline, "retina.sources never showed a durable position: {:?}", psql(port, "SELECT * FROM retina.sources"));
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    check(port);
     let pid = serve.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
     let status = serve.0.wait().expect("serve exits");
     assert!(status.success(), "retina serve exited with {status}");
-    check_equal_to_source(dir.path(), &stream);
-    drop(nats);
+    check_equal_to_source(dir, stream);
 }
 
 /// The stream as Kafka Connect writes it: each table's events to its own topic
@@ -333,24 +340,15 @@ fn serve_from_kafka_killed_at_random_moments_ends_equal_to_the_source() {
     let source = format!("kafka://{}/pg", broker.bootstrap());
     let seen = kill_rounds(dir.path(), &stream, 5, 4, |checkpoint| start_serve(dir.path(), &source, checkpoint).0);
     eprintln!("transfers recovered after each kill: {seen:?}");
-    let (mut serve, port) = start_serve(dir.path(), &source, CHECKPOINT_SECONDS);
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        let count = psql(port, "SELECT count(*) FROM bank.transfers").and_then(|c| c.parse::<usize>().ok());
-        if count == Some(TRANSFERS) {
-            break;
+    serve_to_the_end(dir.path(), &source, &stream, |port| {
+        // Every partition is applied to its end (the status is published every 100 ms).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let lag = "SELECT sum(lag_messages), count(*) FROM retina.source_partitions";
+        while psql(port, lag).as_deref() != Some("0|6") {
+            assert!(Instant::now() < deadline, "lag per partition: {:?}", psql(port, "SELECT * FROM retina.source_partitions"));
+            std::thread::sleep(Duration::from_millis(200));
         }
-        assert!(Instant::now() < deadline, "serve never caught up: {count:?} of {TRANSFERS} transfers visible");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    // Every partition is applied to its end.
-    let lag = psql(port, "SELECT sum(lag_messages), count(*) FROM retina.source_partitions");
-    assert_eq!(lag.as_deref(), Some("0|6"), "lag per partition: {:?}", psql(port, "SELECT * FROM retina.source_partitions"));
-    let pid = serve.0.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
-    let status = serve.0.wait().expect("serve exits");
-    assert!(status.success(), "retina serve exited with {status}");
-    check_equal_to_source(dir.path(), &stream);
+    });
     drop(broker);
 }
 

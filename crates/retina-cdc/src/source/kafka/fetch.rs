@@ -1,0 +1,118 @@
+//! One task per partition: fetches records from the broker into the source's queue,
+//! from where a restart resumes, pausing while the reassembly says the partition runs
+//! ahead.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use rskafka::client::partition::{OffsetAt, PartitionClient};
+
+use super::Fetched;
+
+/// Bytes asked of one partition per fetch.
+const FETCH_MAX_BYTES: i32 = 4 << 20;
+/// How long a fetch waits on the broker for new records.
+const FETCH_WAIT_MS: i32 = 100;
+
+/// What the source thread controls a fetcher with.
+pub(super) struct Controls {
+    pub sender: Sender<Fetched>,
+    pub stop: Arc<AtomicBool>,
+    pub paused: Arc<AtomicBool>,
+}
+
+/// Fetches partition `partition` from `offset` on until stopped or failed (the
+/// failure is the last thing sent).
+pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i64, controls: Controls) {
+    let Controls { sender, stop, paused } = controls;
+    let (topic, number) = (client.topic().to_string(), client.partition());
+    match batch_start(&client, offset).await {
+        Ok(start) => offset = start,
+        Err(reason) => {
+            let _ = sender.send(Fetched { partition, result: Err(format!("topic {topic} partition {number}: {reason}")) });
+            return;
+        }
+    }
+    let mut known_high_watermark = -1;
+    while !stop.load(Relaxed) {
+        if paused.load(Relaxed) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        }
+        let started = Instant::now();
+        let result = client.fetch_records(offset, 1..FETCH_MAX_BYTES, FETCH_WAIT_MS).await;
+        let result = match result {
+            Ok((mut records, high_watermark)) => {
+                let empty = records.is_empty();
+                // tansu 0.6 may answer with record batches out of offset order.
+                records.sort_unstable_by_key(|r| r.offset);
+                if let Some(last) = records.last() {
+                    offset = offset.max(last.offset + 1);
+                }
+                if empty && started.elapsed() < Duration::from_millis(2) {
+                    // A broker that answers an empty fetch at once (no long poll).
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                if empty && high_watermark == known_high_watermark {
+                    continue; // nothing new to tell
+                }
+                known_high_watermark = high_watermark;
+                Ok((records, high_watermark))
+            }
+            Err(error) => Err(describe_fetch_error(&topic, number, offset, &error)),
+        };
+        let failed = result.is_err();
+        if sender.send(Fetched { partition, result }).is_err() || failed {
+            return;
+        }
+    }
+}
+
+/// Where to fetch from to read `floor` again. Kafka answers a fetch at any offset
+/// with the record batch holding it; some brokers (tansu 0.6) answer only from a
+/// batch's first offset and return nothing for one inside it, which would silently
+/// skip the rest of that batch. So when `floor` is not what comes back, the fetch
+/// steps back (64, 512, … records, down to the log's start) until a batch holding
+/// `floor` or an earlier offset comes back; the ledger drops what lies below
+/// `floor`.
+async fn batch_start(client: &PartitionClient, floor: i64) -> Result<i64, String> {
+    let first_at = |at: i64| async move {
+        client.fetch_records(at, 1..FETCH_MAX_BYTES, 0).await.map(|(records, high_watermark)| (records.first().map(|r| r.offset), high_watermark))
+    };
+    let (first, high_watermark) = first_at(floor).await.map_err(|e| format!("fetching from offset {floor} failed: {e}"))?;
+    if high_watermark <= floor || first.is_some_and(|first| first <= floor) {
+        return Ok(floor);
+    }
+    let earliest = client.get_offset(OffsetAt::Earliest).await.map_err(|e| format!("cannot read its first offset: {e}"))?;
+    let mut back = 64;
+    loop {
+        let at = (floor - back).max(earliest);
+        let (first, _) = first_at(at).await.map_err(|e| format!("fetching from offset {at} failed: {e}"))?;
+        if first.is_some_and(|first| first <= floor) {
+            return Ok(at);
+        }
+        if at == earliest {
+            // Nothing at or before `floor` comes back: the records from `floor` on
+            // start a later batch (a gap Kafka itself leaves, e.g. after compaction).
+            return Ok(floor);
+        }
+        back *= 8;
+    }
+}
+
+fn describe_fetch_error(topic: &str, partition: i32, offset: i64, error: &rskafka::client::error::Error) -> String {
+    use rskafka::client::error::{Error, ProtocolError};
+    match error {
+        Error::ServerError { protocol_error: ProtocolError::OffsetOutOfRange, .. } => format!(
+            "topic {topic} partition {partition}: offset {offset} no longer exists on the broker (removed by retention \
+             or deletion) before it was applied; the mirror would miss those records, so the source stops here"
+        ),
+        Error::ServerError { protocol_error: ProtocolError::UnknownTopicOrPartition, .. } => {
+            format!("topic {topic} partition {partition} no longer exists on the broker (deleted?) at offset {offset}")
+        }
+        other => format!("topic {topic} partition {partition}: fetching from offset {offset} failed: {other}"),
+    }
+}
+
