@@ -235,12 +235,11 @@ impl KafkaSource {
         for RecordAndOffset { record, offset } in records {
             let (topic, number) = reassembly.name(partition);
             let at = |reason: String| format!("topic {topic} partition {number} offset {offset}: {reason}");
-            let value = match record.value {
-                None => None,
-                Some(bytes) => Some(String::from_utf8(bytes).map_err(|e| at(format!("the value is not UTF-8 text: {e}")))),
-            }
-            .transpose()
-            .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason })?;
+            let value = record
+                .value
+                .map(|bytes| String::from_utf8(bytes).map_err(|e| at(format!("the value is not UTF-8 text: {e}"))))
+                .transpose()
+                .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason })?;
             if is_transaction_topic {
                 let Some(value) = value else { continue };
                 let marker = peek::marker(&value)
