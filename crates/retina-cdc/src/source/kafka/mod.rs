@@ -69,7 +69,6 @@ pub struct KafkaSource {
     client: Arc<Client>,
     /// `None` until [`MessageSource::start`].
     reassembly: Option<Reassembly>,
-    has_transaction_topic: bool,
     heads: Vec<Head>,
     paused: Vec<Arc<AtomicBool>>,
     fetched_tx: Sender<Fetched>,
@@ -125,7 +124,6 @@ impl KafkaSource {
             runtime,
             client: Arc::new(client),
             reassembly: None,
-            has_transaction_topic: false,
             heads: Vec::new(),
             paused: Vec::new(),
             fetched_tx,
@@ -230,8 +228,8 @@ impl KafkaSource {
         if let Some(last) = records.last() {
             head.last_timestamp_ms = last.record.timestamp.timestamp_millis();
         }
-        let is_transaction_topic = self.has_transaction_topic && partition == 0;
         let Some(reassembly) = self.reassembly.as_mut() else { return Ok(took_records) };
+        let is_transaction_topic = reassembly.has_transaction_topic() && partition == 0;
         for RecordAndOffset { record, offset } in records {
             let (topic, number) = reassembly.name(partition);
             let at = |reason: String| format!("topic {topic} partition {number} offset {offset}: {reason}");
@@ -267,7 +265,7 @@ impl KafkaSource {
     fn apply_back_pressure(&self) {
         let Some(reassembly) = &self.reassembly else { return };
         let over = reassembly.held_bytes() > self.spec.memory_budget;
-        let first_data = usize::from(self.has_transaction_topic);
+        let first_data = usize::from(reassembly.has_transaction_topic());
         for (partition, paused) in self.paused.iter().enumerate().skip(first_data) {
             paused.store(over && reassembly.runs_ahead(partition), Relaxed);
         }
@@ -277,10 +275,10 @@ impl KafkaSource {
     /// not arrive within the timeout although every partition was read to its end.
     fn check_waiting(&self) -> CdcResult<()> {
         let Some(reassembly) = &self.reassembly else { return Ok(()) };
-        let Some(waiting) = reassembly.oldest_waiting() else { return Ok(()) };
-        if waiting.first_seen.elapsed() < self.spec.transaction_timeout {
+        if reassembly.waiting_since().is_none_or(|since| since.elapsed() < self.spec.transaction_timeout) {
             return Ok(());
         }
+        let Some(waiting) = reassembly.oldest_waiting() else { return Ok(()) };
         let read_to_end = (0..reassembly.partitions())
             .all(|p| self.paused[p].load(Relaxed) || reassembly.next_offset(p) >= self.heads[p].high_watermark);
         if !read_to_end {
@@ -362,7 +360,7 @@ impl MessageSource for KafkaSource {
         self.sequence = recorded.map_or(0, |p| p.transport);
         let topics = self.list_topics()?;
         let transaction_partitions = topics.get(&self.spec.transaction_topic);
-        self.has_transaction_topic = transaction_partitions.is_some();
+        let has_transaction_topic = transaction_partitions.is_some();
         let mut partitions: Vec<(String, i32)> = Vec::new();
         match transaction_partitions {
             Some(numbers) if numbers.len() != 1 => {
@@ -383,7 +381,7 @@ impl MessageSource for KafkaSource {
         for (topic, numbers) in self.selected(&topics) {
             partitions.extend(numbers.iter().map(|p| (topic.clone(), *p)));
         }
-        if partitions.is_empty() || (self.has_transaction_topic && partitions.len() == 1) {
+        if partitions.is_empty() || (has_transaction_topic && partitions.len() == 1) {
             let wanted = match &self.spec.topics {
                 TopicSelection::Prefixed => format!("named {}.…", self.spec.prefix),
                 TopicSelection::List(list) => format!("named {}", list.join(", ")),
@@ -422,7 +420,7 @@ impl MessageSource for KafkaSource {
             start.push(((topic, partition), resume));
         }
         let count = start.len();
-        self.reassembly = Some(Reassembly::new(start, self.has_transaction_topic));
+        self.reassembly = Some(Reassembly::new(start, has_transaction_topic));
         for partition in 0..count {
             self.spawn_fetcher(partition)?;
         }
@@ -470,7 +468,6 @@ impl MessageSource for KafkaSource {
 
     fn report(&self, status: &mut SourceStatus) {
         let Some(reassembly) = &self.reassembly else { return };
-        let resume = reassembly.resume_offsets();
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -478,7 +475,7 @@ impl MessageSource for KafkaSource {
             .map(|p| {
                 let (topic, partition) = reassembly.name(p);
                 let head = self.heads[p];
-                let applied = resume.0.get(&(topic.to_string(), partition)).map_or(0, |r| r.floor);
+                let applied = reassembly.applied_offset(p);
                 let lag_messages = u64::try_from(head.high_watermark - applied).unwrap_or(0);
                 let lag_millis = if lag_messages == 0 { 0 } else { u64::try_from(now_ms - head.last_timestamp_ms).unwrap_or(0) };
                 PartitionLag { topic: topic.to_string(), partition, applied_offset: applied, high_watermark: head.high_watermark, lag_messages, lag_millis }

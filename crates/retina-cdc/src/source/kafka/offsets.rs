@@ -33,13 +33,7 @@ impl ResumeOffsets {
     pub fn encode(&self) -> String {
         let mut out = String::new();
         for ((topic, partition), resume) in &self.0 {
-            if !out.is_empty() {
-                out.push(',');
-            }
-            let _ = write!(out, "{topic}/{partition}={}", resume.floor);
-            for offset in &resume.applied_above {
-                let _ = write!(out, "+{offset}");
-            }
+            write_entry(&mut out, topic, *partition, resume.floor, resume.applied_above.iter().copied());
         }
         out
     }
@@ -73,6 +67,18 @@ pub enum Taken {
     /// Read before in this run (a broker that answers a fetch with records it sent
     /// already): ignore it; its first copy is held or finished.
     Again,
+}
+
+/// Appends one partition's `topic/partition=floor[+applied…]` to `out` (with a `,`
+/// before it unless it is the first).
+pub fn write_entry(out: &mut String, topic: &str, partition: i32, floor: i64, applied_above: impl Iterator<Item = i64>) {
+    if !out.is_empty() {
+        out.push(',');
+    }
+    let _ = write!(out, "{topic}/{partition}={floor}");
+    for offset in applied_above {
+        let _ = write!(out, "+{offset}");
+    }
 }
 
 /// One partition's progress while the source runs. Every record taken in is either
@@ -145,11 +151,33 @@ impl PartitionLedger {
         self.held.len()
     }
 
+    /// The first offset not known to be finished.
+    pub fn floor(&self) -> i64 {
+        self.held.first().copied().unwrap_or(self.next)
+    }
+
     /// Where a restart resumes if everything finished so far is applied.
     pub fn resume(&self) -> PartitionResume {
-        let floor = self.held.first().copied().unwrap_or(self.next);
-        let applied_above = self.applied_above.iter().chain(&self.skip).copied().filter(|o| *o > floor).collect::<BTreeSet<_>>();
-        PartitionResume { floor, applied_above: applied_above.into_iter().collect() }
+        PartitionResume { floor: self.floor(), applied_above: self.applied_above().collect() }
+    }
+
+    /// Finished offsets above the floor, ascending (`applied_above` and `skip` never
+    /// share an offset: a skipped one is removed from `skip` before it finishes).
+    fn applied_above(&self) -> impl Iterator<Item = i64> + '_ {
+        let floor = self.floor();
+        let mut merged: Vec<i64> = self.applied_above.iter().chain(&self.skip).copied().filter(|o| *o > floor).collect();
+        merged.sort_unstable();
+        merged.into_iter()
+    }
+
+    /// Appends this partition's resume entry to `out` without building a
+    /// [`PartitionResume`]: this runs once per released transaction.
+    pub fn write_resume(&self, out: &mut String, topic: &str, partition: i32) {
+        if self.applied_above.is_empty() && self.skip.is_empty() {
+            write_entry(out, topic, partition, self.floor(), std::iter::empty());
+        } else {
+            write_entry(out, topic, partition, self.floor(), self.applied_above());
+        }
     }
 }
 

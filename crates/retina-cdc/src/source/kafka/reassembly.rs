@@ -76,6 +76,8 @@ pub struct Waiting {
 /// position computed at any release covers exactly what `ready` holds before it.
 pub struct Reassembly {
     names: Vec<(String, i32)>,
+    /// Partition indexes in name order: the order positions are written in.
+    by_name: Vec<usize>,
     ledgers: Vec<PartitionLedger>,
     has_transaction_topic: bool,
     transactions: HashMap<String, HeldTransaction>,
@@ -90,9 +92,13 @@ impl Reassembly {
     /// `partitions`: every partition read, with where it resumes; the transaction
     /// topic's first when `has_transaction_topic`.
     pub fn new(partitions: Vec<((String, i32), PartitionResume)>, has_transaction_topic: bool) -> Self {
-        let (names, ledgers) = partitions.into_iter().map(|(name, resume)| (name, PartitionLedger::resuming(&resume))).unzip();
+        let (names, ledgers): (Vec<_>, Vec<_>) =
+            partitions.into_iter().map(|(name, resume)| (name, PartitionLedger::resuming(&resume))).unzip();
+        let mut by_name: Vec<usize> = (0..names.len()).collect();
+        by_name.sort_by(|a, b| names[*a].cmp(&names[*b]));
         Self {
             names,
+            by_name,
             ledgers,
             has_transaction_topic,
             transactions: HashMap::new(),
@@ -107,7 +113,19 @@ impl Reassembly {
     pub fn add_partition(&mut self, name: (String, i32), resume: PartitionResume) -> usize {
         self.names.push(name);
         self.ledgers.push(PartitionLedger::resuming(&resume));
-        self.names.len() - 1
+        let index = self.names.len() - 1;
+        let at = self.by_name.partition_point(|i| self.names[*i] < self.names[index]);
+        self.by_name.insert(at, index);
+        index
+    }
+
+    pub fn has_transaction_topic(&self) -> bool {
+        self.has_transaction_topic
+    }
+
+    /// Every record of `partition` below this offset is finished.
+    pub fn applied_offset(&self, partition: usize) -> i64 {
+        self.ledgers[partition].floor()
     }
 
     pub fn name(&self, partition: usize) -> (&str, i32) {
@@ -195,7 +213,7 @@ impl Reassembly {
             None => {
                 // No transaction metadata: the event is its own transaction.
                 self.ledgers[partition].finish(offset);
-                let resume = Some(self.resume_offsets().encode());
+                let resume = Some(self.resume_text());
                 self.ready.push_back(Ready { line, partition, offset, resume });
             }
         }
@@ -221,7 +239,7 @@ impl Reassembly {
             }
             if let Some((offset, line, _)) = transaction.end {
                 self.ledgers[0].finish(offset);
-                let resume = Some(self.resume_offsets().encode());
+                let resume = Some(self.resume_text());
                 self.ready.push_back(Ready { line, partition: 0, offset, resume });
             }
         }
@@ -234,6 +252,27 @@ impl Reassembly {
     /// Where every partition resumes once everything released so far is applied.
     pub fn resume_offsets(&self) -> ResumeOffsets {
         ResumeOffsets(self.names.iter().cloned().zip(self.ledgers.iter().map(PartitionLedger::resume)).collect())
+    }
+
+    /// [`Self::resume_offsets`] as the text recorded with a transaction, written
+    /// straight from the ledgers (once per released transaction: no map, no name
+    /// copies).
+    fn resume_text(&self) -> String {
+        let mut out = String::with_capacity(self.names.len() * 32);
+        for &index in &self.by_name {
+            let (topic, partition) = &self.names[index];
+            self.ledgers[index].write_resume(&mut out, topic, *partition);
+        }
+        out
+    }
+
+    /// Since when the transaction [`Self::oldest_waiting`] would describe has waited
+    /// (cheap: checked at every idle moment).
+    pub fn waiting_since(&self) -> Option<Instant> {
+        match self.ends.front().and_then(|id| self.transactions.get(id)) {
+            Some(head) => Some(head.first_seen),
+            None => self.transactions.values().map(|t| t.first_seen).min(),
+        }
     }
 
     pub fn held_bytes(&self) -> usize {
