@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use retina_cdc::debezium::{decode_line, EncoderOptions, Message, Op};
 use retina_cdc::error::{CdcError, CdcResult};
-use retina_cdc::ingest::{run, StopWhen};
+use retina_cdc::ingest::{run, IngestReport, StopWhen};
 use retina_cdc::position::Position;
 use retina_cdc::sink::SinkOptions;
 use retina_cdc::source::{MessageSource, SourceEvent};
@@ -175,9 +175,34 @@ pub struct FreshnessReport {
     pub gc_interval_ms: Option<u64>,
 }
 
+/// The generator's stream at `rate`, as it would feed a mirror: its spec.
+pub fn freshness_stream(config: &FreshnessConfig) -> GeneratorSpec {
+    GeneratorSpec {
+        rate: Some(config.rate),
+        duration: Some(Duration::from_secs_f64(config.seconds)),
+        base_rows: config.base_rows,
+        ..GeneratorSpec::default()
+    }
+}
+
 /// Streams `generator:chbench` at `rate` through the sink while a query thread takes
 /// snapshots and measures `now − max(district.fresh_ts)` (HyBench's freshness).
 pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcResult<FreshnessReport> {
+    let spec = freshness_stream(config);
+    freshness_of(config, data_dir, move |engine| {
+        let mut source = GeneratorSource::start(spec)?;
+        run(engine, "generator:chbench", &mut source, SinkOptions::default(), StopWhen::default())
+    })
+}
+
+/// The freshness measurement around `feed`, which brings the generator's stream
+/// ([`freshness_stream`]: base load, then changes stamped with their generation time)
+/// into `engine` by any path and returns once it is all applied.
+pub fn freshness_of(
+    config: &FreshnessConfig,
+    data_dir: &std::path::Path,
+    feed: impl FnOnce(&Arc<Engine>) -> CdcResult<IngestReport>,
+) -> CdcResult<FreshnessReport> {
     let engine_config = EngineConfig {
         shards: config.shards,
         gc_interval: config.gc_interval,
@@ -186,13 +211,6 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
         ..EngineConfig::default()
     };
     let engine = Arc::new(start_engine(data_dir, engine_config)?);
-    let spec = GeneratorSpec {
-        rate: Some(config.rate),
-        duration: Some(Duration::from_secs_f64(config.seconds)),
-        base_rows: config.base_rows,
-        ..GeneratorSpec::default()
-    };
-    let mut source = GeneratorSource::start(spec)?;
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));
     // (query start, newest fresh_ts seen), both in microseconds.
@@ -233,7 +251,6 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
         // The base load arrives first (its fresh_ts is the load time): measure after it.
         let start = Instant::now();
         let load_rows = base_rows_of(config.base_rows);
-        let options = SinkOptions::default();
         let engine_for_sink = Arc::clone(&engine);
         let flag = Arc::clone(&measuring);
         let flag_thread = std::thread::spawn(move || {
@@ -254,7 +271,7 @@ pub fn freshness(config: &FreshnessConfig, data_dir: &std::path::Path) -> CdcRes
             flag.store(true, SeqCst);
             load_visible
         });
-        let report = run(&engine, "generator:chbench", &mut source, options, StopWhen::default());
+        let report = feed(&engine);
         let load_visible = flag_thread.join().unwrap_or(start);
         (report, start.elapsed().as_secs_f64(), load_visible.elapsed().as_secs_f64())
     };

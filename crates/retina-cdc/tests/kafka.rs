@@ -120,6 +120,10 @@ fn transactions_spread_over_topics_and_partitions_are_applied_whole_and_resumed_
         assert!(durable.contains("offsets=srv.s.a/0="), "{durable}");
         assert!(durable.contains("srv.transaction/0=200"), "every marker is applied: {durable}");
     }
+    // The durable offsets reached the consumer group, as another client reads them.
+    let committed = broker.committed_offsets("retina-srv").expect("committed offsets");
+    assert_eq!(committed_sums(&committed), [("srv.s.a".to_string(), 100), ("srv.s.b".into(), 200), ("srv.transaction".into(), 200)], "{committed:?}");
+    assert_eq!(committed.keys().filter(|(topic, _)| topic == "srv.s.a").count(), 3, "every partition: {committed:?}");
     // More transactions, and a restart on the same data dir: only the new ones apply.
     let (mut markers, mut events) = (Vec::new(), Vec::new());
     for n in 101..=120 {
@@ -140,6 +144,17 @@ fn transactions_spread_over_topics_and_partitions_are_applied_whole_and_resumed_
     assert_eq!(report.stats.duplicate_transactions, 0);
     assert_eq!(rows(&engine, "s.a").len(), 119, "120 inserted, row 1 deleted by its message key");
     assert_eq!(rows(&engine, "s.b").len(), 240);
+    let committed = broker.committed_offsets("retina-srv").expect("committed offsets");
+    assert_eq!(committed_sums(&committed), [("srv.s.a".to_string(), 122), ("srv.s.b".into(), 240), ("srv.transaction".into(), 242)], "{committed:?}");
+}
+
+/// Committed offsets summed per topic (records before them, over its partitions).
+fn committed_sums(committed: &std::collections::BTreeMap<(String, i32), i64>) -> Vec<(String, i64)> {
+    let mut sums = std::collections::BTreeMap::new();
+    for ((topic, _), offset) in committed {
+        *sums.entry(topic.clone()).or_insert(0) += offset;
+    }
+    sums.into_iter().collect()
 }
 
 #[test]
@@ -212,6 +227,25 @@ fn a_missing_event_stops_the_source_naming_the_transaction_and_the_position_stay
     assert_eq!(rows(&engine, "s.a").len(), 1, "transaction 1 is applied, transaction 2 is not");
     let position = engine.durable_positions().into_iter().next().expect("durable position").position;
     assert!(position.contains("srv.transaction/0=2"), "the position stays at transaction 2's BEGIN: {position}");
+    // Nor does the consumer group's: what is committed is what a restart resumes from.
+    let committed = broker.committed_offsets("retina-srv").expect("committed offsets");
+    assert_eq!(committed.get(&("srv.transaction".to_string(), 0)), Some(&2), "{committed:?}");
+    assert_eq!(committed_sums(&committed).iter().map(|(_, sum)| sum).sum::<i64>(), 2 + 3, "transaction 1 only: {committed:?}");
+}
+
+#[test]
+fn commit_offsets_false_commits_nothing_to_the_group() {
+    let broker = broker();
+    topics(&broker);
+    let (markers, events) = transaction(1);
+    broker.produce(&markers).expect("markers");
+    broker.produce(&events).expect("events");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let report = ingest(&engine, &uri(&broker, "?commit_offsets=false")).expect("ingest");
+    assert_eq!(report.stats.transactions_applied, 1);
+    let committed = broker.committed_offsets("retina-srv").expect("committed offsets");
+    assert!(committed.is_empty(), "{committed:?}");
 }
 
 #[test]

@@ -210,6 +210,22 @@ producer.flush()
 print(count)
 "#;
 
+/// What reads a consumer group's committed offsets: kafka-python's consumer, one
+/// `topic partition offset` line per partition with a commit. (Its admin client's
+/// `list_consumer_group_offsets` asks for all partitions at once, an OffsetFetch
+/// tansu 0.6 answers in a form kafka-python cannot decode.)
+const GROUP_OFFSETS: &str = r#"
+import sys
+from kafka import KafkaConsumer, TopicPartition
+consumer = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id=sys.argv[2], enable_auto_commit=False)
+for topic in sorted(consumer.topics()):
+    for partition in sorted(consumer.partitions_for_topic(topic) or []):
+        offset = consumer.committed(TopicPartition(topic, partition))
+        if offset is not None:
+            print(topic, partition, offset)
+consumer.close(autocommit=False)
+"#;
+
 impl LocalKafkaBroker {
     /// Starts the broker and waits until it listens; fails saying what to install
     /// when `tansu` is missing.
@@ -284,6 +300,30 @@ impl LocalKafkaBroker {
             return Err(error(format!("producer failed: {}", String::from_utf8_lossy(&output.stderr))));
         }
         Ok(())
+    }
+}
+
+impl LocalKafkaBroker {
+    /// The offsets committed to consumer `group`, as kafka-python's admin client
+    /// reads them (an independent client): (topic, partition) → offset.
+    pub fn committed_offsets(&self, group: &str) -> Result<std::collections::BTreeMap<(String, i32), i64>, ServiceError> {
+        let error = |reason: String| ServiceError::new("kafka-python", reason);
+        let python = python_in_venv();
+        let output = Command::new(&python)
+            .args(["-c", GROUP_OFFSETS, &self.bootstrap(), group])
+            .output()
+            .map_err(|e| error(format!("cannot run {} ({e}): run scripts/test.sh, which installs kafka-python into <target dir>/py-clients", python.to_string_lossy())))?;
+        if !output.status.success() {
+            return Err(error(format!("reading committed offsets failed: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        text.lines()
+            .map(|line| {
+                let mut fields = line.split_whitespace();
+                let parsed = (|| Some(((fields.next()?.to_string(), fields.next()?.parse().ok()?), fields.next()?.parse().ok()?)))();
+                parsed.ok_or_else(|| error(format!("unexpected line {line:?}")))
+            })
+            .collect()
     }
 }
 

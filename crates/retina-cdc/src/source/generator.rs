@@ -75,9 +75,19 @@ pub struct GeneratorSource {
     producer: Option<JoinHandle<()>>,
 }
 
+/// Says when the generator may start its changes (after the initial load).
+pub type ChangesGate = Box<dyn Fn() -> bool + Send>;
+
 impl GeneratorSource {
     pub fn start(spec: GeneratorSpec) -> CdcResult<Self> {
-        let (mut generator, mut encoder) = workload(&spec, EncoderOptions::default())?;
+        Self::start_with(spec, EncoderOptions::default(), Box::new(|| true))
+    }
+
+    /// [`Self::start`] with lines encoded as `encoding` says, and changes held back
+    /// until the reader has taken the whole load *and* `gate` says so (a benchmark
+    /// that forwards the lines elsewhere waits until the mirror has the load).
+    pub fn start_with(spec: GeneratorSpec, encoding: EncoderOptions, gate: ChangesGate) -> CdcResult<Self> {
+        let (mut generator, mut encoder) = workload(&spec, encoding)?;
         let (sender, chunks) = bounded::<EncodedChunk>(256);
         let stop = Arc::new(AtomicBool::new(false));
         let producer_stop = Arc::clone(&stop);
@@ -96,7 +106,7 @@ impl GeneratorSource {
                 // Changes start once the reader has taken the whole load: stamped
                 // while queued behind it in this channel, they would measure the
                 // load's length, not how fresh the mirror is.
-                while !sender.is_empty() && !producer_stop.load(Relaxed) {
+                while (!sender.is_empty() || !gate()) && !producer_stop.load(Relaxed) {
                     std::thread::sleep(Duration::from_millis(1));
                 }
                 let start = Instant::now();

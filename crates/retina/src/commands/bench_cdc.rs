@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use retina_bench::debezium_replay::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
-use retina_bench::kafka_replay::replay_kafka;
+use retina_bench::kafka_replay::{kafka_freshness, replay_kafka};
 use retina_bench::nats_replay::replay_nats;
 
 #[derive(Args)]
@@ -28,6 +28,18 @@ pub struct FreshnessArgs {
     /// The engine's memory-GC period in milliseconds (0: none; default: the engine's).
     #[arg(long)]
     gc_interval_ms: Option<u64>,
+    /// memory: the generator feeds the sink in-process; kafka: it is produced live to
+    /// a broker as Kafka Connect lays it out (a topic per table, a transaction topic,
+    /// schema envelope and key) and read back by the `kafka://` source.
+    #[arg(long, default_value = "memory", value_parser = ["memory", "kafka"])]
+    source: String,
+    /// With --source kafka: a running broker HOST:PORT (default: the benchmark
+    /// starts its own `tansu` broker).
+    #[arg(long, value_name = "HOST:PORT")]
+    kafka: Option<String>,
+    /// With --source kafka: partitions of each table's topic.
+    #[arg(long, default_value_t = 2)]
+    partitions: i32,
     #[arg(long)]
     json: bool,
 }
@@ -114,10 +126,13 @@ pub fn run_freshness(args: FreshnessArgs) -> anyhow::Result<()> {
         checkpoint_interval: retina_core::EngineConfig::default().checkpoint_interval,
         background_nice: retina_core::EngineConfig::default().background_nice,
     };
-    let report = freshness(&config, dir.path())?;
+    let report = match args.source.as_str() {
+        "kafka" => kafka_freshness(&config, args.kafka.as_deref(), args.partitions, dir.path())?,
+        _ => freshness(&config, dir.path())?,
+    };
     println!(
-        "freshness at {} row changes/s (achieved {:.0}/s over {:.1} s, {} queries): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        report.rate, report.row_changes_per_s, report.seconds, report.queries, report.freshness_p50_ms, report.freshness_p99_ms, report.freshness_max_ms
+        "{} freshness at {} row changes/s (achieved {:.0}/s over {:.1} s, {} queries): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        args.source, report.rate, report.row_changes_per_s, report.seconds, report.queries, report.freshness_p50_ms, report.freshness_p99_ms, report.freshness_max_ms
     );
     if args.json {
         println!("{}", serde_json::to_string(&report)?);

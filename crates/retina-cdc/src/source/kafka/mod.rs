@@ -10,12 +10,13 @@
 //!
 //! The client is `rskafka` (pure Rust: no C library to build or match, and it speaks
 //! to the `tansu` broker the tests run; Debian's librdkafka 2.0.2 fails tansu's
-//! ApiVersions handshake). It has no consumer-group API, so offsets are not
-//! committed to a group: lag is reported per partition in `retina.sources` instead.
+//! ApiVersions handshake). It has no consumer-group API: durable offsets are
+//! committed to a consumer group by [`group`], for lag tools only.
 
 pub mod offsets;
 pub mod options;
 mod fetch;
+mod group;
 mod peek;
 pub mod reassembly;
 mod tls;
@@ -35,6 +36,7 @@ use super::{MessageSource, SourceEvent};
 use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition};
 use offsets::{PartitionResume, ResumeOffsets};
+use group::GroupCommitter;
 use options::{KafkaSpec, SaslMechanism, TopicSelection};
 use reassembly::Reassembly;
 
@@ -46,6 +48,8 @@ const TOPIC_REFRESH: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where recent messages came from, for error messages.
 const LOCATIONS_KEPT: usize = 1 << 16;
+/// How long closing the source waits for its last offsets to reach the group.
+const LAST_COMMIT_WAIT: Duration = Duration::from_secs(5);
 
 /// What a fetcher task delivers.
 struct Fetched {
@@ -81,6 +85,8 @@ pub struct KafkaSource {
     reported_idle: bool,
     last_refresh: Instant,
     notes: Vec<String>,
+    /// Commits durable offsets to the consumer group (`None`: `commit_offsets=false`).
+    group: Option<GroupCommitter>,
 }
 
 impl KafkaSource {
@@ -109,14 +115,22 @@ impl KafkaSource {
                 SaslMechanism::ScramSha512 => SaslConfig::ScramSha512(credentials),
             });
         }
-        if let Some(ca) = &spec.tls {
-            builder = builder.tls_config(Arc::new(tls::client_config(ca.as_deref()).map_err(error)?));
+        let tls = match &spec.tls {
+            Some(ca) => Some(Arc::new(tls::client_config(ca.as_deref()).map_err(error)?)),
+            None => None,
+        };
+        if let Some(config) = &tls {
+            builder = builder.tls_config(Arc::clone(config));
         }
         let client = runtime
             .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await })
             .map_err(|_| error(format!("cannot connect to {}: no answer within {} s", spec.brokers.join(","), CONNECT_TIMEOUT.as_secs())))?
             .map_err(|e| error(format!("cannot connect to {}: {e}", spec.brokers.join(","))))?;
         let (fetched_tx, fetched) = crossbeam_channel::bounded(FETCHED_QUEUE);
+        let group = spec.group.as_ref().map(|group| {
+            let connect = group::Connect { brokers: spec.brokers.clone(), tls, sasl: spec.sasl.clone() };
+            GroupCommitter::start(&runtime, connect, group.clone())
+        });
         Ok(Self {
             name: name.to_string(),
             spec,
@@ -135,6 +149,7 @@ impl KafkaSource {
             reported_idle: false,
             last_refresh: Instant::now(),
             notes: Vec::new(),
+            group,
         })
     }
 
@@ -458,6 +473,15 @@ impl MessageSource for KafkaSource {
         self.pending_offsets.take()
     }
 
+    /// Commits the durable position's offsets to the consumer group (in the
+    /// background; a failure shows in `retina.sources` and is retried).
+    fn acknowledge(&mut self, durable: &SinkPosition) -> CdcResult<()> {
+        let (Some(group), Some(text)) = (&self.group, durable.offsets.as_deref()) else { return Ok(()) };
+        let resume = ResumeOffsets::decode(text).map_err(|e| self.error(format!("durable position: {e}")))?;
+        group.commit(resume.0.into_iter().map(|(partition, resume)| (partition, resume.floor)).collect());
+        Ok(())
+    }
+
     fn locate(&self, position: Position) -> Option<String> {
         let reassembly = self.reassembly.as_ref()?;
         let index = self.locations.binary_search_by_key(&position.value, |(sequence, _, _)| *sequence).ok()?;
@@ -485,13 +509,21 @@ impl MessageSource for KafkaSource {
         status.held_bytes = Some(reassembly.held_bytes() as u64);
         status.held_bytes_peak = Some(reassembly.held_bytes_peak() as u64);
         status.lag_transactions = None;
-        status.detail = (!self.notes.is_empty()).then(|| self.notes.join("; "));
+        let group = self.group.as_ref().map(GroupCommitter::describe);
+        let notes: Vec<&str> = self.notes.iter().map(String::as_str).chain(group.as_deref()).collect();
+        status.detail = (!notes.is_empty()).then(|| notes.join("; "));
     }
 }
 
 impl Drop for KafkaSource {
     fn drop(&mut self) {
         self.stop.store(true, Relaxed);
+        // The last durable offsets are what lag tools should show once this stops.
+        if let Some(group) = &self.group {
+            if let Err(reason) = group.flush(LAST_COMMIT_WAIT) {
+                eprintln!("retina: source {}: the last offsets were not committed to the consumer group: {reason}", self.name);
+            }
+        }
     }
 }
 

@@ -5,7 +5,9 @@
 //! `<prefix>.transaction`; absent on the broker = no transaction metadata);
 //! `tls=true`, `tls_ca=PATH`;
 //! `sasl_mechanism=PLAIN|SCRAM-SHA-256|SCRAM-SHA-512`, `sasl_username=`,
-//! `sasl_password=`; `transaction_timeout_s=` (default 30); `memory_budget_mb=`
+//! `sasl_password=`; `group=NAME` (the consumer group the applied offsets are
+//! committed to for lag tools, default `retina-<prefix>`), `commit_offsets=false`
+//! (commit none); `transaction_timeout_s=` (default 30); `memory_budget_mb=`
 //! (default 256); `allow_retention_gap=true` (start where the broker's log now
 //! starts when earlier records are gone); and `table=`, `on_absent_row=` as for any
 //! source.
@@ -27,6 +29,17 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+}
+
+impl SaslMechanism {
+    /// The mechanism's name in the Kafka protocol (and in the URI).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "PLAIN",
+            Self::ScramSha256 => "SCRAM-SHA-256",
+            Self::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -56,6 +69,8 @@ pub struct KafkaSpec {
     pub transaction_timeout: Duration,
     pub memory_budget: usize,
     pub allow_retention_gap: bool,
+    /// The consumer group applied offsets are committed to (`None`: no commits).
+    pub group: Option<String>,
 }
 
 impl KafkaSpec {
@@ -97,7 +112,9 @@ pub fn parse(
         transaction_timeout: Duration::from_secs(30),
         memory_budget: 256 << 20,
         allow_retention_gap: false,
+        group: Some(format!("retina-{prefix}")),
     };
+    let mut commit_offsets = true;
     let (mut mechanism, mut username, mut password) = (None, None, None);
     let mut tls_ca = None;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -118,13 +135,12 @@ pub fn parse(
             },
             "tls_ca" => tls_ca = Some(PathBuf::from(non_empty()?)),
             "sasl_mechanism" => {
-                mechanism = Some(match value {
-                    "PLAIN" => SaslMechanism::Plain,
-                    "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
-                    "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
-                    _ => return Err("sasl_mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".into()),
-                })
+                let known = [SaslMechanism::Plain, SaslMechanism::ScramSha256, SaslMechanism::ScramSha512];
+                let found = known.into_iter().find(|m| m.name() == value);
+                mechanism = Some(found.ok_or("sasl_mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")?);
             }
+            "group" => spec.group = Some(non_empty()?),
+            "commit_offsets" => commit_offsets = value.parse().map_err(|_| "commit_offsets must be true or false")?,
             "sasl_username" => username = Some(non_empty()?),
             "sasl_password" => password = Some(value.to_string()),
             "transaction_timeout_s" => {
@@ -142,12 +158,15 @@ pub fn parse(
                 if !take_apply(other, value)? {
                     return Err(format!(
                         "unknown parameter {other:?} (known: topics, topic_regex, transaction_topic, tls, tls_ca, \
-                         sasl_mechanism, sasl_username, sasl_password, transaction_timeout_s, memory_budget_mb, \
-                         allow_retention_gap, table, on_absent_row)"
+                         sasl_mechanism, sasl_username, sasl_password, group, commit_offsets, transaction_timeout_s, \
+                         memory_budget_mb, allow_retention_gap, table, on_absent_row)"
                     ));
                 }
             }
         }
+    }
+    if !commit_offsets {
+        spec.group = None;
     }
     if let Some(ca) = tls_ca {
         spec.tls = Some(Some(ca));
@@ -177,13 +196,14 @@ mod tests {
         assert!(!spec.selects("dbserver1.transaction", None));
         assert!(!spec.selects("dbserver10.public.stock", None));
         assert!(!spec.selects("__debezium-heartbeat.dbserver1", None));
+        assert_eq!(spec.group.as_deref(), Some("retina-dbserver1"));
     }
 
     #[test]
     fn every_option_parses() {
         let spec = parse_plain(
             "a:1,b:2/p?topics=p.s.x,p.s.y&transaction_topic=p.tx&tls_ca=/ca.pem&sasl_mechanism=SCRAM-SHA-512\
-             &sasl_username=u&sasl_password=secret&transaction_timeout_s=2.5&memory_budget_mb=8&allow_retention_gap=true",
+             &sasl_username=u&sasl_password=secret&transaction_timeout_s=2.5&memory_budget_mb=8&allow_retention_gap=true&group=lag-watch",
         )
         .unwrap();
         assert_eq!(spec.brokers, ["a:1", "b:2"]);
@@ -195,6 +215,8 @@ mod tests {
         assert_eq!(spec.transaction_timeout, Duration::from_millis(2500));
         assert_eq!(spec.memory_budget, 8 << 20);
         assert!(spec.allow_retention_gap);
+        assert_eq!(spec.group.as_deref(), Some("lag-watch"));
+        assert_eq!(parse_plain("a:1/p?commit_offsets=false").unwrap().group, None);
         let regex = parse_plain("a:1/p?topic_regex=p\\.s\\.(x|z)").unwrap();
         let compiled = regex::Regex::new("p\\.s\\.(x|z)").unwrap();
         assert!(regex.selects("p.s.z", Some(&compiled)) && !regex.selects("p.s.y", Some(&compiled)));
@@ -210,6 +232,8 @@ mod tests {
             ("a:1/p?topic_regex=(", "topic_regex"),
             ("a:1/p?memory_budget_mb=0", "memory_budget_mb"),
             ("a:1/p?colour=red", "unknown parameter \"colour\""),
+            ("a:1/p?group=", "group= needs a value"),
+            ("a:1/p?commit_offsets=maybe", "commit_offsets must be"),
         ] {
             let error = parse_plain(bad).unwrap_err();
             assert!(error.contains(says), "{bad}: {error}");
