@@ -253,14 +253,21 @@ pub fn freshness_of(
         let load_rows = base_rows_of(config.base_rows);
         let engine_for_sink = Arc::clone(&engine);
         let flag = Arc::clone(&measuring);
+        // Set once `feed` returned: a feed that failed before the load arrived must
+        // not leave this thread waiting for it.
+        let fed = Arc::new(AtomicBool::new(false));
+        let fed_seen = Arc::clone(&fed);
         let flag_thread = std::thread::spawn(move || {
             // Measure only once the whole base load is visible (timestamps are handed
             // out 1, 2, ... to this engine's only source), plus a short warm-up.
-            while engine_for_sink.stats().row_changes < load_rows && !flag.load(SeqCst) {
+            while engine_for_sink.stats().row_changes < load_rows && !fed_seen.load(SeqCst) {
                 std::thread::sleep(Duration::from_millis(2));
             }
             let load_transactions = engine_for_sink.stats().transactions;
-            while engine_for_sink.stats().high_watermark.0 <= load_transactions && engine_for_sink.failure().is_none() {
+            while engine_for_sink.stats().high_watermark.0 <= load_transactions
+                && engine_for_sink.failure().is_none()
+                && !fed_seen.load(SeqCst)
+            {
                 std::thread::sleep(Duration::from_millis(2));
             }
             let load_visible = Instant::now();
@@ -272,6 +279,7 @@ pub fn freshness_of(
             load_visible
         });
         let report = feed(&engine);
+        fed.store(true, SeqCst);
         let load_visible = flag_thread.join().unwrap_or(start);
         (report, start.elapsed().as_secs_f64(), load_visible.elapsed().as_secs_f64())
     };

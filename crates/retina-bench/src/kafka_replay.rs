@@ -5,7 +5,7 @@
 //! visible and checkpointed. Without a broker address the benchmark starts its own
 //! `tansu` broker. [`kafka_freshness`] is `retina bench freshness --source kafka`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
@@ -29,13 +29,45 @@ use retina_workload::chbench::{schemas, ChBenchScale};
 use crate::debezium_replay::{encoded_workload, freshness_of, freshness_stream, DebeziumReplayConfig, FreshnessConfig, FreshnessReport};
 
 const PREFIX: &str = "bench";
+/// Records per produce request stop growing past this many bytes.
+const MAX_REQUEST_BYTES: usize = 512 << 10;
 /// How long the driver waits with nothing to read before the stream counts as
 /// replayed; not part of the measured time.
 const IDLE_EXIT: Duration = Duration::from_millis(500);
 
+/// Where the Kafka benchmarks' stream goes and how the source reads it.
+#[derive(Clone, Debug)]
+pub struct KafkaBenchConfig {
+    /// A running broker `HOST:PORT`; `None`: the benchmark starts its own tansu.
+    pub broker: Option<String>,
+    /// Partitions of each table's topic.
+    pub partitions: i32,
+    /// The `kafka://` URI's options (`fetch_wait_ms=` matters with tansu 0.6, which
+    /// answers a waiting fetch when its wait is over, not when a record arrives).
+    pub source_options: Option<String>,
+}
+
+impl KafkaBenchConfig {
+    /// The broker (started when none is given), its address and the source URI.
+    fn start(&self) -> CdcResult<(Option<LocalKafkaBroker>, String, String)> {
+        let own = match &self.broker {
+            None => Some(LocalKafkaBroker::start().map_err(|e| bench_error(e.to_string()))?),
+            Some(_) => None,
+        };
+        let broker = self.broker.clone().or(own.as_ref().map(LocalKafkaBroker::bootstrap)).unwrap_or_default();
+        let uri = match self.source_options.as_deref().filter(|o| !o.is_empty()) {
+            Some(options) => format!("kafka://{broker}/{PREFIX}?{options}"),
+            None => format!("kafka://{broker}/{PREFIX}"),
+        };
+        Ok((own, broker, uri))
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct KafkaReplayReport {
     pub broker: String,
+    /// The source URI the replay read (its options included).
+    pub source: String,
     pub topics: usize,
     pub partitions_per_topic: i32,
     pub row_changes: u64,
@@ -66,6 +98,14 @@ fn route(chunks: &[EncodedChunk]) -> CdcResult<Vec<Routed>> {
 
 /// One encoded line as the record Kafka Connect would write for it.
 fn route_line(line: &str) -> CdcResult<Routed> {
+    match split_keyed(line) {
+        Some((key, value)) => Ok((topic_of(value)?, key.map(str::to_string), value.to_string())),
+        None => route_parsed(line),
+    }
+}
+
+/// [`route_line`] by parsing the line.
+fn route_parsed(line: &str) -> CdcResult<Routed> {
     #[derive(serde::Deserialize)]
     struct Line<'a> {
         #[serde(borrow)]
@@ -76,7 +116,7 @@ fn route_line(line: &str) -> CdcResult<Routed> {
     let parsed: Line<'_> = serde_json::from_str(line).map_err(|e| bench_error(format!("encoded line: {e}")))?;
     let value = parsed.value.get().to_string();
     let key = parsed.key.map(|k| k.get().to_string()).filter(|k| k != "null");
-    Ok((topic_of(&value)?, key, value))
+    Ok((topic_decoded(&value)?, key, value))
 }
 
 /// The topic of an encoded value: its table's for a change event, else the
@@ -89,9 +129,14 @@ fn topic_of(value: &str) -> CdcResult<String> {
         let (table, _) = rest.strip_prefix(r#","table":""#)?.split_once('"')?;
         Some(format!("{PREFIX}.{schema}.{table}"))
     });
-    if let Some(topic) = fast {
-        return Ok(topic);
+    match fast {
+        Some(topic) => Ok(topic),
+        None => topic_decoded(value),
     }
+}
+
+/// [`topic_of`] by decoding the value.
+fn topic_decoded(value: &str) -> CdcResult<String> {
     Ok(match decode_line(value).map_err(|e| bench_error(format!("encoded line: {e}")))? {
         Message::Change(event) => format!("{PREFIX}.{}", event.table),
         _ => format!("{PREFIX}.transaction"),
@@ -144,7 +189,7 @@ fn produce(runtime: &tokio::runtime::Runtime, broker: &str, records: &[Routed], 
             for record in records {
                 bytes += record.approximate_size();
                 batch.push(record);
-                if bytes > 512 << 10 {
+                if bytes > MAX_REQUEST_BYTES {
                     partition_client.produce(std::mem::take(&mut batch), Compression::NoCompression).await.map_err(|e| bench_error(format!("produce: {e}")))?;
                     bytes = 0;
                 }
@@ -172,12 +217,11 @@ fn chrono_now() -> rskafka::chrono::DateTime<rskafka::chrono::Utc> {
 
 /// Produces the initial load and replays it (untimed), then produces the changes and
 /// times their replay through the ingest driver until visible and checkpointed.
-pub fn replay_kafka(config: &DebeziumReplayConfig, broker: Option<&str>, partitions: i32, data_dir: &std::path::Path) -> CdcResult<KafkaReplayReport> {
-    let own = if broker.is_none() { Some(LocalKafkaBroker::start().map_err(|e| bench_error(e.to_string()))?) } else { None };
-    let broker = broker.map(str::to_string).or(own.as_ref().map(LocalKafkaBroker::bootstrap)).unwrap_or_default();
+pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, data_dir: &std::path::Path) -> CdcResult<KafkaReplayReport> {
+    let (own, broker, uri) = kafka.start()?;
+    let partitions = kafka.partitions;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().map_err(|e| bench_error(format!("runtime: {e}")))?;
     let (engine, load, changes) = encoded_workload(config, data_dir)?;
-    let uri = format!("kafka://{broker}/{PREFIX}");
     let run = |stop: StopWhen, registry: Option<SourceRegistry>| {
         let mut source = open_source(&uri)?;
         let options = DriveOptions { sink: options_for_uri(&uri, SinkOptions::default())?, stop, status: registry };
@@ -204,6 +248,7 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, broker: Option<&str>, partiti
     }
     Ok(KafkaReplayReport {
         broker,
+        source: retina_cdc::source::uri::redacted(&uri),
         topics,
         partitions_per_topic: partitions,
         row_changes,
@@ -222,9 +267,9 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, broker: Option<&str>, partiti
 /// driver `retina serve --source kafka://` runs, with freshness measured as for the
 /// in-process stream (`now − max(district.fresh_ts)`, stamped when generated): so it
 /// includes the producer, the broker, fetching and reassembly.
-pub fn kafka_freshness(config: &FreshnessConfig, broker: Option<&str>, partitions: i32, data_dir: &std::path::Path) -> CdcResult<FreshnessReport> {
-    let own = if broker.is_none() { Some(LocalKafkaBroker::start().map_err(|e| bench_error(e.to_string()))?) } else { None };
-    let broker = broker.map(str::to_string).or(own.as_ref().map(LocalKafkaBroker::bootstrap)).unwrap_or_default();
+pub fn kafka_freshness(config: &FreshnessConfig, kafka: &KafkaBenchConfig, data_dir: &std::path::Path) -> CdcResult<FreshnessReport> {
+    let (own, broker, uri) = kafka.start()?;
+    let partitions = kafka.partitions;
     let spec = freshness_stream(config);
     let load_rows = ChBenchScale::for_base_rows(config.base_rows).base_rows();
     let report = freshness_of(config, data_dir, move |engine| {
@@ -235,24 +280,28 @@ pub fn kafka_freshness(config: &FreshnessConfig, broker: Option<&str>, partition
         let mut topics: Vec<String> = schemas().iter().map(|t| format!("{PREFIX}.{}", t.name())).collect();
         topics.push(format!("{PREFIX}.transaction"));
         runtime.block_on(create_topics(&client, &topics, partitions))?;
+        // Opened before the producer starts: every early return below stops it.
+        let mut kafka = open_source(&uri)?;
+        let sink = options_for_uri(&uri, SinkOptions::default())?;
         // Changes start once the mirror has the whole load, so none waits behind it.
         let gate_engine = Arc::clone(engine);
         let gate = Box::new(move || gate_engine.stats().row_changes >= load_rows);
         let source = GeneratorSource::start_with(spec, EncoderOptions::kafka_connect_default(), gate)?;
         let done = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
         let producer = {
-            let done = Arc::clone(&done);
+            let (done, stop) = (Arc::clone(&done), Arc::clone(&stop));
             std::thread::Builder::new()
                 .name("bench-kafka-producer".into())
                 .spawn(move || {
-                    let produced = produce_live(&runtime, &client, source, partitions);
+                    let produced = produce_live(&runtime, &client, source, partitions, &stop);
                     done.store(true, SeqCst);
                     produced
                 })
                 .map_err(|e| bench_error(format!("producer thread: {e}")))?
         };
+        let options = DriveOptions { sink, stop: StopWhen::on_flag(Arc::clone(&stop)), status: None };
         // Stop once the producer is done and everything it produced is applied.
-        let stop = Arc::new(AtomicBool::new(false));
         let stopper = {
             let (stop, done, engine) = (Arc::clone(&stop), Arc::clone(&done), Arc::clone(engine));
             std::thread::spawn(move || {
@@ -267,63 +316,139 @@ pub fn kafka_freshness(config: &FreshnessConfig, broker: Option<&str>, partition
                 stop.store(true, SeqCst);
             })
         };
-        let uri = format!("kafka://{broker}/{PREFIX}");
-        let mut kafka = open_source(&uri)?;
-        let options = DriveOptions { sink: options_for_uri(&uri, SinkOptions::default())?, stop: StopWhen::on_flag(Arc::clone(&stop)), status: None };
         let report = drive(engine, &uri, kafka.as_mut(), options);
         stop.store(true, SeqCst);
         done.store(true, SeqCst);
         let _ = stopper.join();
         let produced = producer.join().map_err(|_| bench_error("the producer thread panicked".into()))?;
+        let report = report?;
         produced?;
-        report
+        Ok(report)
     });
     drop(own);
     report
 }
 
-/// Reads `source`'s lines and produces each as its Kafka record, sending what has
-/// accumulated whenever the generator pauses (or every 2,000 records), so records
-/// wait for no batch at the set rate.
-fn produce_live(runtime: &tokio::runtime::Runtime, client: &rskafka::client::Client, mut source: GeneratorSource, partitions: i32) -> CdcResult<()> {
-    let mut clients: BTreeMap<(String, i32), Arc<rskafka::client::partition::PartitionClient>> = BTreeMap::new();
+/// Reads `source`'s lines and produces each as its Kafka record. Each partition has
+/// its own sender task that sends whatever has queued for it as one request as soon
+/// as the previous one is acknowledged: records wait for no timer, partitions do not
+/// wait for each other, and each partition's records stay in order (as Kafka
+/// Connect's producer keeps them).
+fn produce_live(
+    runtime: &tokio::runtime::Runtime,
+    client: &rskafka::client::Client,
+    mut source: GeneratorSource,
+    partitions: i32,
+    stop: &AtomicBool,
+) -> CdcResult<()> {
+    type Queue = tokio::sync::mpsc::UnboundedSender<Vec<Record>>;
+    let mut senders: BTreeMap<(String, i32), Queue> = BTreeMap::new();
+    let mut tasks = Vec::new();
     let mut pending: BTreeMap<(String, i32), Vec<Record>> = BTreeMap::new();
-    let mut count = 0usize;
     let mut line = String::new();
-    loop {
-        let event = source.next(&mut line)?;
+    let outcome = loop {
+        if stop.load(SeqCst) {
+            break Ok(()); // the reading side ended first (an error, reported by it)
+        }
+        let event = match source.next(&mut line) {
+            Ok(event) => event,
+            Err(error) => break Err(error),
+        };
         if let SourceEvent::Message(_) = event {
-            let (topic, key, value) = route_line(&line)?;
+            let (topic, key, value) = match route_line(&line) {
+                Ok(routed) => routed,
+                Err(error) => break Err(error),
+            };
             let partition = partition_of(&topic, key.as_deref(), partitions);
             pending.entry((topic, partition)).or_default().push(record(key.as_ref(), &value));
-            count += 1;
-            if count < 2_000 {
+            if pending.values().map(Vec::len).sum::<usize>() < 256 {
                 continue;
             }
         }
-        runtime.block_on(async {
-            let mut sends = Vec::new();
-            for ((topic, partition), records) in std::mem::take(&mut pending) {
-                let client = match clients.get(&(topic.clone(), partition)) {
-                    Some(client) => Arc::clone(client),
-                    None => {
-                        let made = client
-                            .partition_client(topic.as_str(), partition, UnknownTopicHandling::Retry)
-                            .await
-                            .map_err(|e| bench_error(format!("{topic}/{partition}: {e}")))?;
-                        Arc::clone(clients.entry((topic, partition)).or_insert(Arc::new(made)))
-                    }
-                };
-                sends.push(async move { client.produce(records, Compression::NoCompression).await });
+        for (target, records) in std::mem::take(&mut pending) {
+            let queue = match senders.get(&target) {
+                Some(queue) => queue,
+                None => {
+                    let made = runtime.block_on(client.partition_client(target.0.as_str(), target.1, UnknownTopicHandling::Retry));
+                    let partition_client = match made {
+                        Ok(made) => made,
+                        Err(e) => return Err(bench_error(format!("{}/{}: {e}", target.0, target.1))),
+                    };
+                    let (queue, mut queued) = tokio::sync::mpsc::unbounded_channel::<Vec<Record>>();
+                    tasks.push(runtime.spawn(async move {
+                        // Requests of at most ~512 KB, as a broker's message.max.bytes wants.
+                        let mut waiting: VecDeque<Record> = VecDeque::new();
+                        loop {
+                            if waiting.is_empty() {
+                                match queued.recv().await {
+                                    Some(records) => waiting.extend(records),
+                                    None => return Ok::<_, String>(()),
+                                }
+                            }
+                            while let Ok(more) = queued.try_recv() {
+                                waiting.extend(more);
+                            }
+                            let (mut batch, mut bytes) = (Vec::new(), 0);
+                            while let Some(record) = waiting.pop_front() {
+                                bytes += record.approximate_size();
+                                batch.push(record);
+                                if bytes >= MAX_REQUEST_BYTES {
+                                    break;
+                                }
+                            }
+                            partition_client.produce(batch, Compression::NoCompression).await.map_err(|e| format!("produce: {e}"))?;
+                        }
+                    }));
+                    senders.entry(target).or_insert(queue)
+                }
+            };
+            if queue.send(records).is_err() {
+                break; // its task failed: the error comes from joining it
             }
-            for result in futures::future::join_all(sends).await {
-                result.map_err(|e| bench_error(format!("produce: {e}")))?;
-            }
-            Ok::<_, CdcError>(())
-        })?;
-        count = 0;
-        if let SourceEvent::End = event {
-            return Ok(());
         }
+        if let SourceEvent::End = event {
+            break Ok(());
+        }
+    };
+    drop(senders);
+    for task in tasks {
+        match runtime.block_on(task) {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => return Err(bench_error(reason)),
+            Err(e) => return Err(bench_error(format!("a sender task failed: {e}"))),
+        }
+    }
+    outcome
+}
+
+/// `{"key":K,"value":V}` as the generator's encoder writes it, split without parsing
+/// (the live producer's cost per record is what limits the rate it can offer). The
+/// CH-benCHmark keys have no column named `value`, so the first `,"value":` ends the
+/// key. `None` for any other layout (then it is parsed).
+fn split_keyed(line: &str) -> Option<(Option<&str>, &str)> {
+    let inner = line.strip_prefix(r#"{"key":"#)?.strip_suffix('}')?;
+    let (key, value) = inner.split_once(r#","value":"#)?;
+    Some(((key != "null").then_some(key), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use retina_cdc::source::generator::pre_encode;
+    use retina_cdc::source::uri::GeneratorSpec;
+
+    #[test]
+    fn the_cheap_split_and_topic_agree_with_parsing_every_generated_line() {
+        let spec = GeneratorSpec { base_rows: 2_000, ..GeneratorSpec::default() };
+        let (load, changes) = pre_encode(&spec, 2_000, EncoderOptions::kafka_connect_default()).expect("encode");
+        let mut tables = std::collections::BTreeSet::new();
+        for line in load.iter().chain(&changes).flat_map(|chunk| chunk.text.lines()) {
+            let (key, value) = split_keyed(line).expect("the encoder's keyed layout");
+            let cheap = (topic_of(value).expect("topic"), key.map(str::to_string), value.to_string());
+            assert_eq!(cheap, route_parsed(line).expect("parsed"), "{line}");
+            tables.insert(cheap.0);
+        }
+        assert!(tables.len() >= 9, "every table and the transaction topic: {tables:?}");
+        assert_eq!(split_keyed(r#"{"value":1}"#), None, "another layout is parsed instead");
     }
 }

@@ -399,3 +399,23 @@ fn past_the_memory_budget_partitions_that_run_ahead_are_paused_and_a_stuck_trans
     assert!(error.contains("(memory_budget_mb=1), so partitions running ahead are paused"), "{error}");
     assert!(rows(&engine, "s.a").is_empty());
 }
+
+#[test]
+fn over_tls_records_are_fetched_and_offsets_committed_and_an_untrusted_certificate_is_a_clear_error() {
+    let broker = LocalKafkaBroker::start_tls().unwrap_or_else(|e| panic!("{e}"));
+    topics(&broker);
+    let (markers, events) = transaction(1);
+    broker.produce(&markers).expect("markers over TLS");
+    broker.produce(&events).expect("events over TLS");
+    let ca = broker.tls_ca().expect("the broker's certificate");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    // The system's roots do not know the broker's self-signed certificate.
+    let error = ingest(&engine, &uri(&broker, "?tls=true")).expect_err("an untrusted certificate").to_string();
+    assert!(error.contains("cannot connect") && error.to_lowercase().contains("certificate"), "{error}");
+    let report = ingest(&engine, &uri(&broker, &format!("?tls_ca={}", ca.display()))).expect("ingest over TLS");
+    assert_eq!(report.stats.transactions_applied, 1);
+    assert_eq!(rows(&engine, "s.b").len(), 2);
+    let committed = broker.committed_offsets("retina-srv").expect("committed offsets over TLS");
+    assert_eq!(committed_sums(&committed), [("srv.s.a".to_string(), 1), ("srv.s.b".into(), 2), ("srv.transaction".into(), 2)], "{committed:?}");
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use retina_bench::debezium_replay::{freshness, replay_debezium, DebeziumReplayConfig, FreshnessConfig};
-use retina_bench::kafka_replay::{kafka_freshness, replay_kafka};
+use retina_bench::kafka_replay::{kafka_freshness, replay_kafka, KafkaBenchConfig};
 use retina_bench::nats_replay::replay_nats;
 
 #[derive(Args)]
@@ -40,6 +40,9 @@ pub struct FreshnessArgs {
     /// With --source kafka: partitions of each table's topic.
     #[arg(long, default_value_t = 2)]
     partitions: i32,
+    /// With --source kafka: the source URI's options, e.g. fetch_wait_ms=10.
+    #[arg(long, value_name = "K=V&..")]
+    kafka_options: Option<String>,
     #[arg(long)]
     json: bool,
 }
@@ -82,8 +85,8 @@ pub fn run_replay_nats(config: &DebeziumReplayConfig, server: Option<&str>, dir:
     print_report(&summary, &report, json)
 }
 
-pub fn run_replay_kafka(config: &DebeziumReplayConfig, broker: Option<&str>, partitions: i32, dir: &Path, json: bool) -> anyhow::Result<()> {
-    let report = replay_kafka(config, broker, partitions, dir)?;
+pub fn run_replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dir: &Path, json: bool) -> anyhow::Result<()> {
+    let report = replay_kafka(config, kafka, dir)?;
     let summary = format!(
         "Debezium JSON (envelope+key) in Kafka ({}, {} topics of {} partitions and a transaction topic): produced {} records at {:.0}/s; replayed {}; reassembly held at most {:.1} MB",
         report.broker,
@@ -127,7 +130,10 @@ pub fn run_freshness(args: FreshnessArgs) -> anyhow::Result<()> {
         background_nice: retina_core::EngineConfig::default().background_nice,
     };
     let report = match args.source.as_str() {
-        "kafka" => kafka_freshness(&config, args.kafka.as_deref(), args.partitions, dir.path())?,
+        "kafka" => {
+            let kafka = KafkaBenchConfig { broker: args.kafka.clone(), partitions: args.partitions, source_options: args.kafka_options.clone() };
+            kafka_freshness(&config, &kafka, dir.path())?
+        }
         _ => freshness(&config, dir.path())?,
     };
     println!(

@@ -13,20 +13,20 @@ use super::Fetched;
 
 /// Bytes asked of one partition per fetch.
 const FETCH_MAX_BYTES: i32 = 4 << 20;
-/// How long a fetch waits on the broker for new records.
-const FETCH_WAIT_MS: i32 = 100;
 
 /// What the source thread controls a fetcher with.
 pub(super) struct Controls {
     pub sender: Sender<Fetched>,
     pub stop: Arc<AtomicBool>,
     pub paused: Arc<AtomicBool>,
+    /// How long a fetch waits on the broker for new records (`fetch_wait_ms=`).
+    pub wait_ms: i32,
 }
 
 /// Fetches partition `partition` from `offset` on until stopped or failed (the
 /// failure is the last thing sent).
 pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i64, controls: Controls) {
-    let Controls { sender, stop, paused } = controls;
+    let Controls { sender, stop, paused, wait_ms } = controls;
     let (topic, number) = (client.topic().to_string(), client.partition());
     match batch_start(&client, offset).await {
         Ok(start) => offset = start,
@@ -42,7 +42,7 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
             continue;
         }
         let started = Instant::now();
-        let result = client.fetch_records(offset, 1..FETCH_MAX_BYTES, FETCH_WAIT_MS).await;
+        let result = client.fetch_records(offset, 1..FETCH_MAX_BYTES, wait_ms).await;
         let result = match result {
             Ok((mut records, high_watermark)) => {
                 let empty = records.is_empty();

@@ -103,29 +103,11 @@ impl KafkaSource {
             TopicSelection::Regex(pattern) => Some(regex::Regex::new(pattern).map_err(|e| error(format!("topic_regex: {e}")))?),
             _ => None,
         };
-        let mut builder = ClientBuilder::new(spec.brokers.clone()).client_id("retina").backoff_config(rskafka::BackoffConfig {
-            deadline: Some(Duration::from_secs(30)),
-            ..Default::default()
-        });
-        if let Some(sasl) = &spec.sasl {
-            let credentials = Credentials::new(sasl.username.clone(), sasl.password.clone());
-            builder = builder.sasl_config(match sasl.mechanism {
-                SaslMechanism::Plain => SaslConfig::Plain(credentials),
-                SaslMechanism::ScramSha256 => SaslConfig::ScramSha256(credentials),
-                SaslMechanism::ScramSha512 => SaslConfig::ScramSha512(credentials),
-            });
-        }
         let tls = match &spec.tls {
             Some(ca) => Some(Arc::new(tls::client_config(ca.as_deref()).map_err(error)?)),
             None => None,
         };
-        if let Some(config) = &tls {
-            builder = builder.tls_config(Arc::clone(config));
-        }
-        let client = runtime
-            .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await })
-            .map_err(|_| error(format!("cannot connect to {}: no answer within {} s", spec.brokers.join(","), CONNECT_TIMEOUT.as_secs())))?
-            .map_err(|e| error(format!("cannot connect to {}: {e}", spec.brokers.join(","))))?;
+        let client = connect_client(&runtime, &spec, tls.as_ref()).map_err(error)?;
         let (fetched_tx, fetched) = crossbeam_channel::bounded(FETCHED_QUEUE);
         let group = spec.group.as_ref().map(|group| {
             let connect = group::Connect { brokers: spec.brokers.clone(), tls, sasl: spec.sasl.clone() };
@@ -191,8 +173,11 @@ impl KafkaSource {
     }
 
     fn partition_client(&self, topic: &str, partition: i32) -> CdcResult<PartitionClient> {
-        self.runtime
-            .block_on(self.client.partition_client(topic, partition, UnknownTopicHandling::Error))
+        let found = self.runtime.block_on(async {
+            tokio::time::timeout(CONNECT_TIMEOUT, self.client.partition_client(topic, partition, UnknownTopicHandling::Error)).await
+        });
+        found
+            .map_err(|_| self.error(format!("topic {topic} partition {partition}: its leader did not answer within {} s", CONNECT_TIMEOUT.as_secs())))?
             .map_err(|e| self.error(format!("topic {topic} partition {partition}: {e}")))
     }
 
@@ -206,7 +191,7 @@ impl KafkaSource {
         let paused = Arc::new(AtomicBool::new(false));
         self.paused.push(Arc::clone(&paused));
         self.heads.push(Head::default());
-        self.runtime.spawn(fetch::run(client, partition, offset, fetch::Controls { sender, stop, paused }));
+        self.runtime.spawn(fetch::run(client, partition, offset, fetch::Controls { sender, stop, paused, wait_ms: self.spec.fetch_wait_ms }));
         Ok(())
     }
 
@@ -525,6 +510,29 @@ impl Drop for KafkaSource {
             }
         }
     }
+}
+
+/// A client of the brokers with the source's TLS and SASL settings.
+fn connect_client(runtime: &tokio::runtime::Runtime, spec: &KafkaSpec, tls: Option<&Arc<rustls::ClientConfig>>) -> Result<Client, String> {
+    let mut builder = ClientBuilder::new(spec.brokers.clone())
+        .client_id("retina")
+        .backoff_config(rskafka::BackoffConfig { deadline: Some(Duration::from_secs(30)), ..Default::default() });
+    if let Some(sasl) = &spec.sasl {
+        let credentials = Credentials::new(sasl.username.clone(), sasl.password.clone());
+        builder = builder.sasl_config(match sasl.mechanism {
+            SaslMechanism::Plain => SaslConfig::Plain(credentials),
+            SaslMechanism::ScramSha256 => SaslConfig::ScramSha256(credentials),
+            SaslMechanism::ScramSha512 => SaslConfig::ScramSha512(credentials),
+        });
+    }
+    if let Some(config) = tls {
+        builder = builder.tls_config(Arc::clone(config));
+    }
+    let brokers = spec.brokers.join(",");
+    runtime
+        .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await })
+        .map_err(|_| format!("cannot connect to {brokers}: no answer within {} s", CONNECT_TIMEOUT.as_secs()))?
+        .map_err(|e| format!("cannot connect to {brokers}: {e}"))
 }
 
 /// The line the sink decodes: the value, wrapped with its key as

@@ -7,7 +7,10 @@
 //! `sasl_mechanism=PLAIN|SCRAM-SHA-256|SCRAM-SHA-512`, `sasl_username=`,
 //! `sasl_password=`; `group=NAME` (the consumer group the applied offsets are
 //! committed to for lag tools, default `retina-<prefix>`), `commit_offsets=false`
-//! (commit none); `transaction_timeout_s=` (default 30); `memory_budget_mb=`
+//! (commit none); `fetch_wait_ms=` (how long a fetch waits on the broker for new
+//! records, default 100: Kafka answers as soon as one arrives, but a broker that
+//! does not, like tansu 0.6, delays every record by up to this long);
+//! `transaction_timeout_s=` (default 30); `memory_budget_mb=`
 //! (default 256); `allow_retention_gap=true` (start where the broker's log now
 //! starts when earlier records are gone); and `table=`, `on_absent_row=` as for any
 //! source.
@@ -71,6 +74,7 @@ pub struct KafkaSpec {
     pub allow_retention_gap: bool,
     /// The consumer group applied offsets are committed to (`None`: no commits).
     pub group: Option<String>,
+    pub fetch_wait_ms: i32,
 }
 
 impl KafkaSpec {
@@ -113,6 +117,7 @@ pub fn parse(
         memory_budget: 256 << 20,
         allow_retention_gap: false,
         group: Some(format!("retina-{prefix}")),
+        fetch_wait_ms: 100,
     };
     let mut commit_offsets = true;
     let (mut mechanism, mut username, mut password) = (None, None, None);
@@ -140,6 +145,10 @@ pub fn parse(
                 mechanism = Some(found.ok_or("sasl_mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")?);
             }
             "group" => spec.group = Some(non_empty()?),
+            "fetch_wait_ms" => {
+                let wait = value.parse::<i32>().ok().filter(|ms| (0..=60_000).contains(ms));
+                spec.fetch_wait_ms = wait.ok_or("fetch_wait_ms must be a whole number of milliseconds from 0 to 60000")?;
+            }
             "commit_offsets" => commit_offsets = value.parse().map_err(|_| "commit_offsets must be true or false")?,
             "sasl_username" => username = Some(non_empty()?),
             "sasl_password" => password = Some(value.to_string()),
@@ -158,8 +167,8 @@ pub fn parse(
                 if !take_apply(other, value)? {
                     return Err(format!(
                         "unknown parameter {other:?} (known: topics, topic_regex, transaction_topic, tls, tls_ca, \
-                         sasl_mechanism, sasl_username, sasl_password, group, commit_offsets, transaction_timeout_s, \
-                         memory_budget_mb, allow_retention_gap, table, on_absent_row)"
+                         sasl_mechanism, sasl_username, sasl_password, group, commit_offsets, fetch_wait_ms, \
+                         transaction_timeout_s, memory_budget_mb, allow_retention_gap, table, on_absent_row)"
                     ));
                 }
             }
@@ -203,7 +212,7 @@ mod tests {
     fn every_option_parses() {
         let spec = parse_plain(
             "a:1,b:2/p?topics=p.s.x,p.s.y&transaction_topic=p.tx&tls_ca=/ca.pem&sasl_mechanism=SCRAM-SHA-512\
-             &sasl_username=u&sasl_password=secret&transaction_timeout_s=2.5&memory_budget_mb=8&allow_retention_gap=true&group=lag-watch",
+             &sasl_username=u&sasl_password=secret&transaction_timeout_s=2.5&memory_budget_mb=8&allow_retention_gap=true&group=lag-watch&fetch_wait_ms=5",
         )
         .unwrap();
         assert_eq!(spec.brokers, ["a:1", "b:2"]);
@@ -216,6 +225,7 @@ mod tests {
         assert_eq!(spec.memory_budget, 8 << 20);
         assert!(spec.allow_retention_gap);
         assert_eq!(spec.group.as_deref(), Some("lag-watch"));
+        assert_eq!(spec.fetch_wait_ms, 5);
         assert_eq!(parse_plain("a:1/p?commit_offsets=false").unwrap().group, None);
         let regex = parse_plain("a:1/p?topic_regex=p\\.s\\.(x|z)").unwrap();
         let compiled = regex::Regex::new("p\\.s\\.(x|z)").unwrap();
@@ -234,6 +244,7 @@ mod tests {
             ("a:1/p?colour=red", "unknown parameter \"colour\""),
             ("a:1/p?group=", "group= needs a value"),
             ("a:1/p?commit_offsets=maybe", "commit_offsets must be"),
+            ("a:1/p?fetch_wait_ms=-1", "fetch_wait_ms must be"),
         ] {
             let error = parse_plain(bad).unwrap_err();
             assert!(error.contains(says), "{bad}: {error}");

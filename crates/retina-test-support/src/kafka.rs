@@ -1,0 +1,298 @@
+//! A Kafka-protocol broker for tests: `tansu` (plain TCP), optionally behind a TLS
+//! front, with kafka-python as the independent producer and offset reader.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use super::{free_port, ServerProcess, ServiceError};
+
+/// A Kafka-protocol broker (`tansu`, from crates.io: `cargo install tansu --locked
+/// --features dynostore`) on a free loopback port with in-memory storage, stopped on
+/// drop. Records are produced by `kafka-python` (PyPI; in the venv `scripts/test.sh`
+/// makes), whose default partitioner hashes keys as Kafka Connect's does.
+pub struct LocalKafkaBroker {
+    process: ServerProcess,
+    tls: Option<TlsFront>,
+}
+
+/// TLS in front of the broker (tansu 0.6 takes `--cert`/`--key` but serves plain
+/// TCP): a Python asyncio proxy terminating TLS with a certificate for 127.0.0.1 made
+/// by `openssl`, on the port the broker advertises, so every client (metadata,
+/// fetches, group commits) reaches the broker through it.
+struct TlsFront {
+    process: ServerProcess,
+    /// Holds `ca.pem` (the self-signed certificate clients trust) and its key.
+    dir: tempfile::TempDir,
+}
+
+/// The TLS proxy: `LISTEN_PORT TARGET_PORT CERT KEY`.
+const TLS_PROXY: &str = r#"
+import asyncio, ssl, sys
+listen, target, cert, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+async def pipe(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError, ssl.SSLError):
+        pass
+    finally:
+        writer.close()
+async def handle(client_reader, client_writer):
+    try:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", target)
+    except OSError:
+        client_writer.close()
+        return
+    await asyncio.gather(pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer))
+async def main():
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server = await asyncio.start_server(handle, "127.0.0.1", listen, ssl=context)
+    async with server:
+        await server.serve_forever()
+asyncio.run(main())
+"#;
+
+/// One record to produce: topic, key and value as raw bytes of text (`None` = a
+/// null key or value, e.g. a tombstone), and a partition when the test places it.
+#[derive(Clone, Debug)]
+pub struct KafkaRecord {
+    pub topic: String,
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub partition: Option<i32>,
+}
+
+/// kafka-python's connection settings: TLS trusting `KAFKA_TLS_CA` when it is set.
+const CONNECTION: &str = r#"
+import os
+connection = {"security_protocol": "SSL", "ssl_cafile": os.environ["KAFKA_TLS_CA"]} if os.environ.get("KAFKA_TLS_CA") else {}
+"#;
+
+/// What produces the records: kafka-python, reading one JSON object per line.
+const PRODUCER: &str = r#"
+import json, sys
+from kafka import KafkaProducer
+producer = KafkaProducer(bootstrap_servers=sys.argv[1], acks="all", linger_ms=5, batch_size=262144, max_request_size=16777216, **connection)
+count = 0
+for line in sys.stdin:
+    record = json.loads(line)
+    encode = lambda text: None if text is None else text.encode()
+    producer.send(record["topic"], key=encode(record["key"]), value=encode(record["value"]), partition=record.get("partition"))
+    count += 1
+producer.flush()
+print(count)
+"#;
+
+/// What reads a consumer group's committed offsets: kafka-python's consumer, one
+/// `topic partition offset` line per partition with a commit. (Its admin client's
+/// `list_consumer_group_offsets` asks for all partitions at once, an OffsetFetch
+/// tansu 0.6 answers in a form kafka-python cannot decode.)
+const GROUP_OFFSETS: &str = r#"
+import sys
+from kafka import KafkaConsumer, TopicPartition
+consumer = KafkaConsumer(bootstrap_servers=sys.argv[1], group_id=sys.argv[2], enable_auto_commit=False, **connection)
+for topic in sorted(consumer.topics()):
+    for partition in sorted(consumer.partitions_for_topic(topic) or []):
+        offset = consumer.committed(TopicPartition(topic, partition))
+        if offset is not None:
+            print(topic, partition, offset)
+consumer.close(autocommit=False)
+"#;
+
+impl LocalKafkaBroker {
+    /// Starts the broker and waits until it listens; fails saying what to install
+    /// when `tansu` is missing.
+    pub fn start() -> Result<Self, ServiceError> {
+        let port = free_port("tansu")?;
+        Ok(Self { process: Self::start_tansu(port, port)?, tls: None })
+    }
+
+    /// [`Self::start`] reachable only over TLS ([`Self::bootstrap`] is the TLS
+    /// port); clients trust [`Self::tls_ca`].
+    pub fn start_tls() -> Result<Self, ServiceError> {
+        let error = |reason: String| ServiceError::new("openssl", reason);
+        let (port, front_port) = (free_port("tansu")?, free_port("tls proxy")?);
+        let dir = tempfile::tempdir().map_err(|e| error(format!("temp dir: {e}")))?;
+        let (cert, key) = (dir.path().join("ca.pem"), dir.path().join("key.pem"));
+        let output = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+            .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .map_err(|e| error(format!("cannot run it ({e}): apt-get install openssl")))?;
+        if !output.status.success() {
+            return Err(error(format!("making a certificate failed: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        let process = Self::start_tansu(port, front_port)?;
+        let proxy = Command::new(python_in_venv())
+            .args(["-c", TLS_PROXY, &front_port.to_string(), &port.to_string()])
+            .arg(&cert)
+            .arg(&key)
+            .stdout(Stdio::null())
+            .spawn()
+            .map_err(|e| ServiceError::new("python3", format!("cannot start the TLS proxy: {e}")))?;
+        let front = ServerProcess::listening(proxy, front_port, "tls proxy", Duration::from_secs(20))?;
+        Ok(Self { process, tls: Some(TlsFront { process: front, dir }) })
+    }
+
+    /// tansu listening on `port`, telling clients to connect to `advertised`.
+    fn start_tansu(port: u16, advertised: u16) -> Result<ServerProcess, ServiceError> {
+        let (listener, advertised) = (format!("tcp://127.0.0.1:{port}"), format!("tcp://127.0.0.1:{advertised}"));
+        let child = Command::new(Self::tansu())
+            .args(["broker", "--listener-url", &listener, "--advertised-listener-url", &advertised, "--storage-engine", "memory://tansu/"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                ServiceError::new("tansu", format!("cannot start it ({e}): run scripts/test.sh, or cargo install tansu --locked --features dynostore"))
+            })?;
+        ServerProcess::listening(child, port, "tansu", Duration::from_secs(20))
+    }
+
+    /// The certificate a TLS broker's clients trust (`None` without TLS).
+    pub fn tls_ca(&self) -> Option<std::path::PathBuf> {
+        self.tls.as_ref().map(|front| front.dir.path().join("ca.pem"))
+    }
+
+    /// kafka-python with this broker's connection settings.
+    fn python(&self, script: &str) -> Command {
+        let mut command = Command::new(python_in_venv());
+        command.args(["-c", &format!("{CONNECTION}{script}"), &self.bootstrap()]);
+        if let Some(ca) = self.tls_ca() {
+            command.env("KAFKA_TLS_CA", ca);
+        }
+        command
+    }
+
+    fn tansu() -> std::ffi::OsString {
+        let cargo_bin = std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".cargo/bin/tansu"));
+        match cargo_bin.filter(|path| path.exists()) {
+            Some(path) => path.into_os_string(),
+            None => "tansu".into(),
+        }
+    }
+
+    /// `127.0.0.1:PORT` where clients connect (the TLS port with TLS).
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.tls.as_ref().map_or(self.process.port, |front| front.process.port))
+    }
+
+    /// The broker's own plain-TCP address (its admin CLI connects there).
+    fn admin_address(&self) -> String {
+        format!("tcp://127.0.0.1:{}", self.process.port)
+    }
+
+    pub fn create_topic(&self, name: &str, partitions: u32) -> Result<(), ServiceError> {
+        let output = Command::new(Self::tansu())
+            .args(["topic", "create", name, "--partitions", &partitions.to_string(), "--broker", &self.admin_address()])
+            .output()
+            .map_err(|e| ServiceError::new("tansu", format!("topic create {name}: {e}")))?;
+        if !output.status.success() {
+            return Err(ServiceError::new("tansu", format!("topic create {name}: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        Ok(())
+    }
+
+    pub fn delete_topic(&self, name: &str) -> Result<(), ServiceError> {
+        let output = Command::new(Self::tansu())
+            .args(["topic", "delete", name, "--broker", &self.admin_address()])
+            .output()
+            .map_err(|e| ServiceError::new("tansu", format!("topic delete {name}: {e}")))?;
+        if !output.status.success() {
+            return Err(ServiceError::new("tansu", format!("topic delete {name}: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        Ok(())
+    }
+
+    /// Produces `records` in order with kafka-python (acks=all), waiting until all
+    /// are stored.
+    pub fn produce(&self, records: &[KafkaRecord]) -> Result<(), ServiceError> {
+        use std::io::Write;
+        let error = |reason: String| ServiceError::new("kafka-python", reason);
+        let mut child = self
+            .python(PRODUCER)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| error(format!("cannot run Python ({e}): run scripts/test.sh, which installs kafka-python into <target dir>/py-clients")))?;
+        let mut stdin = child.stdin.take().ok_or_else(|| error("no stdin".into()))?;
+        let text = records.iter().map(record_json).collect::<Vec<_>>().join("\n") + "\n";
+        let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
+        let output = child.wait_with_output().map_err(|e| error(format!("producer: {e}")))?;
+        let _ = writer.join();
+        if !output.status.success() {
+            return Err(error(format!("producer failed: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        Ok(())
+    }
+
+    /// The offsets committed to consumer `group`, as kafka-python's admin client
+    /// reads them (an independent client): (topic, partition) → offset.
+    pub fn committed_offsets(&self, group: &str) -> Result<std::collections::BTreeMap<(String, i32), i64>, ServiceError> {
+        let error = |reason: String| ServiceError::new("kafka-python", reason);
+        let output = self
+            .python(GROUP_OFFSETS)
+            .arg(group)
+            .output()
+            .map_err(|e| error(format!("cannot run Python ({e}): run scripts/test.sh, which installs kafka-python into <target dir>/py-clients")))?;
+        if !output.status.success() {
+            return Err(error(format!("reading committed offsets failed: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        text.lines()
+            .map(|line| {
+                let mut fields = line.split_whitespace();
+                let parsed = (|| Some(((fields.next()?.to_string(), fields.next()?.parse().ok()?), fields.next()?.parse().ok()?)))();
+                parsed.ok_or_else(|| error(format!("unexpected line {line:?}")))
+            })
+            .collect()
+    }
+}
+
+/// The venv's Python (`<target dir>/py-clients/bin/python`), else `python3`.
+fn python_in_venv() -> std::ffi::OsString {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.ancestors().nth(3).map(|target| target.join("py-clients/bin/python")))
+        .filter(|path| path.exists())
+        .map_or_else(|| "python3".into(), |path| path.into_os_string())
+}
+
+/// A record as the producer script reads it (JSON strings escaped by hand: this
+/// crate has no JSON dependency).
+fn record_json(record: &KafkaRecord) -> String {
+    fn text(value: &Option<String>) -> String {
+        match value {
+            None => "null".into(),
+            Some(text) => {
+                let mut out = String::with_capacity(text.len() + 2);
+                out.push('"');
+                for c in text.chars() {
+                    match c {
+                        '"' => out.push_str("\\\""),
+                        '\\' => out.push_str("\\\\"),
+                        '\n' => out.push_str("\\n"),
+                        '\r' => out.push_str("\\r"),
+                        '\t' => out.push_str("\\t"),
+                        c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                        c => out.push(c),
+                    }
+                }
+                out.push('"');
+                out
+            }
+        }
+    }
+    let partition = record.partition.map_or_else(|| "null".to_string(), |p| p.to_string());
+    format!(
+        r#"{{"topic":{},"key":{},"value":{},"partition":{partition}}}"#,
+        text(&Some(record.topic.clone())),
+        text(&record.key),
+        text(&record.value)
+    )
+}
