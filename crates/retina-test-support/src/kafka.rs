@@ -21,8 +21,13 @@ pub struct LocalKafkaBroker {
 /// fetches, group commits) reaches the broker through it.
 struct TlsFront {
     process: ServerProcess,
-    /// Holds `ca.pem` (the self-signed certificate clients trust) and its key.
+    /// Holds `ca.pem` (the CA clients trust), the broker's `cert.pem` and keys.
     dir: tempfile::TempDir,
+}
+
+/// Command-line arguments: literal words, then paths (and words) as `OsString`s.
+fn args(words: &[&str], rest: &[std::path::PathBuf]) -> Vec<std::ffi::OsString> {
+    words.iter().map(std::ffi::OsString::from).chain(rest.iter().map(|p| p.clone().into_os_string())).collect()
 }
 
 /// The TLS proxy: `LISTEN_PORT TARGET_PORT CERT KEY`.
@@ -115,18 +120,26 @@ impl LocalKafkaBroker {
         let error = |reason: String| ServiceError::new("openssl", reason);
         let (port, front_port) = (free_port("tansu")?, free_port("tls proxy")?);
         let dir = tempfile::tempdir().map_err(|e| error(format!("temp dir: {e}")))?;
-        let (cert, key) = (dir.path().join("ca.pem"), dir.path().join("key.pem"));
-        let output = Command::new("openssl")
-            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
-            .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .map_err(|e| error(format!("cannot run it ({e}): apt-get install openssl")))?;
-        if !output.status.success() {
-            return Err(error(format!("making a certificate failed: {}", String::from_utf8_lossy(&output.stderr))));
+        // A CA, and the broker's certificate for 127.0.0.1 signed by it (webpki takes
+        // no CA certificate as a server's own).
+        let path = |name: &str| dir.path().join(name);
+        std::fs::write(path("leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+            .map_err(|e| error(format!("leaf.ext: {e}")))?;
+        let steps: [Vec<std::ffi::OsString>; 3] = [
+            args(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=retina-test-ca", "-keyout"], &[path("ca.key"), "-out".into(), path("ca.pem")]),
+            args(&["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout"], &[path("key.pem"), "-out".into(), path("leaf.csr")]),
+            args(
+                &["x509", "-req", "-days", "1", "-CAcreateserial", "-in"],
+                &[path("leaf.csr"), "-CA".into(), path("ca.pem"), "-CAkey".into(), path("ca.key"), "-extfile".into(), path("leaf.ext"), "-out".into(), path("cert.pem")],
+            ),
+        ];
+        for step in steps {
+            let output = Command::new("openssl").args(&step).output().map_err(|e| error(format!("cannot run it ({e}): apt-get install openssl")))?;
+            if !output.status.success() {
+                return Err(error(format!("making the certificates failed: {}", String::from_utf8_lossy(&output.stderr))));
+            }
         }
+        let (cert, key) = (path("cert.pem"), path("key.pem"));
         let process = Self::start_tansu(port, front_port)?;
         let proxy = Command::new(python_in_venv())
             .args(["-c", TLS_PROXY, &front_port.to_string(), &port.to_string()])

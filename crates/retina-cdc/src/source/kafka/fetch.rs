@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Sender, TrySendError};
 use rskafka::client::partition::{OffsetAt, PartitionClient};
 
 use super::Fetched;
@@ -31,7 +31,7 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
     match batch_start(&client, offset).await {
         Ok(start) => offset = start,
         Err(reason) => {
-            let _ = sender.send(Fetched { partition, result: Err(format!("topic {topic} partition {number}: {reason}")) });
+            let _ = hand_over(&sender, Fetched { partition, result: Err(format!("topic {topic} partition {number}: {reason}")) }).await;
             return;
         }
     }
@@ -64,8 +64,25 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
             Err(error) => Err(describe_fetch_error(&topic, number, offset, &error)),
         };
         let failed = result.is_err();
-        if sender.send(Fetched { partition, result }).is_err() || failed {
+        if !hand_over(&sender, Fetched { partition, result }).await || failed {
             return;
+        }
+    }
+}
+
+/// Queues `fetched` for the source thread, waiting while the queue is full without
+/// blocking the runtime's thread (which the source thread itself needs for its own
+/// requests, e.g. starting a fetcher for a new topic, while the queue is full);
+/// `false` once the source is gone.
+async fn hand_over(sender: &Sender<Fetched>, mut fetched: Fetched) -> bool {
+    loop {
+        match sender.try_send(fetched) {
+            Ok(()) => return true,
+            Err(TrySendError::Disconnected(_)) => return false,
+            Err(TrySendError::Full(again)) => {
+                fetched = again;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
         }
     }
 }

@@ -189,6 +189,20 @@ async fn commit(coordinator: &mut Option<Connection>, connect: &Connect, group: 
     Ok(())
 }
 
+/// Why no broker can be reached, from a connection of this module's own: the
+/// fetching client retries a failed connection until its deadline and then says
+/// only that it timed out, where this says why (a certificate, a refused port, SASL).
+pub async fn diagnose(connect: &Connect) -> Option<String> {
+    let mut failures = Vec::new();
+    for broker in &connect.brokers {
+        match Connection::open(broker, connect).await {
+            Ok(_) => return None,
+            Err(reason) => failures.push(reason),
+        }
+    }
+    Some(failures.join("; "))
+}
+
 /// The group's coordinator, asked of the first broker that answers.
 async fn find_coordinator(connect: &Connect, group: &str) -> Result<Connection, String> {
     let mut failures = Vec::new();

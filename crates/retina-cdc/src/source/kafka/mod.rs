@@ -173,12 +173,7 @@ impl KafkaSource {
     }
 
     fn partition_client(&self, topic: &str, partition: i32) -> CdcResult<PartitionClient> {
-        let found = self.runtime.block_on(async {
-            tokio::time::timeout(CONNECT_TIMEOUT, self.client.partition_client(topic, partition, UnknownTopicHandling::Error)).await
-        });
-        found
-            .map_err(|_| self.error(format!("topic {topic} partition {partition}: its leader did not answer within {} s", CONNECT_TIMEOUT.as_secs())))?
-            .map_err(|e| self.error(format!("topic {topic} partition {partition}: {e}")))
+        partition_client_of(&self.runtime, &self.client, topic, partition).map_err(|reason| self.error(reason))
     }
 
     /// Starts a fetcher task for `partition` of the reassembly, from its next offset.
@@ -512,6 +507,14 @@ impl Drop for KafkaSource {
     }
 }
 
+/// `client`'s handle on `topic/partition`'s leader.
+fn partition_client_of(runtime: &tokio::runtime::Runtime, client: &Client, topic: &str, partition: i32) -> Result<PartitionClient, String> {
+    let found = runtime.block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, client.partition_client(topic, partition, UnknownTopicHandling::Error)).await });
+    found
+        .map_err(|_| format!("topic {topic} partition {partition}: its leader did not answer within {} s", CONNECT_TIMEOUT.as_secs()))?
+        .map_err(|e| format!("topic {topic} partition {partition}: {e}"))
+}
+
 /// A client of the brokers with the source's TLS and SASL settings.
 fn connect_client(runtime: &tokio::runtime::Runtime, spec: &KafkaSpec, tls: Option<&Arc<rustls::ClientConfig>>) -> Result<Client, String> {
     let mut builder = ClientBuilder::new(spec.brokers.clone())
@@ -529,10 +532,14 @@ fn connect_client(runtime: &tokio::runtime::Runtime, spec: &KafkaSpec, tls: Opti
         builder = builder.tls_config(Arc::clone(config));
     }
     let brokers = spec.brokers.join(",");
-    runtime
-        .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await })
-        .map_err(|_| format!("cannot connect to {brokers}: no answer within {} s", CONNECT_TIMEOUT.as_secs()))?
-        .map_err(|e| format!("cannot connect to {brokers}: {e}"))
+    match runtime.block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await }) {
+        Ok(built) => built.map_err(|e| format!("cannot connect to {brokers}: {e}")),
+        Err(_) => {
+            let connect = group::Connect { brokers: spec.brokers.clone(), tls: tls.cloned(), sasl: spec.sasl.clone() };
+            let why = runtime.block_on(group::diagnose(&connect)).map_or_else(String::new, |why| format!(" ({why})"));
+            Err(format!("cannot connect to {brokers}: no answer within {} s{why}", CONNECT_TIMEOUT.as_secs()))
+        }
+    }
 }
 
 /// The line the sink decodes: the value, wrapped with its key as
