@@ -18,6 +18,8 @@ fi
 [ -f /usr/share/java/postgresql.jar ] || missing+=(libpostgresql-jdbc-java)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3 python3-venv)
+# The Kafka TLS test makes its certificates with the openssl command.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]} for the tests" >&2
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"

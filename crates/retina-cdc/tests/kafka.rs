@@ -79,6 +79,13 @@ fn transaction(n: i64) -> (Vec<KafkaRecord>, Vec<KafkaRecord>) {
     (markers, events)
 }
 
+/// Produces transaction `n`'s markers, then its events.
+fn produce_transaction(broker: &LocalKafkaBroker, n: i64) {
+    let (markers, events) = transaction(n);
+    broker.produce(&markers).expect("markers");
+    broker.produce(&events).expect("events");
+}
+
 fn topics(broker: &LocalKafkaBroker) {
     broker.create_topic("srv.transaction", 1).expect("transaction topic");
     broker.create_topic("srv.s.a", 3).expect("topic a");
@@ -207,9 +214,7 @@ fn a_table_topic_far_behind_the_others_holds_its_transactions_until_it_catches_u
 fn a_missing_event_stops_the_source_naming_the_transaction_and_the_position_stays_before_it() {
     let broker = broker();
     topics(&broker);
-    let (markers, events) = transaction(1);
-    broker.produce(&markers).expect("markers");
-    broker.produce(&events).expect("events");
+    produce_transaction(&broker, 1);
     // Transaction 2 says 3 events, but one of table b's never arrives.
     let (markers, mut events) = transaction(2);
     events.pop();
@@ -237,9 +242,7 @@ fn a_missing_event_stops_the_source_naming_the_transaction_and_the_position_stay
 fn commit_offsets_false_commits_nothing_to_the_group() {
     let broker = broker();
     topics(&broker);
-    let (markers, events) = transaction(1);
-    broker.produce(&markers).expect("markers");
-    broker.produce(&events).expect("events");
+    produce_transaction(&broker, 1);
     let dir = tempfile::tempdir().expect("data dir");
     let engine = open_engine(dir.path());
     let report = ingest(&engine, &uri(&broker, "?commit_offsets=false")).expect("ingest");
@@ -305,9 +308,7 @@ fn a_bad_message_is_reported_with_its_topic_partition_and_offset() {
 fn a_deleted_topic_or_a_changed_partition_count_is_an_error_on_restart() {
     let broker = broker();
     topics(&broker);
-    let (markers, events) = transaction(1);
-    broker.produce(&markers).expect("markers");
-    broker.produce(&events).expect("events");
+    produce_transaction(&broker, 1);
     let dir = tempfile::tempdir().expect("data dir");
     let uri = uri(&broker, "");
     {
@@ -404,9 +405,7 @@ fn past_the_memory_budget_partitions_that_run_ahead_are_paused_and_a_stuck_trans
 fn over_tls_records_are_fetched_and_offsets_committed_and_an_untrusted_certificate_is_a_clear_error() {
     let broker = LocalKafkaBroker::start_tls().unwrap_or_else(|e| panic!("{e}"));
     topics(&broker);
-    let (markers, events) = transaction(1);
-    broker.produce(&markers).expect("markers over TLS");
-    broker.produce(&events).expect("events over TLS");
+    produce_transaction(&broker, 1);
     let ca = broker.tls_ca().expect("the broker's certificate");
     let dir = tempfile::tempdir().expect("data dir");
     let engine = open_engine(dir.path());

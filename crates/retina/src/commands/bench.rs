@@ -70,16 +70,8 @@ pub struct ReplayArgs {
     /// its own `nats-server -js`).
     #[arg(long, value_name = "HOST:PORT")]
     nats: Option<String>,
-    /// With --source kafka: a running broker HOST:PORT (default: the benchmark
-    /// starts its own `tansu` broker).
-    #[arg(long, value_name = "HOST:PORT")]
-    kafka: Option<String>,
-    /// With --source kafka: partitions of each table's topic.
-    #[arg(long, default_value_t = 2)]
-    partitions: i32,
-    /// With --source kafka: the source URI's options, e.g. fetch_wait_ms=10.
-    #[arg(long, value_name = "K=V&..")]
-    kafka_options: Option<String>,
+    #[command(flatten)]
+    kafka: super::bench_cdc::KafkaBenchArgs,
     #[arg(long)]
     json: bool,
 }
@@ -130,12 +122,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             let envelope = args.format == "debezium-envelope";
             if args.source == "kafka" {
                 let config = super::bench_cdc::replay_config(args.base_rows, args.changes, args.shards, args.seed, true);
-                let kafka = retina_bench::kafka_replay::KafkaBenchConfig {
-                    broker: args.kafka.clone(),
-                    partitions: args.partitions,
-                    source_options: args.kafka_options.clone(),
-                };
-                return super::bench_cdc::run_replay_kafka(&config, &kafka, work.path(), args.json);
+                return super::bench_cdc::run_replay_kafka(&config, &args.kafka.config(), work.path(), args.json);
             }
             if args.source == "nats" {
                 let config = super::bench_cdc::replay_config(args.base_rows, args.changes, args.shards, args.seed, envelope);

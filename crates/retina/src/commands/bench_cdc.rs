@@ -33,6 +33,15 @@ pub struct FreshnessArgs {
     /// schema envelope and key) and read back by the `kafka://` source.
     #[arg(long, default_value = "memory", value_parser = ["memory", "kafka"])]
     source: String,
+    #[command(flatten)]
+    kafka: KafkaBenchArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+/// Where a Kafka benchmark's stream goes and how the source reads it.
+#[derive(Args)]
+pub struct KafkaBenchArgs {
     /// With --source kafka: a running broker HOST:PORT (default: the benchmark
     /// starts its own `tansu` broker).
     #[arg(long, value_name = "HOST:PORT")]
@@ -43,8 +52,12 @@ pub struct FreshnessArgs {
     /// With --source kafka: the source URI's options, e.g. fetch_wait_ms=10.
     #[arg(long, value_name = "K=V&..")]
     kafka_options: Option<String>,
-    #[arg(long)]
-    json: bool,
+}
+
+impl KafkaBenchArgs {
+    pub fn config(&self) -> KafkaBenchConfig {
+        KafkaBenchConfig { broker: self.kafka.clone(), partitions: self.partitions, source_options: self.kafka_options.clone() }
+    }
 }
 
 fn default_shards() -> usize {
@@ -130,10 +143,7 @@ pub fn run_freshness(args: FreshnessArgs) -> anyhow::Result<()> {
         background_nice: retina_core::EngineConfig::default().background_nice,
     };
     let report = match args.source.as_str() {
-        "kafka" => {
-            let kafka = KafkaBenchConfig { broker: args.kafka.clone(), partitions: args.partitions, source_options: args.kafka_options.clone() };
-            kafka_freshness(&config, &kafka, dir.path())?
-        }
+        "kafka" => kafka_freshness(&config, &args.kafka.config(), dir.path())?,
         _ => freshness(&config, dir.path())?,
     };
     println!(
