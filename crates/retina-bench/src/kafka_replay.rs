@@ -156,10 +156,10 @@ fn partition_of(topic: &str, key: Option<&str>, partitions: i32) -> i32 {
     }
 }
 
-fn record(key: Option<&String>, value: &str) -> Record {
+fn record(key: Option<String>, value: String) -> Record {
     Record {
-        key: key.map(|k| k.clone().into_bytes()),
-        value: Some(value.as_bytes().to_vec()),
+        key: key.map(String::into_bytes),
+        value: Some(value.into_bytes()),
         headers: BTreeMap::new(),
         timestamp: chrono_now(),
     }
@@ -173,7 +173,7 @@ fn produce(runtime: &tokio::runtime::Runtime, broker: &str, records: &[Routed], 
         let mut by_partition: BTreeMap<(String, i32), Vec<Record>> = BTreeMap::new();
         for (topic, key, value) in records {
             let partition = partition_of(topic, key.as_deref(), partitions);
-            by_partition.entry((topic.clone(), partition)).or_default().push(record(key.as_ref(), value));
+            by_partition.entry((topic.clone(), partition)).or_default().push(record(key.clone(), value.clone()));
         }
         if create {
             let topics: std::collections::BTreeSet<&String> = by_partition.keys().map(|(t, _)| t).collect();
@@ -360,7 +360,7 @@ fn produce_live(
                 Err(error) => break Err(error),
             };
             let partition = partition_of(&topic, key.as_deref(), partitions);
-            pending.entry((topic, partition)).or_default().push(record(key.as_ref(), &value));
+            pending.entry((topic, partition)).or_default().push(record(key, value));
             if pending.values().map(Vec::len).sum::<usize>() < 256 {
                 continue;
             }

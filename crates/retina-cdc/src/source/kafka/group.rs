@@ -31,7 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::options::{Sasl, SaslMechanism};
+use super::options::Sasl;
 
 /// How long one connection or request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -342,11 +342,7 @@ impl Connection {
     }
 
     async fn authenticate(&mut self, sasl: &Sasl) -> Result<(), String> {
-        let mechanism = match sasl.mechanism {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
-            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
-        };
+        let mechanism = sasl.mechanism.name();
         let address = self.address.clone();
         let failed = |e: &dyn std::fmt::Display| format!("{address}: SASL {mechanism}: {e}");
         let handshake = self.request(1, &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism))).await?;
