@@ -169,6 +169,9 @@ fn kill_and_restart(lake: &Lake, kills: usize) {
             None => {
                 child.kill().expect("SIGKILL");
                 let output = child.wait_with_output().expect("reap");
+                if refused_for_lease(&output) {
+                    continue; // refused, and killed before it could exit
+                }
                 let stderr = String::from_utf8_lossy(&output.stderr);
                 assert!(!stderr.contains("crash_worker:"), "worker reported an error before the kill: {stderr}");
                 killed += 1;
