@@ -2,9 +2,11 @@
 //!
 //! The checkpoint manifest advances by numbered versions,
 //! `checkpoints/checkpoint-<version>.json`, each created exactly once
-//! ([`crate::versioned`]; before versioning, one replaced `checkpoints/latest.json`); rows that were in write buffers live in segments under
-//! `checkpoints/segments/`, each written once and named by file, first row and the
-//! checkpoint ts that wrote it. A crash before the manifest's commit leaves the previous
+//! ([`crate::versioned`]; before versioning, one replaced `checkpoints/latest.json`).
+//! Rows that were in write buffers live in segments in their table's folder,
+//! `tables/<table>/_segments/` (so a published Delta table lists them by relative
+//! path; lakes from before publication have them under `checkpoints/segments/`),
+//! each written once and named by file, first row and the checkpoint ts that wrote it. A crash before the manifest's commit leaves the previous
 //! checkpoint in force, with at worst unreferenced segments that the next checkpoint
 //! removes.
 
@@ -12,19 +14,23 @@ use retina_core::checkpoint::{CheckpointManifest, CHECKPOINT_FORMAT_VERSION};
 use retina_core::{FileId, TableSchema, Ts};
 
 use crate::error::StorageError;
-use crate::layout::data_file_path;
+use crate::layout::table_folder;
 use crate::versioned::Document;
 
 pub(crate) const DOCUMENT: Document =
     Document { what: "checkpoint", folder: "checkpoints", stem: "checkpoint", legacy: "checkpoints/latest.json" };
 
-pub(crate) const SEGMENTS_FOLDER: &str = "checkpoints/segments";
+/// Where segments were written before they moved into their tables' folders.
+pub(crate) const LEGACY_SEGMENTS_FOLDER: &str = "checkpoints/segments";
+
+/// The folder of a table's segments.
+pub(crate) fn segments_folder(table: &TableSchema) -> String {
+    format!("{}/_segments", table_folder(table))
+}
 
 /// Path of the segment holding rows `first_row..` of `file_id`, written at `ts`.
 pub(crate) fn segment_path(table: &TableSchema, file_id: FileId, first_row: u64, ts: Ts) -> String {
-    let data_path = data_file_path(table, file_id);
-    let stem = data_path.trim_start_matches("tables/").trim_end_matches(".parquet");
-    format!("{SEGMENTS_FOLDER}/{stem}-{first_row:010}-{:016}.parquet", ts.0)
+    format!("{}/{file_id}-{first_row:010}-{:016}.parquet", segments_folder(table), ts.0)
 }
 
 pub(crate) fn encode(checkpoint: &CheckpointManifest) -> Result<Vec<u8>, StorageError> {
@@ -46,6 +52,6 @@ mod tests {
         assert!(error.to_string().contains("format version 7"), "{error}");
         let table = TableSchema::from_columns("s.t", &[("id", arrow_schema::DataType::Int64, false)], &["id"]).expect("schema");
         let path = segment_path(&table, FileId(3), 4096, Ts(12));
-        assert_eq!(path, "checkpoints/segments/s.t/0000000000000003-0000004096-0000000000000012.parquet");
+        assert_eq!(path, "tables/s.t/_segments/0000000000000003-0000004096-0000000000000012.parquet");
     }
 }

@@ -31,6 +31,10 @@ pub enum StorageError {
     Lease { location: String, reason: String },
     #[error("lake {location} is open read-only: {operation} is not allowed")]
     ReadOnly { location: String, operation: &'static str },
+    #[error("publishing open tables: {reason}")]
+    Publication { reason: String },
+    #[error("publishing open tables: reading {path}: {source}")]
+    PublicationRead { path: String, source: Box<CoreError> },
     #[error("cannot start the storage I/O runtime: {0}")]
     Runtime(std::io::Error),
 }

@@ -98,6 +98,12 @@ impl ObjectIo {
         result.map_err(|source| self.error("reading", &path, source))
     }
 
+    /// The size in bytes of the object at `relative`.
+    pub fn size(&self, relative: &str) -> Result<u64, StorageError> {
+        let path = self.path(relative);
+        self.runtime.block_on(self.store.head(&path)).map(|meta| meta.size).map_err(|source| self.error("reading the size of", &path, source))
+    }
+
     /// Deletes `relative`; a missing object is not an error.
     pub fn delete(&self, relative: &str) -> Result<(), StorageError> {
         let path = self.path(relative);

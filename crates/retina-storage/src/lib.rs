@@ -1,6 +1,7 @@
 //! Retina's lake storage: data files as Parquet (with the hidden `_create_ts`
 //! column and row-group statistics) and the catalog manifest, both through
-//! `object_store`, so a local directory and any object-store URL work alike.
+//! `object_store`, so a local directory and any object-store URL work alike; and
+//! every checkpoint published as Delta Lake tables over the same files ([`publish`]).
 
 mod checkpoint_files;
 mod error;
@@ -10,6 +11,7 @@ mod layout;
 mod location;
 mod manifest;
 mod parquet_files;
+mod publish;
 mod ranged_reads;
 mod store;
 mod versioned;
@@ -17,4 +19,5 @@ mod versioned;
 pub use lease::LEASE_PATH;
 pub use location::{is_url, open_object_store, redacted};
 pub use error::StorageError;
+pub use publish::{PublicationReport, PublishedCut, PublishedTableVersion, LATEST_PATH as PUBLISHED_LATEST_PATH};
 pub use store::ParquetLakeStore;

@@ -1,6 +1,7 @@
 //! `ParquetLakeStore`: the lake store (every capability trait of
 //! `retina_core::storage`) of the embedded default and of object storage.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -17,6 +18,7 @@ use crate::io::ObjectIo;
 use crate::lease::Lease;
 use crate::ranged_reads::{self, FooterCache, RangedFile};
 use crate::versioned::Document;
+use crate::publish::{self, PublicationReport, PublishedCut, Publisher};
 use crate::{checkpoint_files, layout, location, manifest, parquet_files};
 
 /// What this store may do to the lake.
@@ -44,6 +46,20 @@ pub struct ParquetLakeStore {
     checkpoint_version: Mutex<Option<u64>>,
     /// On an object store, not a local directory.
     remote: bool,
+    /// Publishes each checkpoint as Delta tables, when turned on.
+    publisher: Option<Publisher>,
+    publication: Mutex<PublicationStatus>,
+    /// Segments the previous checkpoint referenced: kept until the next one, so the
+    /// Delta version published with it stays readable while the next is written.
+    previous_segments: Mutex<HashSet<String>>,
+}
+
+/// How the last publication went.
+#[derive(Clone, Debug, Default)]
+pub struct PublicationStatus {
+    pub last: Option<PublicationReport>,
+    /// The error of the last attempt, if it failed (cleared by the next success).
+    pub error: Option<String>,
 }
 
 /// Files a scan reads at once from an object store ([`DataFiles::parallel_reads`]).
@@ -80,7 +96,39 @@ impl ParquetLakeStore {
 
     fn new(io: Arc<ObjectIo>, access: Access, remote: bool) -> Self {
         let (catalog_version, checkpoint_version) = (Mutex::new(None), Mutex::new(None));
-        Self { io, access, footers: FooterCache::new(), catalog_version, checkpoint_version, remote }
+        Self {
+            io,
+            access,
+            footers: FooterCache::new(),
+            catalog_version,
+            checkpoint_version,
+            remote,
+            publisher: None,
+            publication: Mutex::new(PublicationStatus::default()),
+            previous_segments: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Turns on publication: after every checkpoint, each table is also committed as
+    /// a Delta Lake version over the same files ([`crate::publish`]).
+    pub fn publishing(mut self, on: bool) -> Self {
+        self.publisher = on.then(Publisher::default);
+        self
+    }
+
+    #[cfg(test)]
+    pub(crate) fn object_io(&self) -> &ObjectIo {
+        &self.io
+    }
+
+    /// How the last publication went.
+    pub fn publication_status(&self) -> PublicationStatus {
+        self.publication.lock().clone()
+    }
+
+    /// The latest published cut (`_retina/published/latest.json`), if any.
+    pub fn latest_published_cut(&self) -> CoreResult<Option<PublishedCut>> {
+        Ok(publish::latest_cut(&self.io)?)
     }
 
     /// The object path of a table's data file.
@@ -222,13 +270,33 @@ impl CheckpointStore for ParquetLakeStore {
 
     fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
         self.commit_document(&checkpoint_files::DOCUMENT, &self.checkpoint_version, checkpoint_files::encode(checkpoint)?)?;
-        // Only now may segments no checkpoint references go: the new one is in place.
-        let referenced = checkpoint.referenced_paths();
-        for path in self.io.list(checkpoint_files::SEGMENTS_FOLDER)? {
-            if !referenced.contains(path.as_str()) {
-                self.io.delete(&path)?;
+        if let Some(publisher) = &self.publisher {
+            // The checkpoint is durable whatever happens here: a failure is reported,
+            // and the next checkpoint publishes again.
+            let result = publisher.publish(&self.io, self, checkpoint);
+            let mut status = self.publication.lock();
+            match result {
+                Ok(report) => {
+                    let error = (!report.unpublished.is_empty()).then(|| report.unpublished.join("; "));
+                    *status = PublicationStatus { last: Some(report), error };
+                }
+                Err(error) => status.error = Some(error.to_string()),
             }
         }
+        // Only now may segments go that neither this checkpoint nor the previous one
+        // references: the new one is in place, and so is its publication.
+        let referenced: HashSet<String> = checkpoint.referenced_paths().into_iter().map(str::to_string).collect();
+        let mut previous = self.previous_segments.lock();
+        let mut folders = vec![checkpoint_files::LEGACY_SEGMENTS_FOLDER.to_string()];
+        folders.extend(checkpoint.tables.iter().map(|t| checkpoint_files::segments_folder(&t.schema)));
+        for folder in folders {
+            for path in self.io.list(&folder)? {
+                if !referenced.contains(&path) && !previous.contains(&path) {
+                    self.io.delete(&path)?;
+                }
+            }
+        }
+        *previous = referenced;
         Ok(())
     }
 

@@ -141,7 +141,7 @@ impl LocalKafkaBroker {
         }
         let (cert, key) = (path("cert.pem"), path("key.pem"));
         let process = Self::start_tansu(port, front_port)?;
-        let proxy = Command::new(python_in_venv())
+        let proxy = Command::new(crate::venv_python())
             .args(["-c", TLS_PROXY, &front_port.to_string(), &port.to_string()])
             .arg(&cert)
             .arg(&key)
@@ -173,7 +173,7 @@ impl LocalKafkaBroker {
 
     /// kafka-python with this broker's connection settings.
     fn python(&self, script: &str) -> Command {
-        let mut command = Command::new(python_in_venv());
+        let mut command = Command::new(crate::venv_python());
         command.args(["-c", &format!("{CONNECTION}{script}"), &self.bootstrap()]);
         if let Some(ca) = self.tls_ca() {
             command.env("KAFKA_TLS_CA", ca);
@@ -265,15 +265,6 @@ impl LocalKafkaBroker {
             })
             .collect()
     }
-}
-
-/// The venv's Python (`<target dir>/py-clients/bin/python`), else `python3`.
-fn python_in_venv() -> std::ffi::OsString {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.ancestors().nth(3).map(|target| target.join("py-clients/bin/python")))
-        .filter(|path| path.exists())
-        .map_or_else(|| "python3".into(), |path| path.into_os_string())
 }
 
 /// A record as the producer script reads it (JSON strings escaped by hand: this

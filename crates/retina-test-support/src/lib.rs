@@ -106,6 +106,16 @@ impl LocalNatsServer {
     }
 }
 
+/// The venv's Python (`<target dir>/py-clients/bin/python`, made by
+/// `scripts/test.sh`), else `python3`.
+pub fn venv_python() -> std::ffi::OsString {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.ancestors().nth(3).map(|target| target.join("py-clients/bin/python")))
+        .filter(|path| path.exists())
+        .map_or_else(|| "python3".into(), |path| path.into_os_string())
+}
+
 /// An S3-compatible server (`moto_server`, from PyPI's `moto[server]`) on a free
 /// loopback port, stopped on drop. It honours ranged GETs and conditional PUTs.
 /// Found in the venv `scripts/test.sh` makes (`<target dir>/py-clients`), or on

@@ -1,0 +1,254 @@
+//! The Delta Lake transaction log that publication writes: actions as the protocol
+//! spells them, a table's schema in Delta's JSON form, and commits as
+//! `_delta_log/<version, 20 digits>.json`, each created exactly once.
+//!
+//! Why not `deltalake-core`: Retina is the only writer of these tables and knows
+//! every file it published (the publication state), so it needs neither log replay
+//! nor a conflict checker, and delta-rs's own operations cannot write deletion
+//! vectors (delta-rs #4079). What is left, JSON actions and a create-once put, is
+//! a page of code, where the crate would add a DataFusion-sized build to the CLI.
+//!
+//! `_create_ts` stays out of what readers see by not being declared: without column
+//! mapping, the protocol defines a table's columns by `schemaString` and readers
+//! resolve each declared column in a data file by name, so a physical column no
+//! field names is never read (DuckDB/delta-kernel, delta-rs, Polars and Spark all
+//! project the declared columns). Column mapping (`name` mode), which would list
+//! it as a dropped column, is not used: Polars 2.1 refuses every table that has
+//! the `columnMapping` feature, and an open table that Polars cannot read is not
+//! open enough.
+
+use std::collections::BTreeMap;
+
+use arrow_schema::{DataType, TimeUnit};
+use object_store::PutMode;
+use retina_core::TableSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::deletion_vector::DeletionVectorDescriptor;
+use crate::error::StorageError;
+use crate::io::ObjectIo;
+
+/// `appId` of the `txn` action whose version is the published Retina ts.
+pub(crate) const TXN_APP_ID: &str = "retina";
+
+/// One log action, serialized as `{"<kind>": {...}}`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum Action {
+    CommitInfo(Value),
+    Protocol(Protocol),
+    MetaData(Metadata),
+    Txn(Txn),
+    Add(Add),
+    Remove(Remove),
+    /// Any other action (a reader of our own log skips what it does not write).
+    #[serde(untagged)]
+    Other(Value),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Protocol {
+    pub min_reader_version: u32,
+    pub min_writer_version: u32,
+    pub reader_features: Vec<String>,
+    pub writer_features: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Metadata {
+    pub id: String,
+    pub name: String,
+    pub format: Value,
+    pub schema_string: String,
+    pub partition_columns: Vec<String>,
+    pub configuration: BTreeMap<String, String>,
+    pub created_time: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Txn {
+    pub app_id: String,
+    pub version: u64,
+    pub last_updated: i64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Add {
+    pub path: String,
+    pub partition_values: BTreeMap<String, String>,
+    pub size: u64,
+    pub modification_time: i64,
+    pub data_change: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_vector: Option<DeletionVectorDescriptor>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Remove {
+    pub path: String,
+    pub deletion_timestamp: i64,
+    pub data_change: bool,
+    pub extended_file_metadata: bool,
+    pub partition_values: BTreeMap<String, String>,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_vector: Option<DeletionVectorDescriptor>,
+}
+
+/// The protocol of a published table: deletion vectors (and `timestampNtz` when a
+/// column needs it) are table features, so reader 3 / writer 7.
+pub(crate) fn protocol(schema: &TableSchema) -> Protocol {
+    let mut features = vec!["deletionVectors".to_string()];
+    if schema.columns().fields().iter().any(|f| matches!(f.data_type(), DataType::Timestamp(_, None))) {
+        features.push("timestampNtz".into());
+    }
+    Protocol { min_reader_version: 3, min_writer_version: 7, reader_features: features.clone(), writer_features: features }
+}
+
+/// The table's metadata: its user columns, and the table property that turns on
+/// deletion vectors.
+pub(crate) fn metadata(id: &str, schema: &TableSchema, created_ms: i64) -> Result<Metadata, StorageError> {
+    let fields = schema
+        .columns()
+        .fields()
+        .iter()
+        .map(|field| {
+            Ok(json!({
+                "name": field.name(),
+                "type": delta_type(schema.name(), field.name(), field.data_type())?,
+                "nullable": field.is_nullable(),
+                "metadata": {},
+            }))
+        })
+        .collect::<Result<Vec<_>, StorageError>>()?;
+    let schema_string = json!({ "type": "struct", "fields": fields }).to_string();
+    let configuration = BTreeMap::from([("delta.enableDeletionVectors".to_string(), "true".to_string())]);
+    Ok(Metadata {
+        id: id.to_string(),
+        name: schema.name().to_string(),
+        format: json!({ "provider": "parquet", "options": {} }),
+        schema_string,
+        partition_columns: Vec::new(),
+        configuration,
+        created_time: created_ms,
+    })
+}
+
+/// Delta's name for an Arrow type as Retina stores it in Parquet.
+fn delta_type(table: &str, column: &str, data_type: &DataType) -> Result<String, StorageError> {
+    Ok(match data_type {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int16 => "short".into(),
+        DataType::Int32 => "integer".into(),
+        DataType::Int64 => "long".into(),
+        DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Utf8 => "string".into(),
+        DataType::Binary => "binary".into(),
+        DataType::Date32 => "date".into(),
+        DataType::Timestamp(TimeUnit::Microsecond, Some(_)) => "timestamp".into(),
+        DataType::Timestamp(TimeUnit::Microsecond, None) => "timestamp_ntz".into(),
+        DataType::Decimal128(precision, scale) => format!("decimal({precision},{scale})"),
+        other => {
+            return Err(StorageError::Publication {
+                reason: format!(
+                    "table {table}, column {column}: Delta Lake has no type for {other} (it stores microsecond \
+                     timestamps and no times of day); the table is not published"
+                ),
+            })
+        }
+    })
+}
+
+/// The log object of `version` under the table folder `root`.
+pub(crate) fn commit_path(root: &str, version: u64) -> String {
+    format!("{root}/_delta_log/{version:020}.json")
+}
+
+/// Writes `actions` as version `version` of the table at `root`, failing if that
+/// version exists (another writer, or a commit this one made and lost track of).
+pub(crate) fn commit(io: &ObjectIo, root: &str, version: u64, actions: &[Action]) -> Result<(), StorageError> {
+    let mut bytes = Vec::new();
+    for action in actions {
+        serde_json::to_writer(&mut bytes, action).map_err(|e| StorageError::Publication { reason: e.to_string() })?;
+        bytes.push(b'\n');
+    }
+    let path = commit_path(root, version);
+    match io.put(&path, bytes, PutMode::Create) {
+        Ok(_) => Ok(()),
+        Err(object_store::Error::AlreadyExists { .. }) => {
+            Err(StorageError::CommitRace { location: io.location().to_string(), what: "Delta log", version })
+        }
+        Err(source) => Err(io.error("committing", &io.path(&path), source)),
+    }
+}
+
+/// The actions of a committed version, `None` when it does not exist.
+pub(crate) fn read_commit(io: &ObjectIo, root: &str, version: u64) -> Result<Option<Vec<Action>>, StorageError> {
+    let Some(found) = io.get(&commit_path(root, version))? else { return Ok(None) };
+    let text = std::str::from_utf8(&found.bytes).map_err(|e| StorageError::Publication { reason: format!("{root} version {version}: {e}") })?;
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).map_err(|e| StorageError::Publication { reason: format!("{root} version {version}: {e}") }))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_serialize_as_the_protocol_names_them() {
+        let add = Action::Add(Add {
+            path: "1.parquet".into(),
+            partition_values: BTreeMap::new(),
+            size: 10,
+            modification_time: 5,
+            data_change: true,
+            stats: None,
+            deletion_vector: None,
+        });
+        let text = serde_json::to_string(&add).expect("json");
+        assert!(text.starts_with(r#"{"add":{"path":"1.parquet","partitionValues":{},"size":10,"#), "{text}");
+        let back: Action = serde_json::from_str(&text).expect("back");
+        assert!(matches!(back, Action::Add(a) if a.path == "1.parquet"));
+        let other: Action = serde_json::from_str(r#"{"checkpointMetadata":{"version":3}}"#).expect("other");
+        assert!(matches!(other, Action::Other(_)));
+        let info = serde_json::to_string(&Action::CommitInfo(json!({"a": 1}))).expect("json");
+        assert_eq!(info, r#"{"commitInfo":{"a":1}}"#);
+    }
+
+    #[test]
+    fn schemas_map_to_delta_types_without_create_ts() {
+        let schema = TableSchema::from_columns(
+            "s.t",
+            &[
+                ("id", DataType::Int64, false),
+                ("at", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+                ("amount", DataType::Decimal128(12, 2), true),
+            ],
+            &["id"],
+        )
+        .expect("schema");
+        let published = metadata("x", &schema, 0).expect("metadata");
+        let parsed: Value = serde_json::from_str(&published.schema_string).expect("schema json");
+        assert_eq!(parsed["fields"][0]["type"], "long");
+        assert_eq!(parsed["fields"][1]["type"], "timestamp_ntz");
+        assert_eq!(parsed["fields"][2]["type"], "decimal(12,2)");
+        assert_eq!(parsed["fields"].as_array().expect("fields").len(), 3, "no _create_ts");
+        assert!(protocol(&schema).reader_features.contains(&"timestampNtz".to_string()));
+        let nanos = TableSchema::from_columns("s.n", &[("id", DataType::Int64, false), ("t", DataType::Time64(TimeUnit::Microsecond), true)], &["id"])
+            .expect("schema");
+        let error = metadata("x", &nanos, 0).expect_err("time has no Delta type").to_string();
+        assert!(error.contains("table s.n, column t"), "{error}");
+    }
+}

@@ -1,0 +1,499 @@
+//! Every checkpoint published as open tables (ARCHITECTURE.md §3.9): each table is a
+//! Delta Lake table in its folder (`tables/<table>/_delta_log`) over the very
+//! Parquet files Retina wrote, flushed files and checkpoint segments alike. A
+//! deletion vector per file hides the rows not visible at the checkpoint's ts C:
+//! deleted at or before C, or created after it.
+//!
+//! A publication costs what changed: a file whose hidden rows are the same as in
+//! the last version is not touched; one whose set changed gets `remove` (old DV)
+//! and `add` (new DV) in one commit; a file with nothing visible left is removed.
+//! All tables are published at one C, and `_retina/published/latest.json` names,
+//! per table, the Delta version that holds C: one consistent cut across tables.
+//!
+//! Publication runs after the checkpoint is durable and never holds it back: a
+//! failure is reported ([`crate::ParquetLakeStore::publication_error`]) and the
+//! next checkpoint publishes again from the last state that was committed.
+
+mod deletion_vector;
+mod delta_log;
+mod state;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use parking_lot::Mutex;
+use retina_core::checkpoint::{CheckpointManifest, CheckpointTable};
+use retina_core::column_ranges::RangeValue;
+use retina_core::storage::DataFiles;
+use retina_core::{Ts, TableSchema};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use self::deletion_vector::{DeletionVectorFile, HiddenRows};
+use self::delta_log::{Action, Add, Remove, Txn};
+use self::state::{PublishedFile, PublishedState, PublishedTable};
+use crate::error::StorageError;
+use crate::io::ObjectIo;
+use crate::layout;
+
+/// Where the cut of the latest publication is written.
+pub const LATEST_PATH: &str = "_retina/published/latest.json";
+
+/// The folder of one file per retained cut, named by its ts.
+const CUTS_FOLDER: &str = "_retina/published/cuts";
+
+/// Cuts kept: the newest and the one before, whose files the store keeps until the
+/// next checkpoint (see `ParquetLakeStore::save_checkpoint`).
+const KEPT_CUTS: usize = 2;
+
+/// One consistent cut across tables: the Delta version of every table at `ts`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PublishedCut {
+    /// The Retina snapshot ts (the checkpoint's C) every listed version shows.
+    pub ts: u64,
+    pub published_at_ms: i64,
+    pub tables: Vec<PublishedTableVersion>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PublishedTableVersion {
+    pub table: String,
+    /// The Delta table's folder, relative to the data dir.
+    pub delta_path: String,
+    pub delta_version: u64,
+}
+
+/// What one publication wrote.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PublicationReport {
+    pub ts: u64,
+    /// Tables that got a new Delta version.
+    pub tables_committed: usize,
+    pub files_added: usize,
+    pub files_removed: usize,
+    pub deletion_vectors: usize,
+    /// Tables left out, each with the reason (a column type the format lacks).
+    pub unpublished: Vec<String>,
+}
+
+/// Publishes checkpoints as Delta tables; remembers what it published.
+#[derive(Default)]
+pub(crate) struct Publisher {
+    /// Loaded from the lake at the first publication.
+    state: Mutex<Option<PublishedState>>,
+}
+
+/// A file as the new version should list it.
+struct WantedFile {
+    size: u64,
+    records: u64,
+    hidden: HiddenRows,
+    /// Column statistics, for flushed files (segments have none recorded).
+    ranges: Vec<retina_core::column_ranges::ColumnRange>,
+}
+
+impl Publisher {
+    pub fn publish(&self, io: &ObjectIo, files: &dyn DataFiles, checkpoint: &CheckpointManifest) -> Result<PublicationReport, StorageError> {
+        let mut guard = self.state.lock();
+        let state = match guard.as_mut() {
+            Some(state) => state,
+            None => guard.insert(PublishedState::load(io)?),
+        };
+        let now_ms = now_ms();
+        let mut report = PublicationReport { ts: checkpoint.ts.0, ..PublicationReport::default() };
+        for table in &checkpoint.tables {
+            // A table no format can describe is left out of every cut, and said so;
+            // any other failure stops this publication before its cut is written.
+            if let Err(error) = delta_log::metadata("", &table.schema, 0) {
+                report.unpublished.push(error.to_string());
+                continue;
+            }
+            let root = layout::table_folder(&table.schema);
+            let published = state.table(io, table.schema.name(), &root)?;
+            let wanted = wanted_files(io, files, table, checkpoint.ts, &root, published)?;
+            publish_table(io, &table.schema, &root, published, wanted, checkpoint.ts, now_ms, &mut report)?;
+        }
+        state.save(io)?;
+        let cut = PublishedCut {
+            ts: checkpoint.ts.0,
+            published_at_ms: now_ms,
+            tables: checkpoint
+                .tables
+                .iter()
+                .filter_map(|t| state.tables.get(t.schema.name()).map(|p| (t, p)))
+                .filter_map(|(t, p)| {
+                    p.version.map(|version| PublishedTableVersion {
+                        table: t.schema.name().to_string(),
+                        delta_path: p.root.clone(),
+                        delta_version: version,
+                    })
+                })
+                .collect(),
+        };
+        write_cut(io, &cut)?;
+        Ok(report)
+    }
+}
+
+/// The files of `table` at `ts` and the rows each must hide.
+fn wanted_files(
+    io: &ObjectIo,
+    files: &dyn DataFiles,
+    table: &CheckpointTable,
+    ts: Ts,
+    root: &str,
+    published: &PublishedTable,
+) -> Result<BTreeMap<String, WantedFile>, StorageError> {
+    let mut wanted = BTreeMap::new();
+    for file in &table.files {
+        if let Some(meta) = &file.meta {
+            let mut hidden = HiddenRows::from_words(&file.deleted, 0, meta.row_count);
+            if meta.max_create_ts > ts {
+                // Flushed after C with rows created after it: those are hidden too.
+                let decoded = files
+                    .read_file(&table.schema, meta, &[table.schema.create_ts_index()], &[])
+                    .map_err(|source| StorageError::PublicationRead { path: meta.path.clone(), source: Box::new(source) })?;
+                let mut row = 0u64;
+                for batch in &decoded.batches {
+                    let created = batch.column(0).as_any().downcast_ref::<arrow_array::Int64Array>().ok_or_else(|| {
+                        StorageError::Publication { reason: format!("{}: _create_ts is not int64", meta.path) }
+                    })?;
+                    for value in created.values() {
+                        if *value as u64 > ts.0 {
+                            hidden.insert_range(row..row + 1);
+                        }
+                        row += 1;
+                    }
+                }
+            }
+            let path = relative_to(root, &meta.path)?;
+            let ranges = meta.column_ranges.clone();
+            wanted.insert(path, WantedFile { size: meta.size_bytes, records: meta.row_count, hidden, ranges });
+        } else {
+            let mut start = 0u64;
+            for segment in &file.segments {
+                let hidden = HiddenRows::from_words(&file.deleted, start, start + segment.rows);
+                start += segment.rows;
+                let path = relative_to(root, &segment.path)?;
+                let size = match published.files.get(&path) {
+                    Some(known) => known.size,
+                    None => io.size(&segment.path)?,
+                };
+                wanted.insert(path, WantedFile { size, records: segment.rows, hidden, ranges: Vec::new() });
+            }
+        }
+    }
+    Ok(wanted)
+}
+
+/// `path` (relative to the data dir) relative to the table folder `root`.
+fn relative_to(root: &str, path: &str) -> Result<String, StorageError> {
+    path.strip_prefix(root).and_then(|rest| rest.strip_prefix('/')).map(str::to_string).ok_or_else(|| StorageError::Publication {
+        reason: format!(
+            "{path} is outside its table's folder {root} (a checkpoint segment from before publication); the table \
+             is published once that file is flushed"
+        ),
+    })
+}
+
+/// Commits the next Delta version of one table, if anything changed.
+#[allow(clippy::too_many_arguments)]
+fn publish_table(
+    io: &ObjectIo,
+    schema: &TableSchema,
+    root: &str,
+    published: &mut PublishedTable,
+    wanted: BTreeMap<String, WantedFile>,
+    ts: Ts,
+    now_ms: i64,
+    report: &mut PublicationReport,
+) -> Result<(), StorageError> {
+    let mut actions = Vec::new();
+    let mut dv_file = DeletionVectorFile::new();
+    let mut next_files = BTreeMap::new();
+    let (mut added, mut removed) = (0, 0);
+    for (path, file) in &wanted {
+        if file.hidden.len() >= file.records {
+            continue; // nothing visible: not listed (removed below if it was)
+        }
+        let fingerprint = file.hidden.fingerprint();
+        if let Some(old) = published.files.get(path) {
+            if old.fingerprint == fingerprint {
+                next_files.insert(path.clone(), old.clone());
+                continue;
+            }
+            actions.push(Action::Remove(remove_action(path, old, now_ms)));
+            removed += 1;
+        }
+        let dv = (!file.hidden.is_empty()).then(|| dv_file.push(&file.hidden));
+        actions.push(Action::Add(Add {
+            path: path.clone(),
+            partition_values: BTreeMap::new(),
+            size: file.size,
+            modification_time: now_ms,
+            data_change: true,
+            stats: Some(stats(schema, file, dv.is_some()).to_string()),
+            deletion_vector: dv.clone(),
+        }));
+        added += 1;
+        next_files.insert(path.clone(), PublishedFile { size: file.size, records: file.records, fingerprint, dv });
+    }
+    for (path, old) in &published.files {
+        if !next_files.contains_key(path) && !actions.iter().any(|a| matches!(a, Action::Remove(r) if &r.path == path)) {
+            actions.push(Action::Remove(remove_action(path, old, now_ms)));
+            removed += 1;
+        }
+    }
+    let schema_changed = published.columns != schema.column_count();
+    if actions.is_empty() && published.version.is_some() && !schema_changed {
+        return Ok(());
+    }
+    let mut head = vec![Action::CommitInfo(json!({
+        "timestamp": now_ms,
+        "operation": "RETINA PUBLISH",
+        "operationParameters": { "retinaTs": ts.0.to_string() },
+        "engineInfo": concat!("retina/", env!("CARGO_PKG_VERSION")),
+        "retinaTs": ts.0,
+        "isBlindAppend": false,
+    }))];
+    if published.version.is_none() {
+        head.push(Action::Protocol(delta_log::protocol(schema)));
+    }
+    if published.version.is_none() || schema_changed {
+        head.push(Action::MetaData(delta_log::metadata(&published.delta_id, schema, now_ms)?));
+    }
+    head.push(Action::Txn(Txn { app_id: delta_log::TXN_APP_ID.into(), version: ts.0, last_updated: now_ms }));
+    head.extend(actions);
+    let dvs = (dv_file.len(), dv_file.file_name());
+    if dvs.0 > 0 {
+        io.overwrite(&format!("{root}/{}", dvs.1), dv_file.into_bytes())?;
+    }
+    let version = published.version.map_or(0, |v| v + 1);
+    delta_log::commit(io, root, version, &head)?;
+    let before = published.dv_files()?;
+    published.version = Some(version);
+    published.columns = schema.column_count();
+    published.files = next_files;
+    drop_unused_dv_files(io, root, published, before)?;
+    report.tables_committed += 1;
+    report.files_added += added;
+    report.files_removed += removed;
+    report.deletion_vectors += dvs.0;
+    Ok(())
+}
+
+/// Deletes the table's DV files that neither the new version nor the one before
+/// it uses.
+fn drop_unused_dv_files(io: &ObjectIo, root: &str, published: &PublishedTable, before: BTreeSet<String>) -> Result<(), StorageError> {
+    let current = published.dv_files()?;
+    for path in io.list_folder(root)? {
+        let name = path.rsplit('/').next().unwrap_or(&path);
+        let is_dv = name.starts_with("deletion_vector_") && name.ends_with(".bin");
+        if is_dv && !current.contains(name) && !before.contains(name) {
+            io.delete(&path)?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_action(path: &str, old: &PublishedFile, now_ms: i64) -> Remove {
+    Remove {
+        path: path.to_string(),
+        deletion_timestamp: now_ms,
+        data_change: true,
+        extended_file_metadata: true,
+        partition_values: BTreeMap::new(),
+        size: old.size,
+        deletion_vector: old.dv.clone(),
+    }
+}
+
+/// Delta file statistics: physical rows, and min/max/null counts of the columns
+/// whose recorded range maps exactly to Delta's JSON (integers and dates). The
+/// ranges span every row of the file, so with a DV they are bounds, not tight.
+fn stats(schema: &TableSchema, file: &WantedFile, has_dv: bool) -> Value {
+    let (mut min, mut max, mut nulls) = (serde_json::Map::new(), serde_json::Map::new(), serde_json::Map::new());
+    for range in &file.ranges {
+        let Some(field) = schema.columns().fields().iter().find(|f| f.name() == &range.column) else { continue };
+        let bound = |value: &RangeValue| -> Option<Value> {
+            match (field.data_type(), value) {
+                (arrow_schema::DataType::Int16 | arrow_schema::DataType::Int32 | arrow_schema::DataType::Int64, RangeValue::Int(v)) => {
+                    Some(json!(v))
+                }
+                (arrow_schema::DataType::Date32, RangeValue::Int(days)) => {
+                    let date = chrono::DateTime::from_timestamp(days.checked_mul(86_400)?, 0)?.date_naive();
+                    Some(json!(date.format("%Y-%m-%d").to_string()))
+                }
+                _ => None,
+            }
+        };
+        if let (Some(low), Some(high)) = (bound(&range.min), bound(&range.max)) {
+            min.insert(range.column.clone(), low);
+            max.insert(range.column.clone(), high);
+            nulls.insert(range.column.clone(), json!(range.null_count));
+        }
+    }
+    let mut stats = json!({ "numRecords": file.records, "tightBounds": !has_dv });
+    if !min.is_empty() {
+        stats["minValues"] = Value::Object(min);
+        stats["maxValues"] = Value::Object(max);
+        stats["nullCount"] = Value::Object(nulls);
+    }
+    stats
+}
+
+/// Writes `cut` as the latest and as one retained cut, and drops older cuts.
+fn write_cut(io: &ObjectIo, cut: &PublishedCut) -> Result<(), StorageError> {
+    let bytes = serde_json::to_vec_pretty(cut).map_err(|e| StorageError::Publication { reason: e.to_string() })?;
+    io.overwrite(&format!("{CUTS_FOLDER}/{:020}.json", cut.ts), bytes.clone())?;
+    io.overwrite(LATEST_PATH, bytes)?;
+    let mut cuts = io.list_folder(CUTS_FOLDER)?;
+    cuts.sort();
+    for old in cuts.iter().rev().skip(KEPT_CUTS) {
+        io.delete(old)?;
+    }
+    Ok(())
+}
+
+/// Reads the latest published cut, if any.
+pub(crate) fn latest_cut(io: &ObjectIo) -> Result<Option<PublishedCut>, StorageError> {
+    let Some(found) = io.get(LATEST_PATH)? else { return Ok(None) };
+    serde_json::from_slice(&found.bytes).map(Some).map_err(|e| StorageError::Publication { reason: format!("{LATEST_PATH}: {e}") })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Int64Array, RecordBatch};
+    use arrow_schema::DataType;
+    use retina_core::catalog::DataFileMeta;
+    use retina_core::checkpoint::{CheckpointFile, CheckpointTable, CHECKPOINT_FORMAT_VERSION};
+    use retina_core::{FileId, RowId, TableId};
+
+    use super::*;
+    use crate::ParquetLakeStore;
+
+    /// A checkpoint at ts 5 of one flushed file whose rows were created at 1, 2, 3,
+    /// 10 and 11 (flushed after the checkpoint's ts), with row 1 deleted.
+    fn checkpoint_of_one_file(store: &ParquetLakeStore, schema: &TableSchema) -> CheckpointManifest {
+        let batch = RecordBatch::try_new(
+            schema.stored_schema(),
+            vec![Arc::new(Int64Array::from(vec![1, 2, 3, 4, 5])), Arc::new(Int64Array::from(vec![1, 2, 3, 10, 11]))],
+        )
+        .expect("batch");
+        let stored = store.write_file(schema, FileId(1), &[batch]).expect("write");
+        let meta = DataFileMeta {
+            file_id: FileId(1),
+            path: stored.path,
+            row_count: 5,
+            first_row_id: RowId(0),
+            min_create_ts: Ts(1),
+            max_create_ts: Ts(11),
+            size_bytes: stored.size_bytes,
+            replaces: Vec::new(),
+            column_ranges: Vec::new(),
+        };
+        let file = CheckpointFile {
+            file_id: FileId(1),
+            first_row_id: RowId(0),
+            capacity: 5,
+            rows: 5,
+            deleted: vec![0b10],
+            segments: Vec::new(),
+            meta: Some(meta),
+        };
+        CheckpointManifest {
+            format_version: CHECKPOINT_FORMAT_VERSION,
+            ts: Ts(5),
+            shards: 1,
+            next_file_id: 2,
+            tables: vec![CheckpointTable { id: TableId(0), schema: schema.clone(), next_row_id: 5, files: vec![file] }],
+            sources: Vec::new(),
+        }
+    }
+
+    fn only_add(actions: &[Action]) -> Add {
+        let adds: Vec<&Add> = actions.iter().filter_map(|a| if let Action::Add(add) = a { Some(add) } else { None }).collect();
+        assert_eq!(adds.len(), 1, "{actions:?}");
+        adds[0].clone()
+    }
+
+    #[test]
+    fn rows_created_after_the_checkpoint_are_hidden_beside_the_deleted_ones() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+        let schema = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
+        let mut checkpoint = checkpoint_of_one_file(&store, &schema);
+        let publisher = Publisher::default();
+        let io = store.object_io();
+
+        let report = publisher.publish(io, &store, &checkpoint).expect("publish");
+        assert_eq!((report.tables_committed, report.files_added, report.deletion_vectors), (1, 1, 1));
+        let add = only_add(&delta_log::read_commit(io, "tables/s.t", 0).expect("read").expect("version 0"));
+        assert_eq!(add.path, "0000000000000001.parquet");
+        let dv = add.deletion_vector.expect("a DV");
+        let bytes = std::fs::read(dir.path().join("tables/s.t").join(dv.file_name().expect("name"))).expect("DV file");
+        let mut expected = HiddenRows::default();
+        expected.insert_range(1..2);
+        expected.insert_range(3..5);
+        assert_eq!(deletion_vector::read_from_file(&bytes, &dv).expect("DV"), expected);
+
+        // Nothing changed: no new version.
+        let again = publisher.publish(io, &store, &checkpoint).expect("publish again");
+        assert_eq!(again.tables_committed, 0);
+        assert!(delta_log::read_commit(io, "tables/s.t", 1).expect("read").is_none());
+
+        // A later checkpoint sees every row (ts 11) with row 0 deleted as well: the
+        // file is removed with its old DV and added with the new one.
+        checkpoint.ts = Ts(11);
+        checkpoint.tables[0].files[0].deleted = vec![0b11];
+        let changed = publisher.publish(io, &store, &checkpoint).expect("publish a change");
+        assert_eq!((changed.files_removed, changed.files_added), (1, 1));
+        let actions = delta_log::read_commit(io, "tables/s.t", 1).expect("read").expect("version 1");
+        assert!(actions.iter().any(|a| matches!(a, Action::Remove(r) if r.deletion_vector.as_ref() == Some(&dv))));
+        assert_eq!(only_add(&actions).deletion_vector.expect("new DV").cardinality, 2);
+        assert!(actions.iter().any(|a| matches!(a, Action::Txn(t) if t.version == 11)));
+
+        // Every row deleted: the file goes, and the cut still names the table.
+        checkpoint.ts = Ts(12);
+        checkpoint.tables[0].files[0].deleted = vec![0b11111];
+        let emptied = publisher.publish(io, &store, &checkpoint).expect("publish");
+        assert_eq!((emptied.files_removed, emptied.files_added), (1, 0));
+        let cut = latest_cut(io).expect("cut").expect("a cut");
+        assert_eq!((cut.ts, cut.tables[0].delta_version), (12, 2));
+    }
+
+    #[test]
+    fn a_table_with_a_type_delta_lacks_is_a_clear_error_and_others_still_publish() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+        let schema = TableSchema::from_columns(
+            "s.times",
+            &[("id", DataType::Int64, false), ("at", DataType::Time64(arrow_schema::TimeUnit::Microsecond), true)],
+            &["id"],
+        )
+        .expect("schema");
+        let plain = TableSchema::from_columns("s.plain", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
+        let checkpoint = CheckpointManifest {
+            format_version: CHECKPOINT_FORMAT_VERSION,
+            ts: Ts(3),
+            shards: 1,
+            next_file_id: 1,
+            tables: vec![
+                CheckpointTable { id: TableId(0), schema, next_row_id: 0, files: Vec::new() },
+                CheckpointTable { id: TableId(1), schema: plain, next_row_id: 0, files: Vec::new() },
+            ],
+            sources: Vec::new(),
+        };
+        let report = Publisher::default().publish(store.object_io(), &store, &checkpoint).expect("publish");
+        assert_eq!(report.unpublished.len(), 1, "{report:?}");
+        let error = &report.unpublished[0];
+        assert!(error.contains("table s.times, column at") && error.contains("not published"), "{error}");
+        let cut = latest_cut(store.object_io()).expect("cut").expect("a cut");
+        assert_eq!(cut.tables.len(), 1, "the other table is published: {cut:?}");
+    }
+}

@@ -1,0 +1,215 @@
+//! Every checkpoint published as Delta Lake tables, read back by independent readers
+//! (DuckDB's delta extension, delta-rs, Polars; installed by `scripts/test.sh`): each
+//! sees exactly the rows Retina's own snapshot at the checkpoint shows, never
+//! `_create_ts`, across flushed files, checkpoint segments, updates, deletes, rows
+//! created after the checkpoint, a restart, and a state file lost in a crash.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use arrow_schema::{DataType, TimeUnit};
+use retina_core::rows::rows_of;
+use retina_core::{Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
+use retina_storage::{ParquetLakeStore, PublishedCut};
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        shards: 2,
+        block_rows: 16,
+        file_rows: 64,
+        batch_changes: 32,
+        gc_interval: None,
+        checkpoint_interval: None,
+        storage_gc_interval: None,
+        ..EngineConfig::default()
+    }
+}
+
+fn open(dir: &Path) -> (Engine, Arc<ParquetLakeStore>) {
+    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(true));
+    let engine = Engine::open(config(), Arc::clone(&store) as _).expect("open");
+    (engine, store)
+}
+
+fn accounts_schema() -> TableSchema {
+    TableSchema::from_columns(
+        "bank.accounts",
+        &[
+            ("id", DataType::Int64, false),
+            ("owner", DataType::Utf8, true),
+            ("balance", DataType::Decimal128(12, 2), false),
+            ("opened", DataType::Date32, true),
+        ],
+        &["id"],
+    )
+    .expect("schema")
+}
+
+fn transfers_schema() -> TableSchema {
+    TableSchema::from_columns(
+        "bank.transfers",
+        &[
+            ("id", DataType::Int64, false),
+            ("amount", DataType::Int32, false),
+            ("at", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), true),
+        ],
+        &["id"],
+    )
+    .expect("schema")
+}
+
+fn account(table: TableId, id: i64, cents: i128) -> Vec<Value> {
+    let owner = if id % 7 == 0 { Value::Null } else { Value::Utf8(format!("owner {id}")) };
+    let _ = table;
+    vec![Value::Int64(id), owner, Value::Decimal128(cents), Value::Date32(19_000 + id as i32)]
+}
+
+fn transfer(id: i64) -> Vec<Value> {
+    vec![Value::Int64(id), Value::Int32(id as i32 * 3), Value::TimestampMicros(1_700_000_000_000_000 + id * 1_000_001)]
+}
+
+/// A value as Python's `str()` prints what the readers return.
+fn text(value: &Value, data_type: &DataType) -> String {
+    match (value, data_type) {
+        (Value::Null, _) => String::new(),
+        (Value::Int64(v), _) => v.to_string(),
+        (Value::Int32(v), _) => v.to_string(),
+        (Value::Utf8(v), _) => v.clone(),
+        (Value::Decimal128(v), DataType::Decimal128(_, scale)) => {
+            let scale = *scale as u32;
+            let (whole, fraction) = (v / 10i128.pow(scale), (v % 10i128.pow(scale)).abs());
+            format!("{}{whole}.{fraction:0width$}", if *v < 0 && whole == 0 { "-" } else { "" }, width = scale as usize)
+        }
+        (Value::Date32(days), _) => {
+            chrono::DateTime::from_timestamp(*days as i64 * 86_400, 0).expect("date").date_naive().format("%Y-%m-%d").to_string()
+        }
+        (Value::TimestampMicros(micros), _) => {
+            // As Python prints a datetime: no fraction when it is zero.
+            let at = chrono::DateTime::from_timestamp_micros(*micros).expect("timestamp");
+            let fraction = if micros % 1_000_000 == 0 { "" } else { "%.6f" };
+            at.format(&format!("%Y-%m-%d %H:%M:%S{fraction}+00:00")).to_string()
+        }
+        (other, _) => panic!("no text form for {other:?}"),
+    }
+}
+
+/// Retina's own view of `table` at its latest snapshot, as sorted rows of text.
+fn retina_rows(engine: &Engine, table: TableId, schema: &TableSchema) -> Vec<Vec<String>> {
+    engine.sync().expect("sync");
+    let snapshot = engine.snapshot().expect("snapshot");
+    let types: Vec<DataType> = schema.columns().fields().iter().map(|f| f.data_type().clone()).collect();
+    let mut rows: Vec<Vec<String>> = rows_of(&engine.scan(table, &snapshot, None).expect("scan"))
+        .expect("rows")
+        .iter()
+        .map(|row| row.iter().zip(&types).map(|(v, t)| text(v, t)).collect())
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// What each reader saw of the Delta table at `dir/tables/<name>` (at `version`).
+fn readers(dir: &Path, name: &str, version: Option<u64>) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_delta.py");
+    let mut command = Command::new(retina_test_support::venv_python());
+    command.arg(script).arg(dir.join("tables").join(name));
+    if let Some(version) = version {
+        command.arg(version.to_string());
+    }
+    let output = command.output().expect("run scripts/read_delta.py (run scripts/test.sh, which installs its readers)");
+    assert!(output.status.success(), "read_delta.py failed: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("reader output")
+}
+
+/// Every reader sees exactly `expected` and the user's columns, not `_create_ts`.
+fn assert_readers_see(dir: &Path, schema: &TableSchema, version: Option<u64>, expected: &[Vec<String>], when: &str) {
+    let seen = readers(dir, schema.name(), version);
+    let columns: Vec<String> = schema.columns().fields().iter().map(|f| f.name().clone()).collect();
+    for reader in ["duckdb", "deltalake", "polars"] {
+        let result = &seen[reader];
+        assert!(result.get("error").is_none(), "{when}: {reader} failed on {} v{version:?}: {}", schema.name(), result["error"]);
+        let got_columns: Vec<String> = serde_json::from_value(result["columns"].clone()).expect("columns");
+        assert_eq!(got_columns, columns, "{when}: {reader} columns of {}", schema.name());
+        let rows: Vec<Vec<String>> = serde_json::from_value(result["rows"].clone()).expect("rows");
+        assert_eq!(rows.len(), expected.len(), "{when}: {reader} row count of {} v{version:?}", schema.name());
+        assert_eq!(rows, expected, "{when}: {reader} rows of {} v{version:?}", schema.name());
+    }
+}
+
+fn latest_cut(store: &ParquetLakeStore) -> PublishedCut {
+    store.latest_published_cut().expect("read cut").expect("a cut is published")
+}
+
+fn version_of(cut: &PublishedCut, table: &str) -> u64 {
+    cut.tables.iter().find(|t| t.table == table).unwrap_or_else(|| panic!("{table} in {cut:?}")).delta_version
+}
+
+#[test]
+fn every_checkpoint_is_a_delta_version_that_independent_readers_see_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (accounts_schema, transfers_schema) = (accounts_schema(), transfers_schema());
+    let (engine, store) = open(dir.path());
+    let accounts = engine.create_table(accounts_schema.clone()).expect("accounts");
+    let transfers = engine.create_table(transfers_schema.clone()).expect("transfers");
+
+    // 300 accounts: flushed files of 64 rows and buffered rows in segments.
+    for chunk in (0..300i64).collect::<Vec<_>>().chunks(25) {
+        engine
+            .submit(chunk.iter().map(|&id| RowChange::Insert { table: accounts, row: account(accounts, id, id as i128 * 100 + 5) }).collect())
+            .expect("insert");
+    }
+    engine.submit((0..40).map(|id| RowChange::Insert { table: transfers, row: transfer(id) }).collect()).expect("transfers");
+    engine.wait_for_flushes().expect("flushes");
+    engine.checkpoint().expect("checkpoint");
+    let status = store.publication_status();
+    assert!(status.error.is_none(), "publication failed: {:?}", status.error);
+    let first_cut = latest_cut(&store);
+    assert_eq!((version_of(&first_cut, "bank.accounts"), version_of(&first_cut, "bank.transfers")), (0, 0));
+    let accounts_at_first = retina_rows(&engine, accounts, &accounts_schema);
+    let transfers_at_first = retina_rows(&engine, transfers, &transfers_schema);
+    assert_eq!(accounts_at_first.len(), 300);
+    assert_readers_see(dir.path(), &accounts_schema, None, &accounts_at_first, "first checkpoint");
+    assert_readers_see(dir.path(), &transfers_schema, None, &transfers_at_first, "first checkpoint");
+
+    // Updates (a key change too), deletes in flushed and buffered rows, new rows; the
+    // transfers table does not change, so it gets no new version.
+    let mut changes = Vec::new();
+    for id in (0..300i64).step_by(9) {
+        changes.push(RowChange::Update { table: accounts, key: vec![Value::Int64(id)], row: account(accounts, id, -(id as i128) - 1) });
+    }
+    for id in (5..300i64).step_by(31) {
+        changes.push(RowChange::Delete { table: accounts, key: vec![Value::Int64(id)] });
+    }
+    changes.push(RowChange::Update { table: accounts, key: vec![Value::Int64(1)], row: account(accounts, 1001, 7) });
+    engine.submit(changes).expect("changes");
+    engine.submit((300..330i64).map(|id| RowChange::Insert { table: accounts, row: account(accounts, id, 1) }).collect()).expect("more");
+    engine.wait_for_flushes().expect("flushes");
+    engine.checkpoint().expect("checkpoint");
+    let second_cut = latest_cut(&store);
+    assert!(second_cut.ts > first_cut.ts);
+    assert_eq!(version_of(&second_cut, "bank.accounts"), 1);
+    assert_eq!(version_of(&second_cut, "bank.transfers"), 0, "an unchanged table keeps its version in the cut");
+    let accounts_at_second = retina_rows(&engine, accounts, &accounts_schema);
+    assert_readers_see(dir.path(), &accounts_schema, None, &accounts_at_second, "second checkpoint");
+    // The version before stays readable: time travel to the first cut.
+    assert_readers_see(dir.path(), &accounts_schema, Some(0), &accounts_at_first, "first version after the second checkpoint");
+
+    engine.close().expect("close");
+    drop(store);
+
+    // A restart continues the log; a lost state file is rebuilt from it.
+    std::fs::remove_file(dir.path().join("_retina/published/state.json")).expect("state file");
+    let (engine, store) = open(dir.path());
+    let accounts = engine.table_id("bank.accounts").expect("accounts after restart");
+    let deletes = (0..300i64).filter(|id| id % 4 == 2 && (id - 5) % 31 != 0);
+    engine.submit(deletes.map(|id| RowChange::Delete { table: accounts, key: vec![Value::Int64(id)] }).collect()).expect("deletes");
+    engine.wait_for_flushes().expect("flushes");
+    engine.checkpoint().expect("checkpoint after restart");
+    let status = store.publication_status();
+    assert!(status.error.is_none(), "publication after restart failed: {:?}", status.error);
+    let third_cut = latest_cut(&store);
+    assert!(version_of(&third_cut, "bank.accounts") >= 2, "{third_cut:?}");
+    let accounts_at_third = retina_rows(&engine, accounts, &accounts_schema);
+    assert_readers_see(dir.path(), &accounts_schema, None, &accounts_at_third, "after a restart without the state file");
+    engine.close().expect("close");
+}
