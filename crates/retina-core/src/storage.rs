@@ -109,6 +109,29 @@ pub trait CatalogStore: Send + Sync {
     }
 }
 
+/// The open tables a store publishes at each checkpoint for other engines (Delta
+/// Lake over the same files): the latest consistent cut across tables.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Publication {
+    /// The snapshot ts every listed table version shows (`None`: nothing published).
+    pub ts: Option<Ts>,
+    pub published_at_ms: i64,
+    pub tables: Vec<PublishedTable>,
+    /// Why the last publication failed or left tables out, if it did.
+    pub last_error: Option<String>,
+}
+
+/// One table's version in a [`Publication`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct PublishedTable {
+    pub table: String,
+    /// `delta`.
+    pub format: &'static str,
+    /// The table's folder, relative to the lake's root.
+    pub path: String,
+    pub version: u64,
+}
+
 /// Checkpoints: segments of the write buffer's rows and the manifest naming them.
 pub trait CheckpointStore: Send + Sync {
     /// Writes rows `first_row ..` of a write buffer's file as a segment of the
@@ -130,6 +153,12 @@ pub trait CheckpointStore: Send + Sync {
 
     /// The latest complete checkpoint, if any.
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>>;
+
+    /// What the store publishes for other engines, if it publishes (`None`: it
+    /// does not).
+    fn publication(&self) -> CoreResult<Option<Publication>> {
+        Ok(None)
+    }
 }
 
 /// Everything the engine keeps in the lake. Code that needs one capability takes

@@ -1,6 +1,7 @@
 //! The `retina` system schema (ARCHITECTURE.md §5): `watermarks`, `tables`, `sources`,
-//! `source_partitions` (per-partition lag of partitioned sources: Kafka) and `metrics`. Each view is computed when a query scans it, so it shows the figures of
-//! that moment.
+//! `source_partitions` (per-partition lag of partitioned sources: Kafka), `metrics`
+//! and `published` (the open tables of the latest published cut). Each view is
+//! computed when a query scans it, so it shows the figures of that moment.
 
 use std::fmt;
 use std::sync::Arc;
@@ -30,10 +31,12 @@ pub enum SystemViewKind {
     Sources,
     SourcePartitions,
     Metrics,
+    Published,
 }
 
 impl SystemViewKind {
-    pub const ALL: [SystemViewKind; 5] = [Self::Watermarks, Self::Tables, Self::Sources, Self::SourcePartitions, Self::Metrics];
+    pub const ALL: [SystemViewKind; 6] =
+        [Self::Watermarks, Self::Tables, Self::Sources, Self::SourcePartitions, Self::Metrics, Self::Published];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -42,6 +45,7 @@ impl SystemViewKind {
             Self::Sources => "sources",
             Self::SourcePartitions => "source_partitions",
             Self::Metrics => "metrics",
+            Self::Published => "published",
         }
     }
 
@@ -96,6 +100,16 @@ impl SystemViewKind {
                 Field::new("high_watermark", DataType::Int64, false),
                 Field::new("lag_messages", DataType::Int64, false),
                 Field::new("lag_millis", DataType::Int64, false),
+            ],
+            Self::Published => vec![
+                Field::new("schema_name", DataType::Utf8, true),
+                Field::new("table_name", DataType::Utf8, true),
+                Field::new("format", DataType::Utf8, true),
+                Field::new("path", DataType::Utf8, true),
+                Field::new("version", DataType::Int64, true),
+                Field::new("ts", DataType::Int64, true),
+                Field::new("published_at", utc(), true),
+                Field::new("last_error", DataType::Utf8, true),
             ],
             Self::Metrics => vec![
                 Field::new("name", DataType::Utf8, false),
@@ -160,6 +174,7 @@ impl SystemView {
                     Arc::new(Int64Array::from_iter_values(rows.iter().map(|(_, p)| p.lag_millis as i64))),
                 ]
             }
+            SystemViewKind::Published => self.published_columns()?,
             SystemViewKind::Metrics => {
                 let metrics = self.figures.collect().metrics();
                 vec![
@@ -196,6 +211,31 @@ impl SystemView {
             Arc::new(Int64Array::from_iter_values(memory.iter().map(|(_, versions)| *versions as i64))),
             Arc::new(Int64Array::from_iter_values(memory.iter().map(|(bytes, _)| *bytes as i64))),
         ]
+    }
+
+    /// One row per table of the latest published cut; a publication that failed
+    /// before any cut shows as one row with only its error.
+    fn published_columns(&self) -> Result<Vec<ArrayRef>> {
+        let publication = self.engine.store().publication().map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        let publication = publication.unwrap_or_default();
+        let error = publication.last_error.clone();
+        let mut rows: Vec<Option<&retina_core::storage::PublishedTable>> = publication.tables.iter().map(Some).collect();
+        if rows.is_empty() && error.is_some() {
+            rows.push(None);
+        }
+        let names: Vec<Option<(&str, &str)>> = rows.iter().map(|t| t.map(|t| split_table_name(&t.table))).collect();
+        let ts = publication.ts.map(|ts| ts.0 as i64);
+        let at = publication.ts.map(|_| publication.published_at_ms * 1000);
+        Ok(vec![
+            Arc::new(StringArray::from_iter(names.iter().map(|n| n.map(|n| n.0)))),
+            Arc::new(StringArray::from_iter(names.iter().map(|n| n.map(|n| n.1)))),
+            Arc::new(StringArray::from_iter(rows.iter().map(|t| t.map(|t| t.format)))),
+            Arc::new(StringArray::from_iter(rows.iter().map(|t| t.map(|t| t.path.as_str())))),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|t| t.map(|t| t.version as i64)))),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|t| t.and(ts)))),
+            Arc::new(TimestampMicrosecondArray::from_iter(rows.iter().map(|t| t.and(at))).with_timezone("UTC")),
+            Arc::new(StringArray::from_iter(rows.iter().map(|_| error.as_deref()))),
+        ])
     }
 
     fn sources_columns(&self) -> Vec<ArrayRef> {

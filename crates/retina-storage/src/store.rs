@@ -10,7 +10,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use parking_lot::Mutex;
 use retina_core::catalog::{CatalogManifest, DataFileMeta};
 use retina_core::checkpoint::CheckpointManifest;
-use retina_core::storage::{CatalogStore, CheckpointStore, DataFiles, DecodedRows, PageBound, StoredFile};
+use retina_core::storage::{CatalogStore, CheckpointStore, DataFiles, DecodedRows, PageBound, Publication, PublishedTable, StoredFile};
 use retina_core::{CoreError, CoreResult, FileId, TableSchema, Ts};
 
 use crate::error::StorageError;
@@ -57,6 +57,9 @@ pub struct ParquetLakeStore {
 /// How the last publication went.
 #[derive(Clone, Debug, Default)]
 pub struct PublicationStatus {
+    /// The latest published cut: read when the store opens, then the one this
+    /// writer published last (kept in memory, so a query's view needs no I/O).
+    pub cut: Option<PublishedCut>,
     pub last: Option<PublicationReport>,
     /// The error of the last attempt, if it failed (cleared by the next success).
     pub error: Option<String>,
@@ -75,7 +78,7 @@ impl ParquetLakeStore {
         let lock = opened.local_dir.as_deref().map(location::lock_local).transpose()?;
         let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location))?);
         let lease = if opened.needs_lease { Some(Lease::acquire(Arc::clone(&io), opened.lease)?) } else { None };
-        Ok(Self::new(io, Access::Writer { _lock: lock, lease }, opened.local_dir.is_none()))
+        Ok(Self::new(io, Access::Writer { _lock: lock, lease }, opened.local_dir.is_none()).with_published_cut())
     }
 
     /// Opens a lake to read it while its writer may be running elsewhere: no lock,
@@ -83,7 +86,7 @@ impl ParquetLakeStore {
     pub fn open_reader(location: &str) -> Result<Self, StorageError> {
         let opened = location::open(location, false)?;
         let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location))?);
-        Ok(Self::new(io, Access::Reader, opened.local_dir.is_none()))
+        Ok(Self::new(io, Access::Reader, opened.local_dir.is_none()).with_published_cut())
     }
 
     /// A writer over `store` under `prefix`; the caller ensures it is the only one.
@@ -109,6 +112,20 @@ impl ParquetLakeStore {
         }
     }
 
+    /// Remembers the lake's latest published cut (an unreadable one is reported as
+    /// the publication's error).
+    fn with_published_cut(self) -> Self {
+        let loaded = publish::latest_cut(&self.io);
+        {
+            let mut status = self.publication.lock();
+            match loaded {
+                Ok(cut) => status.cut = cut,
+                Err(error) => status.error = Some(error.to_string()),
+            }
+        }
+        self
+    }
+
     /// Turns on publication: after every checkpoint, each table is also committed as
     /// a Delta Lake version over the same files ([`crate::publish`]).
     pub fn publishing(mut self, on: bool) -> Self {
@@ -126,7 +143,8 @@ impl ParquetLakeStore {
         self.publication.lock().clone()
     }
 
-    /// The latest published cut (`_retina/published/latest.json`), if any.
+    /// The latest published cut, read from the lake now
+    /// (`_retina/published/latest.json`), if any.
     pub fn latest_published_cut(&self) -> CoreResult<Option<PublishedCut>> {
         Ok(publish::latest_cut(&self.io)?)
     }
@@ -276,9 +294,9 @@ impl CheckpointStore for ParquetLakeStore {
             let result = publisher.publish(&self.io, self, checkpoint);
             let mut status = self.publication.lock();
             match result {
-                Ok(report) => {
+                Ok((report, cut)) => {
                     let error = (!report.unpublished.is_empty()).then(|| report.unpublished.join("; "));
-                    *status = PublicationStatus { last: Some(report), error };
+                    *status = PublicationStatus { cut: Some(cut), last: Some(report), error };
                 }
                 Err(error) => status.error = Some(error.to_string()),
             }
@@ -305,5 +323,25 @@ impl CheckpointStore for ParquetLakeStore {
             Some(bytes) => Ok(Some(checkpoint_files::decode(&bytes)?)),
             None => Ok(None),
         }
+    }
+
+    /// The latest published cut (for a store opened to read, the one of when it
+    /// opened), with this writer's last publication error.
+    fn publication(&self) -> CoreResult<Option<Publication>> {
+        let PublicationStatus { cut, error: last_error, .. } = self.publication_status();
+        if cut.is_none() && self.publisher.is_none() {
+            return Ok(None);
+        }
+        let mut publication = Publication { last_error, ..Publication::default() };
+        if let Some(cut) = cut {
+            publication.ts = Some(Ts(cut.ts));
+            publication.published_at_ms = cut.published_at_ms;
+            publication.tables = cut
+                .tables
+                .into_iter()
+                .map(|t| PublishedTable { table: t.table, format: "delta", path: t.delta_path, version: t.delta_version })
+                .collect();
+        }
+        Ok(Some(publication))
     }
 }

@@ -92,7 +92,13 @@ struct WantedFile {
 }
 
 impl Publisher {
-    pub fn publish(&self, io: &ObjectIo, files: &dyn DataFiles, checkpoint: &CheckpointManifest) -> Result<PublicationReport, StorageError> {
+    /// Publishes `checkpoint`; returns what it wrote and the cut it made latest.
+    pub fn publish(
+        &self,
+        io: &ObjectIo,
+        files: &dyn DataFiles,
+        checkpoint: &CheckpointManifest,
+    ) -> Result<(PublicationReport, PublishedCut), StorageError> {
         let mut guard = self.state.lock();
         let state = match guard.as_mut() {
             Some(state) => state,
@@ -130,7 +136,7 @@ impl Publisher {
                 .collect(),
         };
         write_cut(io, &cut)?;
-        Ok(report)
+        Ok((report, cut))
     }
 }
 
@@ -431,7 +437,7 @@ mod tests {
         let publisher = Publisher::default();
         let io = store.object_io();
 
-        let report = publisher.publish(io, &store, &checkpoint).expect("publish");
+        let (report, _) = publisher.publish(io, &store, &checkpoint).expect("publish");
         assert_eq!((report.tables_committed, report.files_added, report.deletion_vectors), (1, 1, 1));
         let add = only_add(&delta_log::read_commit(io, "tables/s.t", 0).expect("read").expect("version 0"));
         assert_eq!(add.path, "0000000000000001.parquet");
@@ -443,7 +449,7 @@ mod tests {
         assert_eq!(deletion_vector::read_from_file(&bytes, &dv).expect("DV"), expected);
 
         // Nothing changed: no new version.
-        let again = publisher.publish(io, &store, &checkpoint).expect("publish again");
+        let (again, _) = publisher.publish(io, &store, &checkpoint).expect("publish again");
         assert_eq!(again.tables_committed, 0);
         assert!(delta_log::read_commit(io, "tables/s.t", 1).expect("read").is_none());
 
@@ -451,7 +457,7 @@ mod tests {
         // file is removed with its old DV and added with the new one.
         checkpoint.ts = Ts(11);
         checkpoint.tables[0].files[0].deleted = vec![0b11];
-        let changed = publisher.publish(io, &store, &checkpoint).expect("publish a change");
+        let (changed, _) = publisher.publish(io, &store, &checkpoint).expect("publish a change");
         assert_eq!((changed.files_removed, changed.files_added), (1, 1));
         let actions = delta_log::read_commit(io, "tables/s.t", 1).expect("read").expect("version 1");
         assert!(actions.iter().any(|a| matches!(a, Action::Remove(r) if r.deletion_vector.as_ref() == Some(&dv))));
@@ -461,7 +467,7 @@ mod tests {
         // Every row deleted: the file goes, and the cut still names the table.
         checkpoint.ts = Ts(12);
         checkpoint.tables[0].files[0].deleted = vec![0b11111];
-        let emptied = publisher.publish(io, &store, &checkpoint).expect("publish");
+        let (emptied, _) = publisher.publish(io, &store, &checkpoint).expect("publish");
         assert_eq!((emptied.files_removed, emptied.files_added), (1, 0));
         let cut = latest_cut(io).expect("cut").expect("a cut");
         assert_eq!((cut.ts, cut.tables[0].delta_version), (12, 2));
@@ -489,7 +495,7 @@ mod tests {
             ],
             sources: Vec::new(),
         };
-        let report = Publisher::default().publish(store.object_io(), &store, &checkpoint).expect("publish");
+        let (report, _) = Publisher::default().publish(store.object_io(), &store, &checkpoint).expect("publish");
         assert_eq!(report.unpublished.len(), 1, "{report:?}");
         let error = &report.unpublished[0];
         assert!(error.contains("table s.times, column at") && error.contains("not published"), "{error}");

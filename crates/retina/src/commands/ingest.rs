@@ -14,7 +14,6 @@ use retina_cdc::sink::tables::parse_primary_key_option;
 use retina_cdc::sink::OnAbsentRow;
 use retina_cdc::{Grouping, SinkOptions};
 use retina_core::{Engine, EngineConfig};
-use retina_storage::ParquetLakeStore;
 
 #[derive(Args)]
 pub struct IngestArgs {
@@ -50,6 +49,9 @@ pub struct IngestArgs {
     /// Seconds between checkpoints while the ingest runs (it always ends with one).
     #[arg(long, default_value_t = 5.0)]
     checkpoint_seconds: f64,
+    /// Publish every checkpoint as open tables (see `retina serve --publish`).
+    #[arg(long, value_enum, default_value = "delta")]
+    publish: super::serve::PublishFormat,
     /// Print the report as one JSON object on the last line.
     #[arg(long)]
     json: bool,
@@ -72,12 +74,8 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         on_absent_row,
     };
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
-    // A local dir is created (and locked) by the store; a URL names one that exists.
     let shown = retina_storage::redacted(location);
-    let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lakehouse in {shown}"))?;
-    if let Some(previous) = store.took_over_from() {
-        eprintln!("retina ingest: took over the expired lease of {previous} on {shown}; recovering what it made durable");
-    }
+    let store = super::serve::open_lake(location, args.publish, "ingest")?;
     // Opens (and recovers) the lakehouse: a source ingested before resumes after its
     // recorded position, so re-running an ingest applies nothing twice.
     let config = EngineConfig {

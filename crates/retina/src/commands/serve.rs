@@ -50,6 +50,29 @@ pub struct ServeArgs {
     /// after the latest one, and sources are acknowledged only up to it.
     #[arg(long, default_value_t = 5.0)]
     pub checkpoint_seconds: f64,
+    /// Publish every checkpoint as open tables that other engines read: each table
+    /// a Delta Lake table in `tables/<table>` (deletion vectors hide what the
+    /// checkpoint does not see), the cut across tables in `_retina/published/latest.json`.
+    #[arg(long, value_enum, default_value = "delta")]
+    pub publish: PublishFormat,
+}
+
+/// Formats a lake's checkpoints are published in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PublishFormat {
+    Delta,
+    None,
+}
+
+/// Opens the lake at `location` as its writer, publishing as asked.
+pub fn open_lake(location: &str, publish: PublishFormat, command: &str) -> anyhow::Result<ParquetLakeStore> {
+    // A local dir is created (and locked) by the store; a URL names one that exists.
+    let shown = retina_storage::redacted(location);
+    let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
+    if let Some(previous) = store.took_over_from() {
+        eprintln!("retina {command}: took over the expired lease of {previous} on {shown}; recovering what it made durable");
+    }
+    Ok(store.publishing(publish == PublishFormat::Delta))
 }
 
 /// What a serving instance runs on: engine, session and sources. The engine is
@@ -62,17 +85,19 @@ pub struct Instance {
 
 impl Instance {
     /// Starts the engine in `data_dir` and the given sources.
-    pub fn start(data_dir: &std::path::Path, source_uris: &[String], query_memory_mb: usize, config: EngineConfig) -> anyhow::Result<Self> {
+    pub fn start(
+        data_dir: &std::path::Path,
+        source_uris: &[String],
+        query_memory_mb: usize,
+        config: EngineConfig,
+        publish: PublishFormat,
+    ) -> anyhow::Result<Self> {
         for uri in source_uris {
             ServedSource::validate(uri)?;
         }
         let location = data_dir.to_str().with_context(|| format!("{} is not UTF-8", data_dir.display()))?;
-        // A local dir is created (and locked) by the store; a URL names one that exists.
         let shown = retina_storage::redacted(location);
-        let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
-        if let Some(previous) = store.took_over_from() {
-            eprintln!("retina serve: took over the expired lease of {previous} on {shown}; recovering what it made durable");
-        }
+        let store = open_lake(location, publish, "serve")?;
         // `open` recovers a data dir that holds a lakehouse (from its latest checkpoint;
         // sources then resume from their recovered positions) or starts an empty one.
         let engine = Arc::new(
@@ -112,7 +137,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => ClientAuthentication::Trust,
     };
     let config = EngineConfig { checkpoint_interval: Some(checkpoint_interval(args.checkpoint_seconds)?), ..EngineConfig::default() };
-    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config)?;
+    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config, args.publish)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     let endpoints = Endpoints { listen: &args.listen, metrics_listen: &args.metrics_listen, authentication };
     let served = runtime.block_on(serve(Arc::clone(&instance.session), endpoints, args.seconds));

@@ -1,0 +1,87 @@
+//! `retina ingest` publishes its checkpoints as Delta tables by default: after an
+//! ingest of inserts, updates and deletes across two tables, DuckDB, delta-rs and
+//! Polars read exactly what `retina sql` shows, and `retina.published` names the
+//! versions of the cut. `--publish none` writes no Delta log.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const RETINA: &str = env!("CARGO_BIN_EXE_retina");
+
+fn ingest(data_dir: &Path, uri: &str, flags: &[&str]) -> Output {
+    Command::new(RETINA).args(["ingest", "--data-dir"]).arg(data_dir).arg(uri).args(flags).output().expect("run retina ingest")
+}
+
+fn sql(data_dir: &Path, query: &str) -> Vec<String> {
+    let output = Command::new(RETINA).args(["sql", "--format", "csv", "--data-dir"]).arg(data_dir).args(["-c", query]).output().expect("retina sql");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).lines().skip(1).map(str::to_string).collect()
+}
+
+/// A Debezium event with its schema envelope, as Kafka Connect writes by default.
+fn event(table: &str, op: &str, id: i64, name: Option<&str>, tx: u64) -> String {
+    let row = |n: Option<&str>| n.map_or_else(|| format!(r#"{{"id":{id},"name":null}}"#), |n| format!(r#"{{"id":{id},"name":"{n}"}}"#));
+    let (before, after) = match op {
+        "d" => (format!(r#"{{"id":{id},"name":null}}"#), "null".to_string()),
+        _ => ("null".to_string(), row(name)),
+    };
+    let fields = r#"[{"type":"int64","optional":false,"field":"id"},{"type":"string","optional":true,"field":"name"}]"#;
+    let schema = format!(
+        r#"{{"type":"struct","fields":[{{"type":"struct","fields":{fields},"optional":true,"name":"db.public.{table}.Value","field":"before"}},{{"type":"struct","fields":{fields},"optional":true,"name":"db.public.{table}.Value","field":"after"}},{{"type":"struct","fields":[{{"type":"string","optional":false,"field":"connector"}},{{"type":"string","optional":false,"field":"schema"}},{{"type":"string","optional":false,"field":"table"}},{{"type":"int64","optional":true,"field":"txId"}},{{"type":"int64","optional":true,"field":"lsn"}}],"optional":false,"name":"io.debezium.connector.postgresql.Source","field":"source"}},{{"type":"string","optional":false,"field":"op"}},{{"type":"int64","optional":true,"field":"ts_ms"}}],"optional":false,"name":"db.public.{table}.Envelope"}}"#
+    );
+    format!(
+        r#"{{"schema":{schema},"payload":{{"before":{before},"after":{after},"source":{{"connector":"postgresql","schema":"public","table":"{table}","txId":{tx},"lsn":{tx}}},"op":"{op}","ts_ms":2}}}}"#
+    )
+}
+
+fn delta_readers(table_dir: &Path) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_delta.py");
+    let output = Command::new(retina_test_support::venv_python()).arg(script).arg(table_dir).output().expect("run scripts/read_delta.py");
+    assert!(output.status.success(), "read_delta.py: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("reader output")
+}
+
+#[test]
+fn an_ingest_is_published_as_delta_tables_that_other_engines_read_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut lines = Vec::new();
+    for id in 0..200 {
+        lines.push(event("items", "c", id, Some(&format!("item {id}")), 1000 + id as u64));
+        lines.push(event("orders", "c", id, None, 1000 + id as u64));
+    }
+    for id in (0..200).step_by(3) {
+        lines.push(event("items", "u", id, Some("changed"), 2000 + id as u64));
+    }
+    for id in (1..200).step_by(5) {
+        lines.push(event("items", "d", id, None, 3000 + id as u64));
+        lines.push(event("orders", "d", id, None, 3000 + id as u64));
+    }
+    let capture = dir.path().join("capture.jsonl");
+    std::fs::write(&capture, lines.join("\n") + "\n").expect("write");
+    let lake = dir.path().join("lake");
+    let keys = ["--primary-key", "public.items=id", "--primary-key", "public.orders=id"];
+    let run = ingest(&lake, &format!("file:{}", capture.display()), &keys);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+
+    let published = sql(&lake, "SELECT schema_name, table_name, format, path, version, last_error FROM retina.published ORDER BY table_name");
+    assert_eq!(published.len(), 2, "{published:?}");
+    assert!(published[0].starts_with("public,items,delta,tables/public.items,"), "{published:?}");
+    assert!(published[0].ends_with(','), "no error: {published:?}");
+    for table in ["items", "orders"] {
+        let expected = sql(&lake, &format!("SELECT * FROM public.{table}"));
+        let mut expected: Vec<Vec<String>> = expected.iter().map(|line| line.split(',').map(str::to_string).collect()).collect();
+        expected.sort();
+        let seen = delta_readers(&lake.join(format!("tables/public.{table}")));
+        for reader in ["duckdb", "deltalake", "polars"] {
+            assert!(seen[reader].get("error").is_none(), "{reader} on {table}: {}", seen[reader]["error"]);
+            let rows: Vec<Vec<String>> = serde_json::from_value(seen[reader]["rows"].clone()).expect("rows");
+            assert_eq!(rows, expected, "{reader} rows of {table}");
+        }
+    }
+
+    let unpublished = dir.path().join("unpublished");
+    let run = ingest(&unpublished, &format!("file:{}", capture.display()), &[&keys[..], &["--publish", "none"]].concat());
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(!unpublished.join("tables/public.items/_delta_log").exists());
+    assert!(sql(&unpublished, "SELECT * FROM retina.published").is_empty());
+}
