@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Reads a Delta table with three independent readers and prints what each saw.
+"""Reads Retina's published Delta tables with three independent readers.
 
-usage: read_delta.py TABLE_DIR [VERSION]
+usage: read_delta.py TABLE_DIR [VERSION]   one table (at VERSION)
+       read_delta.py --cut LAKE_DIR        every table of the latest published cut,
+                                           each at the version the cut names
 
 Prints one JSON object: for each reader (DuckDB's delta extension, delta-rs's
 QueryBuilder, Polars), its column names and its rows as sorted lists of strings, or
-the error it raised. The tests compare these with Retina's own snapshot.
+the error it raised (with --cut: that object per table, and the cut's ts). The
+tests compare these with Retina's own snapshot.
 """
 import glob
 import json
@@ -53,9 +56,7 @@ def with_polars(path, version):
     return frame.columns, frame.rows()
 
 
-def main():
-    path = os.path.abspath(sys.argv[1])
-    version = sys.argv[2] if len(sys.argv) > 2 else None
+def read_table(path, version):
     out = {}
     for name, reader in [("duckdb", with_duckdb), ("deltalake", with_deltalake), ("polars", with_polars)]:
         try:
@@ -63,7 +64,23 @@ def main():
             out[name] = {"columns": list(columns), "rows": normalized(rows)}
         except Exception as error:  # reported, and the test fails on it
             out[name] = {"error": f"{type(error).__name__}: {error}"}
-    print(json.dumps(out))
+    return out
+
+
+def read_cut(lake):
+    # One consistent cut across tables: each table at the Delta version the cut names.
+    with open(os.path.join(lake, "_retina", "published", "latest.json")) as f:
+        cut = json.load(f)
+    tables = {t["table"]: read_table(os.path.join(lake, t["delta_path"]), t["delta_version"]) for t in cut["tables"]}
+    return {"ts": cut["ts"], "tables": tables}
+
+
+def main():
+    if sys.argv[1] == "--cut":
+        print(json.dumps(read_cut(os.path.abspath(sys.argv[2]))))
+    else:
+        version = sys.argv[2] if len(sys.argv) > 2 else None
+        print(json.dumps(read_table(os.path.abspath(sys.argv[1]), version)))
 
 
 if __name__ == "__main__":

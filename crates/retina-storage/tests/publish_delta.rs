@@ -213,3 +213,117 @@ fn every_checkpoint_is_a_delta_version_that_independent_readers_see_exactly() {
     assert_readers_see(dir.path(), &accounts_schema, None, &accounts_at_third, "after a restart without the state file");
     engine.close().expect("close");
 }
+
+/// A long log gets Delta checkpoints: after a dozen publications, the JSON commits
+/// before the latest checkpoint can go (as log retention removes them) and every
+/// reader still sees the exact rows, starting from the checkpoint.
+#[test]
+fn a_long_log_gets_checkpoints_that_readers_start_from() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let schema = accounts_schema();
+    let (engine, store) = open(dir.path());
+    let accounts = engine.create_table(schema.clone()).expect("accounts");
+    engine.submit((0..150i64).map(|id| RowChange::Insert { table: accounts, row: account(accounts, id, 10) }).collect()).expect("load");
+    for round in 1..=12i64 {
+        let changes = (0..150i64)
+            .filter(|id| id % 12 == round % 12)
+            .map(|id| RowChange::Update { table: accounts, key: vec![Value::Int64(id)], row: account(accounts, id, round as i128) })
+            .collect();
+        engine.submit(changes).expect("changes");
+        engine.wait_for_flushes().expect("flushes");
+        engine.checkpoint().expect("checkpoint");
+        assert!(store.publication_status().error.is_none(), "{:?}", store.publication_status().error);
+    }
+    let log = dir.path().join("tables/bank.accounts/_delta_log");
+    let pointer: serde_json::Value = serde_json::from_slice(&std::fs::read(log.join("_last_checkpoint")).expect("_last_checkpoint")).expect("json");
+    assert_eq!(pointer["version"], 10, "{pointer}");
+    assert!(log.join("00000000000000000010.checkpoint.parquet").exists());
+    for version in 0..10 {
+        std::fs::remove_file(log.join(format!("{version:020}.json"))).expect("old commit");
+    }
+    let expected = retina_rows(&engine, accounts, &schema);
+    assert_readers_see(dir.path(), &schema, None, &expected, "from the checkpoint");
+    engine.close().expect("close");
+}
+
+/// Cents of a decimal(12,2) as the readers print it (`-12.05`).
+fn cents(text: &str) -> i128 {
+    text.replace('.', "").parse().unwrap_or_else(|_| panic!("a decimal: {text}"))
+}
+
+/// Checkpoints taken while transfers keep arriving: every published cut, read at the
+/// versions it names, holds the bank's invariant across its two tables (each
+/// transfer moves its amount from account 0 to another account and is recorded in
+/// `bank.transfers` in the same transaction), so no reader ever sees half of one.
+#[test]
+fn every_cut_is_one_snapshot_across_tables_while_replay_goes_on() {
+    const ACCOUNTS: i64 = 20;
+    const OPENING: i128 = 100_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, store) = open(dir.path());
+    let engine = Arc::new(engine);
+    let accounts = engine.create_table(accounts_schema()).expect("accounts");
+    let transfers = engine.create_table(transfers_schema()).expect("transfers");
+    engine
+        .submit((0..ACCOUNTS).map(|id| RowChange::Insert { table: accounts, row: account(accounts, id, OPENING) }).collect())
+        .expect("open accounts");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (engine, stop) = (Arc::clone(&engine), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut balances = vec![OPENING; ACCOUNTS as usize];
+            let mut id = 0i64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && id < 20_000 {
+                let (to, amount) = (1 + id % (ACCOUNTS - 1), 1 + id % 97);
+                balances[0] -= amount as i128;
+                balances[to as usize] += amount as i128;
+                let mut row = transfer(id);
+                row[1] = Value::Int32(amount as i32);
+                engine
+                    .submit(vec![
+                        RowChange::Update { table: accounts, key: vec![Value::Int64(0)], row: account(accounts, 0, balances[0]) },
+                        RowChange::Update { table: accounts, key: vec![Value::Int64(to)], row: account(accounts, to, balances[to as usize]) },
+                        RowChange::Insert { table: transfers, row },
+                    ])
+                    .expect("transfer");
+                id += 1;
+                if id % 10 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1)); // ~5K transfers/s: reads stay quick
+                }
+            }
+            id
+        })
+    };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_delta.py");
+    let mut seen_transfers = Vec::new();
+    for _ in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        engine.checkpoint().expect("checkpoint while transfers arrive");
+        assert!(store.publication_status().error.is_none(), "{:?}", store.publication_status().error);
+        let output = Command::new(retina_test_support::venv_python()).arg(&script).arg("--cut").arg(dir.path()).output().expect("read the cut");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let cut: serde_json::Value = serde_json::from_slice(&output.stdout).expect("cut");
+        for reader in ["duckdb", "deltalake", "polars"] {
+            let rows = |table: &str| -> Vec<Vec<String>> {
+                let result = &cut["tables"][table][reader];
+                assert!(result.get("error").is_none(), "{reader} on {table}: {}", result["error"]);
+                serde_json::from_value(result["rows"].clone()).expect("rows")
+            };
+            let balances: Vec<i128> = rows("bank.accounts").iter().map(|row| cents(&row[2])).collect();
+            let moved: i128 = rows("bank.transfers").iter().map(|row| row[1].parse::<i128>().expect("amount")).sum();
+            assert_eq!(balances.len(), ACCOUNTS as usize, "{reader}: every account");
+            assert_eq!(balances.iter().sum::<i128>(), ACCOUNTS as i128 * OPENING, "{reader}: money is neither made nor lost");
+            let payer = rows("bank.accounts").iter().find(|row| row[0] == "0").map(|row| cents(&row[2])).expect("account 0");
+            assert_eq!(payer, OPENING - moved, "{reader}: account 0 paid exactly the transfers the cut shows (ts {})", cut["ts"]);
+            if reader == "duckdb" {
+                seen_transfers.push(rows("bank.transfers").len());
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let submitted = writer.join().expect("writer");
+    assert!(seen_transfers.windows(2).all(|w| w[0] <= w[1]) && seen_transfers.last() > seen_transfers.first(), "cuts advance: {seen_transfers:?}");
+    assert!(submitted as usize >= *seen_transfers.last().expect("cuts"), "{submitted} submitted, {seen_transfers:?}");
+    drop(store);
+    Arc::into_inner(engine).expect("the only engine handle").close().expect("close");
+}

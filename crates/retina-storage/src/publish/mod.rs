@@ -15,6 +15,7 @@
 //! next checkpoint publishes again from the last state that was committed.
 
 mod deletion_vector;
+mod delta_checkpoint;
 mod delta_log;
 mod state;
 
@@ -71,6 +72,8 @@ pub struct PublicationReport {
     pub files_added: usize,
     pub files_removed: usize,
     pub deletion_vectors: usize,
+    /// Delta checkpoints written (every few versions of a table).
+    pub delta_checkpoints: usize,
     /// Tables left out, each with the reason (a column type the format lacks).
     pub unpublished: Vec<String>,
 }
@@ -231,17 +234,11 @@ fn publish_table(
             removed += 1;
         }
         let dv = (!file.hidden.is_empty()).then(|| dv_file.push(&file.hidden));
-        actions.push(Action::Add(Add {
-            path: path.clone(),
-            partition_values: BTreeMap::new(),
-            size: file.size,
-            modification_time: now_ms,
-            data_change: true,
-            stats: Some(stats(schema, file, dv.is_some()).to_string()),
-            deletion_vector: dv.clone(),
-        }));
+        let stats = Some(stats(schema, file, dv.is_some()).to_string());
+        let published_file = PublishedFile { size: file.size, records: file.records, fingerprint, dv, stats };
+        actions.push(Action::Add(add_action(path, &published_file, now_ms)));
         added += 1;
-        next_files.insert(path.clone(), PublishedFile { size: file.size, records: file.records, fingerprint, dv });
+        next_files.insert(path.clone(), published_file);
     }
     for (path, old) in &published.files {
         if !next_files.contains_key(path) && !actions.iter().any(|a| matches!(a, Action::Remove(r) if &r.path == path)) {
@@ -280,6 +277,16 @@ fn publish_table(
     published.columns = schema.column_count();
     published.files = next_files;
     drop_unused_dv_files(io, root, published, before)?;
+    if version > 0 && version % delta_checkpoint::CHECKPOINT_INTERVAL == 0 {
+        let mut state = vec![
+            Action::Protocol(delta_log::protocol(schema)),
+            Action::MetaData(delta_log::metadata(&published.delta_id, schema, now_ms)?),
+            Action::Txn(Txn { app_id: delta_log::TXN_APP_ID.into(), version: ts.0, last_updated: now_ms }),
+        ];
+        state.extend(published.files.iter().map(|(path, file)| Action::Add(add_action(path, file, now_ms))));
+        delta_checkpoint::write(io, root, version, &state)?;
+        report.delta_checkpoints += 1;
+    }
     report.tables_committed += 1;
     report.files_added += added;
     report.files_removed += removed;
@@ -299,6 +306,18 @@ fn drop_unused_dv_files(io: &ObjectIo, root: &str, published: &PublishedTable, b
         }
     }
     Ok(())
+}
+
+fn add_action(path: &str, file: &PublishedFile, now_ms: i64) -> Add {
+    Add {
+        path: path.to_string(),
+        partition_values: BTreeMap::new(),
+        size: file.size,
+        modification_time: now_ms,
+        data_change: true,
+        stats: file.stats.clone(),
+        deletion_vector: file.dv.clone(),
+    }
 }
 
 fn remove_action(path: &str, old: &PublishedFile, now_ms: i64) -> Remove {

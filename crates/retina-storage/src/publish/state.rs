@@ -53,6 +53,9 @@ pub(crate) struct PublishedFile {
     /// a file learnt from the log, so its DV is written again once.
     pub fingerprint: u64,
     pub dv: Option<DeletionVectorDescriptor>,
+    /// The `add` action's statistics, for Delta checkpoints.
+    #[serde(default)]
+    pub stats: Option<String>,
 }
 
 impl PublishedState {
@@ -114,7 +117,7 @@ impl PublishedTable {
                             .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
                             .and_then(|s| s["numRecords"].as_u64())
                             .unwrap_or(0);
-                        let file = PublishedFile { size: add.size, records, fingerprint: 0, dv: add.deletion_vector };
+                        let file = PublishedFile { size: add.size, records, fingerprint: 0, dv: add.deletion_vector, stats: add.stats };
                         self.files.insert(add.path, file);
                     }
                     Action::Remove(remove) => {
