@@ -126,10 +126,12 @@ impl ParquetLakeStore {
         self
     }
 
-    /// Turns on publication: after every checkpoint, each table is also committed as
-    /// a Delta Lake version over the same files ([`crate::publish`]).
-    pub fn publishing(mut self, on: bool) -> Self {
-        self.publisher = on.then(Publisher::default);
+    /// Turns on publication (`Some(retention)`): after every checkpoint, each table is
+    /// also committed as a Delta Lake version over the same files
+    /// ([`crate::publish`]); a version stays readable for `retention` after a newer
+    /// one replaces it (its files are not deleted before).
+    pub fn publishing(mut self, retention: Option<std::time::Duration>) -> Self {
+        self.publisher = retention.map(Publisher::new);
         self
     }
 
@@ -234,10 +236,15 @@ impl DataFiles for ParquetLakeStore {
         }
     }
 
+    /// A file a retained published version still lists is deleted once its
+    /// retention has passed, not now.
     fn delete_file(&self, path: &str) -> CoreResult<()> {
         self.may_write("deleting a data file")?;
         self.footers.forget(self.io.path(path).as_ref());
-        Ok(self.io.delete(path)?)
+        match &self.publisher {
+            Some(publisher) => Ok(publisher.delete_when_unreferenced(&self.io, path)?),
+            None => Ok(self.io.delete(path)?),
+        }
     }
 
     /// Object-store reads are round trips (milliseconds each, more than the decode
@@ -309,7 +316,11 @@ impl CheckpointStore for ParquetLakeStore {
         folders.extend(checkpoint.tables.iter().map(|t| checkpoint_files::segments_folder(&t.schema)));
         for folder in folders {
             for path in self.io.list(&folder)? {
-                if !referenced.contains(&path) && !previous.contains(&path) {
+                let retained = match &self.publisher {
+                    Some(publisher) => publisher.retains(&self.io, &path)?,
+                    None => false,
+                };
+                if !referenced.contains(&path) && !previous.contains(&path) && !retained {
                     self.io.delete(&path)?;
                 }
             }

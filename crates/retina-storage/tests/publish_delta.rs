@@ -13,6 +13,9 @@ use retina_core::rows::rows_of;
 use retina_core::{Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
 use retina_storage::{ParquetLakeStore, PublishedCut};
 
+/// Long enough that every version a test reads back is retained.
+const RETENTION: std::time::Duration = std::time::Duration::from_secs(3600);
+
 fn config() -> EngineConfig {
     EngineConfig {
         shards: 2,
@@ -27,7 +30,7 @@ fn config() -> EngineConfig {
 }
 
 fn open(dir: &Path) -> (Engine, Arc<ParquetLakeStore>) {
-    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(true));
+    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(RETENTION)));
     let engine = Engine::open(config(), Arc::clone(&store) as _).expect("open");
     (engine, store)
 }
@@ -326,4 +329,49 @@ fn every_cut_is_one_snapshot_across_tables_while_replay_goes_on() {
     assert!(submitted as usize >= *seen_transfers.last().expect("cuts"), "{submitted} submitted, {seen_transfers:?}");
     drop(store);
     Arc::into_inner(engine).expect("the only engine handle").close().expect("close");
+}
+
+fn open_with_retention(dir: &Path, retention: std::time::Duration) -> (Engine, Arc<ParquetLakeStore>) {
+    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(retention)));
+    let engine = Engine::open(config(), Arc::clone(&store) as _).expect("open");
+    (engine, store)
+}
+
+/// A version stays readable for the retention although storage GC replaced its
+/// files, then its files go, and reading it is an error, never a silent gap.
+#[test]
+fn a_version_stays_readable_for_the_retention_then_reading_it_fails_clearly() {
+    let retention = std::time::Duration::from_secs(3);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let schema = accounts_schema();
+    let (engine, _store) = open_with_retention(dir.path(), retention);
+    let accounts = engine.create_table(schema.clone()).expect("accounts");
+    engine.submit((0..128i64).map(|id| RowChange::Insert { table: accounts, row: account(accounts, id, 1) }).collect()).expect("load");
+    engine.wait_for_flushes().expect("flushes");
+    engine.checkpoint().expect("checkpoint");
+    let first = retina_rows(&engine, accounts, &schema);
+    let first_files: Vec<_> = std::fs::read_dir(dir.path().join("tables/bank.accounts")).expect("dir").flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "parquet")).collect();
+    assert!(!first_files.is_empty());
+    // Delete most rows, so storage GC rewrites the flushed files and retires them.
+    engine.submit((0..128i64).filter(|id| id % 8 != 0).map(|id| RowChange::Delete { table: accounts, key: vec![Value::Int64(id)] }).collect()).expect("deletes");
+    engine.sync().expect("sync");
+    engine.collect_garbage();
+    let gc = engine.collect_storage_garbage(0.5).expect("storage GC");
+    assert!(gc.files_rewritten > 0, "{gc:?}");
+    engine.checkpoint().expect("checkpoint");
+    engine.checkpoint().expect("a later checkpoint deletes retired files");
+    assert!(first_files.iter().all(|f| f.exists()), "retired files stay while version 0 is retained");
+    assert_readers_see(dir.path(), &schema, Some(0), &first, "version 0 within its retention");
+    std::thread::sleep(retention + std::time::Duration::from_millis(500));
+    engine.submit(vec![RowChange::Insert { table: accounts, row: account(accounts, 1000, 1) }]).expect("a change");
+    engine.sync().expect("visible before the checkpoint");
+    engine.checkpoint().expect("checkpoint after the retention");
+    assert!(first_files.iter().any(|f| !f.exists()), "retired files go once no retained version needs them");
+    let seen = readers(dir.path(), schema.name(), Some(0));
+    for reader in ["duckdb", "deltalake", "polars"] {
+        assert!(seen[reader].get("error").is_some(), "{reader} must fail on an expired version, not return rows: {}", seen[reader]);
+    }
+    let latest = retina_rows(&engine, accounts, &schema);
+    assert_readers_see(dir.path(), &schema, None, &latest, "the latest version after the retention");
+    engine.close().expect("close");
 }

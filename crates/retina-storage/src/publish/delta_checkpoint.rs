@@ -133,3 +133,20 @@ pub(crate) fn write(io: &ObjectIo, root: &str, version: u64, actions: &[Action])
     let pointer = json!({ "version": version, "size": rows }).to_string();
     io.overwrite(&format!("{root}/_delta_log/_last_checkpoint"), pointer.into_bytes())
 }
+
+/// Deletes the log entries (commits and checkpoints) older than the newest
+/// checkpoint written before `expired_before_ms`: no retained version needs them,
+/// since a reader of any later version starts at that checkpoint.
+pub(crate) fn drop_expired_log(io: &ObjectIo, root: &str, checkpoints: &mut Vec<(u64, i64)>, expired_before_ms: i64) -> Result<(), StorageError> {
+    let Some(position) = checkpoints.iter().rposition(|(_, at)| *at < expired_before_ms) else { return Ok(()) };
+    let oldest_needed = checkpoints[position].0;
+    checkpoints.drain(..position);
+    for path in io.list_folder(&format!("{root}/_delta_log"))? {
+        let name = path.rsplit('/').next().unwrap_or(&path);
+        let version = name.get(..20).filter(|d| d.bytes().all(|b| b.is_ascii_digit())).and_then(|d| d.parse::<u64>().ok());
+        if version.is_some_and(|v| v < oldest_needed) {
+            io.delete(&path)?;
+        }
+    }
+    Ok(())
+}

@@ -17,6 +17,7 @@
 mod deletion_vector;
 mod delta_checkpoint;
 mod delta_log;
+mod retention;
 mod state;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +32,7 @@ use serde_json::{json, Value};
 
 use self::deletion_vector::{DeletionVectorFile, HiddenRows};
 use self::delta_log::{Action, Add, Remove, Txn};
+use self::retention::Retention;
 use self::state::{PublishedFile, PublishedState, PublishedTable};
 use crate::error::StorageError;
 use crate::io::ObjectIo;
@@ -41,10 +43,6 @@ pub const LATEST_PATH: &str = "_retina/published/latest.json";
 
 /// The folder of one file per retained cut, named by its ts.
 const CUTS_FOLDER: &str = "_retina/published/cuts";
-
-/// Cuts kept: the newest and the one before, whose files the store keeps until the
-/// next checkpoint (see `ParquetLakeStore::save_checkpoint`).
-const KEPT_CUTS: usize = 2;
 
 /// One consistent cut across tables: the Delta version of every table at `ts`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -76,13 +74,26 @@ pub struct PublicationReport {
     pub delta_checkpoints: usize,
     /// Tables left out, each with the reason (a column type the format lacks).
     pub unpublished: Vec<String>,
+    pub millis: f64,
 }
 
 /// Publishes checkpoints as Delta tables; remembers what it published.
-#[derive(Default)]
 pub(crate) struct Publisher {
-    /// Loaded from the lake at the first publication.
+    /// Loaded from the lake when first needed.
     state: Mutex<Option<PublishedState>>,
+    /// How long a published version stays readable after a newer one replaces it.
+    retention_ms: i64,
+}
+
+/// What publishing one table needs besides the table.
+struct Publishing<'a> {
+    io: &'a ObjectIo,
+    ts: Ts,
+    now_ms: i64,
+    /// Files leaving the published set stay until then.
+    keep_until_ms: i64,
+    report: &'a mut PublicationReport,
+    retention: &'a mut Retention,
 }
 
 /// A file as the new version should list it.
@@ -95,6 +106,39 @@ struct WantedFile {
 }
 
 impl Publisher {
+    pub fn new(retention: std::time::Duration) -> Self {
+        Self { state: Mutex::new(None), retention_ms: retention.as_millis().min(i64::MAX as u128) as i64 }
+    }
+
+    /// Whether a version within retention still references `path` (lake-relative).
+    pub fn retains(&self, io: &ObjectIo, path: &str) -> Result<bool, StorageError> {
+        self.with_state(io, |state| state.needs(path, now_ms()))
+    }
+
+    /// Deletes `path` now, or once no retained version references it.
+    pub fn delete_when_unreferenced(&self, io: &ObjectIo, path: &str) -> Result<(), StorageError> {
+        let kept = self.with_state(io, |state| {
+            let kept = state.needs(path, now_ms());
+            if kept {
+                state.retention.defer(path);
+            }
+            kept
+        })?;
+        if !kept {
+            io.delete(path)?;
+        }
+        Ok(())
+    }
+
+    fn with_state<T>(&self, io: &ObjectIo, f: impl FnOnce(&mut PublishedState) -> T) -> Result<T, StorageError> {
+        let mut guard = self.state.lock();
+        let state = match guard.as_mut() {
+            Some(state) => state,
+            None => guard.insert(PublishedState::load(io)?),
+        };
+        Ok(f(state))
+    }
+
     /// Publishes `checkpoint`; returns what it wrote and the cut it made latest.
     pub fn publish(
         &self,
@@ -102,6 +146,7 @@ impl Publisher {
         files: &dyn DataFiles,
         checkpoint: &CheckpointManifest,
     ) -> Result<(PublicationReport, PublishedCut), StorageError> {
+        let started = std::time::Instant::now();
         let mut guard = self.state.lock();
         let state = match guard.as_mut() {
             Some(state) => state,
@@ -109,6 +154,7 @@ impl Publisher {
         };
         let now_ms = now_ms();
         let mut report = PublicationReport { ts: checkpoint.ts.0, ..PublicationReport::default() };
+        let keep_until_ms = now_ms.saturating_add(self.retention_ms);
         for table in &checkpoint.tables {
             // A table no format can describe is left out of every cut, and said so;
             // any other failure stops this publication before its cut is written.
@@ -117,9 +163,15 @@ impl Publisher {
                 continue;
             }
             let root = layout::table_folder(&table.schema);
-            let published = state.table(io, table.schema.name(), &root)?;
+            let (published, retention) = state.table(io, table.schema.name(), &root)?;
             let wanted = wanted_files(io, files, table, checkpoint.ts, &root, published)?;
-            publish_table(io, &table.schema, &root, published, wanted, checkpoint.ts, now_ms, &mut report)?;
+            let mut publishing =
+                Publishing { io, ts: checkpoint.ts, now_ms, keep_until_ms, report: &mut report, retention };
+            publish_table(&mut publishing, &table.schema, &root, published, wanted, self.retention_ms)?;
+        }
+        // Files no retained version needs any more, whose deletion is due.
+        for path in state.expire(now_ms) {
+            io.delete(&path)?;
         }
         state.save(io)?;
         let cut = PublishedCut {
@@ -138,7 +190,8 @@ impl Publisher {
                 })
                 .collect(),
         };
-        write_cut(io, &cut)?;
+        write_cut(io, &cut, &mut state.cuts, now_ms - self.retention_ms)?;
+        report.millis = started.elapsed().as_secs_f64() * 1000.0;
         Ok((report, cut))
     }
 }
@@ -205,17 +258,15 @@ fn relative_to(root: &str, path: &str) -> Result<String, StorageError> {
 }
 
 /// Commits the next Delta version of one table, if anything changed.
-#[allow(clippy::too_many_arguments)]
 fn publish_table(
-    io: &ObjectIo,
+    publishing: &mut Publishing<'_>,
     schema: &TableSchema,
     root: &str,
     published: &mut PublishedTable,
     wanted: BTreeMap<String, WantedFile>,
-    ts: Ts,
-    now_ms: i64,
-    report: &mut PublicationReport,
+    retention_ms: i64,
 ) -> Result<(), StorageError> {
+    let (io, ts, now_ms) = (publishing.io, publishing.ts, publishing.now_ms);
     let mut actions = Vec::new();
     let mut dv_file = DeletionVectorFile::new();
     let mut next_files = BTreeMap::new();
@@ -273,10 +324,18 @@ fn publish_table(
     let version = published.version.map_or(0, |v| v + 1);
     delta_log::commit(io, root, version, &head)?;
     let before = published.dv_files()?;
+    // Older versions list the files this one leaves out: kept for the retention.
+    for path in published.files.keys().filter(|path| !next_files.contains_key(*path)) {
+        publishing.retention.keep(format!("{root}/{path}"), publishing.keep_until_ms, false);
+    }
     published.version = Some(version);
     published.columns = schema.column_count();
     published.files = next_files;
-    drop_unused_dv_files(io, root, published, before)?;
+    let current = published.dv_files()?;
+    for name in before.difference(&current) {
+        publishing.retention.keep(format!("{root}/{name}"), publishing.keep_until_ms, true);
+    }
+    drop_stray_dv_files(publishing, root, &current)?;
     if version > 0 && version % delta_checkpoint::CHECKPOINT_INTERVAL == 0 {
         let mut state = vec![
             Action::Protocol(delta_log::protocol(schema)),
@@ -285,8 +344,11 @@ fn publish_table(
         ];
         state.extend(published.files.iter().map(|(path, file)| Action::Add(add_action(path, file, now_ms))));
         delta_checkpoint::write(io, root, version, &state)?;
-        report.delta_checkpoints += 1;
+        published.checkpoints.push((version, now_ms));
+        delta_checkpoint::drop_expired_log(io, root, &mut published.checkpoints, now_ms - retention_ms)?;
+        publishing.report.delta_checkpoints += 1;
     }
+    let report = &mut *publishing.report;
     report.tables_committed += 1;
     report.files_added += added;
     report.files_removed += removed;
@@ -294,15 +356,14 @@ fn publish_table(
     Ok(())
 }
 
-/// Deletes the table's DV files that neither the new version nor the one before
-/// it uses.
-fn drop_unused_dv_files(io: &ObjectIo, root: &str, published: &PublishedTable, before: BTreeSet<String>) -> Result<(), StorageError> {
-    let current = published.dv_files()?;
-    for path in io.list_folder(root)? {
+/// Deletes DV files of the table that no version uses or keeps (left by a
+/// publication that failed before its commit).
+fn drop_stray_dv_files(publishing: &Publishing<'_>, root: &str, current: &BTreeSet<String>) -> Result<(), StorageError> {
+    for path in publishing.io.list_folder(root)? {
         let name = path.rsplit('/').next().unwrap_or(&path);
         let is_dv = name.starts_with("deletion_vector_") && name.ends_with(".bin");
-        if is_dv && !current.contains(name) && !before.contains(name) {
-            io.delete(&path)?;
+        if is_dv && !current.contains(name) && !publishing.retention.is_kept(&path, publishing.now_ms) {
+            publishing.io.delete(&path)?;
         }
     }
     Ok(())
@@ -366,15 +427,17 @@ fn stats(schema: &TableSchema, file: &WantedFile, has_dv: bool) -> Value {
     stats
 }
 
-/// Writes `cut` as the latest and as one retained cut, and drops older cuts.
-fn write_cut(io: &ObjectIo, cut: &PublishedCut) -> Result<(), StorageError> {
+/// Writes `cut` as the latest and as one retained cut, and drops the cuts
+/// published before `expired_before_ms` (the retention), all but the latest.
+fn write_cut(io: &ObjectIo, cut: &PublishedCut, cuts: &mut Vec<(u64, i64)>, expired_before_ms: i64) -> Result<(), StorageError> {
     let bytes = serde_json::to_vec_pretty(cut).map_err(|e| StorageError::Publication { reason: e.to_string() })?;
-    io.overwrite(&format!("{CUTS_FOLDER}/{:020}.json", cut.ts), bytes.clone())?;
+    let path = |ts: u64| format!("{CUTS_FOLDER}/{ts:020}.json");
+    io.overwrite(&path(cut.ts), bytes.clone())?;
     io.overwrite(LATEST_PATH, bytes)?;
-    let mut cuts = io.list_folder(CUTS_FOLDER)?;
-    cuts.sort();
-    for old in cuts.iter().rev().skip(KEPT_CUTS) {
-        io.delete(old)?;
+    cuts.push((cut.ts, cut.published_at_ms));
+    let expired = cuts.iter().take(cuts.len() - 1).take_while(|(_, at)| *at < expired_before_ms).count();
+    for (ts, _) in cuts.drain(..expired) {
+        io.delete(&path(ts))?;
     }
     Ok(())
 }
@@ -453,7 +516,7 @@ mod tests {
         let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
         let schema = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
         let mut checkpoint = checkpoint_of_one_file(&store, &schema);
-        let publisher = Publisher::default();
+        let publisher = Publisher::new(std::time::Duration::ZERO);
         let io = store.object_io();
 
         let (report, _) = publisher.publish(io, &store, &checkpoint).expect("publish");
@@ -514,7 +577,7 @@ mod tests {
             ],
             sources: Vec::new(),
         };
-        let (report, _) = Publisher::default().publish(store.object_io(), &store, &checkpoint).expect("publish");
+        let (report, _) = Publisher::new(std::time::Duration::ZERO).publish(store.object_io(), &store, &checkpoint).expect("publish");
         assert_eq!(report.unpublished.len(), 1, "{report:?}");
         let error = &report.unpublished[0];
         assert!(error.contains("table s.times, column at") && error.contains("not published"), "{error}");

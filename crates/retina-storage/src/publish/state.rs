@@ -26,6 +26,12 @@ pub(crate) struct PublishedState {
     format_version: u32,
     /// By table name.
     pub tables: BTreeMap<String, PublishedTable>,
+    /// Files older versions still reference, and deletions waiting for them.
+    #[serde(default)]
+    pub retention: super::retention::Retention,
+    /// Retained cuts, oldest first: (ts, published at ms).
+    #[serde(default)]
+    pub cuts: Vec<(u64, i64)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -40,6 +46,9 @@ pub(crate) struct PublishedTable {
     pub columns: usize,
     /// Files the latest version lists, by path relative to `root`.
     pub files: BTreeMap<String, PublishedFile>,
+    /// Delta checkpoints written, oldest first: (version, written at ms).
+    #[serde(default)]
+    pub checkpoints: Vec<(u64, i64)>,
     /// Whether this process has checked the log for versions after `version`.
     #[serde(skip)]
     caught_up: bool,
@@ -60,7 +69,7 @@ pub(crate) struct PublishedFile {
 
 impl PublishedState {
     pub fn load(io: &ObjectIo) -> Result<Self, StorageError> {
-        let empty = Self { format_version: STATE_FORMAT_VERSION, tables: BTreeMap::new() };
+        let empty = Self { format_version: STATE_FORMAT_VERSION, tables: BTreeMap::new(), retention: Default::default(), cuts: Vec::new() };
         let Some(found) = io.get(STATE_PATH)? else { return Ok(empty) };
         let state: Self =
             serde_json::from_slice(&found.bytes).map_err(|e| StorageError::Publication { reason: format!("{STATE_PATH}: {e}") })?;
@@ -73,23 +82,46 @@ impl PublishedState {
         io.overwrite(STATE_PATH, bytes)
     }
 
+    /// Whether the latest published version of a table lists `path` (lake-relative).
+    pub fn lists(&self, path: &str) -> bool {
+        lists(&self.tables, path)
+    }
+
+    /// Forgets expired retention; returns the files whose deletion is due now.
+    pub fn expire(&mut self, now_ms: i64) -> Vec<String> {
+        let tables = &self.tables;
+        self.retention.expire(now_ms, |path| lists(tables, path))
+    }
+
+    /// Whether a published version within retention (the latest included) needs `path`.
+    pub fn needs(&self, path: &str, now_ms: i64) -> bool {
+        self.lists(path) || self.retention.is_kept(path, now_ms)
+    }
+
     /// The state of table `name`, rolled forward over log versions this state has
-    /// not seen (once per process).
-    pub fn table(&mut self, io: &ObjectIo, name: &str, root: &str) -> Result<&mut PublishedTable, StorageError> {
+    /// not seen (once per process), and the retention it adds to.
+    pub fn table(&mut self, io: &ObjectIo, name: &str, root: &str) -> Result<(&mut PublishedTable, &mut super::retention::Retention), StorageError> {
         let table = self.tables.entry(name.to_string()).or_insert_with(|| PublishedTable {
             root: root.to_string(),
             delta_id: uuid::Uuid::new_v4().to_string(),
             version: None,
             columns: 0,
             files: BTreeMap::new(),
+            checkpoints: Vec::new(),
             caught_up: false,
         });
         if !table.caught_up {
             table.catch_up(io)?;
             table.caught_up = true;
         }
-        Ok(table)
+        Ok((table, &mut self.retention))
     }
+}
+
+fn lists(tables: &BTreeMap<String, PublishedTable>, path: &str) -> bool {
+    tables.values().any(|table| {
+        path.strip_prefix(table.root.as_str()).and_then(|rest| rest.strip_prefix('/')).is_some_and(|rest| table.files.contains_key(rest))
+    })
 }
 
 impl PublishedTable {

@@ -52,6 +52,9 @@ pub struct IngestArgs {
     /// Publish every checkpoint as open tables (see `retina serve --publish`).
     #[arg(long, value_enum, default_value = "delta")]
     publish: super::serve::PublishFormat,
+    /// How long a published version stays readable (see `retina serve`).
+    #[arg(long, default_value_t = 3600.0)]
+    publish_retention_seconds: f64,
     /// Print the report as one JSON object on the last line.
     #[arg(long)]
     json: bool,
@@ -75,7 +78,8 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     };
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
     let shown = retina_storage::redacted(location);
-    let store = super::serve::open_lake(location, args.publish, "ingest")?;
+    let retention = super::serve::publish_retention(args.publish_retention_seconds)?;
+    let store = super::serve::open_lake(location, args.publish, retention, "ingest")?;
     // Opens (and recovers) the lakehouse: a source ingested before resumes after its
     // recorded position, so re-running an ingest applies nothing twice.
     let config = EngineConfig {

@@ -55,6 +55,10 @@ pub struct ServeArgs {
     /// checkpoint does not see), the cut across tables in `_retina/published/latest.json`.
     #[arg(long, value_enum, default_value = "delta")]
     pub publish: PublishFormat,
+    /// How long a published version stays readable after a newer one replaces it:
+    /// no file it references is deleted before.
+    #[arg(long, default_value_t = 3600.0)]
+    pub publish_retention_seconds: f64,
 }
 
 /// Formats a lake's checkpoints are published in.
@@ -65,14 +69,14 @@ pub enum PublishFormat {
 }
 
 /// Opens the lake at `location` as its writer, publishing as asked.
-pub fn open_lake(location: &str, publish: PublishFormat, command: &str) -> anyhow::Result<ParquetLakeStore> {
+pub fn open_lake(location: &str, publish: PublishFormat, retention: Duration, command: &str) -> anyhow::Result<ParquetLakeStore> {
     // A local dir is created (and locked) by the store; a URL names one that exists.
     let shown = retina_storage::redacted(location);
     let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
     if let Some(previous) = store.took_over_from() {
         eprintln!("retina {command}: took over the expired lease of {previous} on {shown}; recovering what it made durable");
     }
-    Ok(store.publishing(publish == PublishFormat::Delta))
+    Ok(store.publishing((publish == PublishFormat::Delta).then_some(retention)))
 }
 
 /// What a serving instance runs on: engine, session and sources. The engine is
@@ -91,13 +95,14 @@ impl Instance {
         query_memory_mb: usize,
         config: EngineConfig,
         publish: PublishFormat,
+        retention: Duration,
     ) -> anyhow::Result<Self> {
         for uri in source_uris {
             ServedSource::validate(uri)?;
         }
         let location = data_dir.to_str().with_context(|| format!("{} is not UTF-8", data_dir.display()))?;
         let shown = retina_storage::redacted(location);
-        let store = open_lake(location, publish, "serve")?;
+        let store = open_lake(location, publish, retention, "serve")?;
         // `open` recovers a data dir that holds a lakehouse (from its latest checkpoint;
         // sources then resume from their recovered positions) or starts an empty one.
         let engine = Arc::new(
@@ -137,7 +142,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => ClientAuthentication::Trust,
     };
     let config = EngineConfig { checkpoint_interval: Some(checkpoint_interval(args.checkpoint_seconds)?), ..EngineConfig::default() };
-    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config, args.publish)?;
+    let retention = publish_retention(args.publish_retention_seconds)?;
+    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config, args.publish, retention)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     let endpoints = Endpoints { listen: &args.listen, metrics_listen: &args.metrics_listen, authentication };
     let served = runtime.block_on(serve(Arc::clone(&instance.session), endpoints, args.seconds));
@@ -145,6 +151,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     runtime.shutdown_timeout(Duration::from_secs(2));
     instance.stop()?;
     served
+}
+
+/// `--publish-retention-seconds` as a duration (zero or more, finite).
+pub fn publish_retention(seconds: f64) -> anyhow::Result<Duration> {
+    if !(seconds >= 0.0 && seconds.is_finite()) {
+        anyhow::bail!("--publish-retention-seconds must be zero or a positive number of seconds, got {seconds}");
+    }
+    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// `--checkpoint-seconds` as a period (positive and finite).
