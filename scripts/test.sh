@@ -34,12 +34,15 @@ fi
 venv="${CARGO_TARGET_DIR:-target}/py-clients"
 # retina-storage's object-storage tests run moto's S3-compatible server from it too,
 # and the Kafka tests produce with kafka-python.
-# The published Delta tables are read back by DuckDB's delta extension, delta-rs and Polars.
-if ! "$venv/bin/python" -c 'import sqlalchemy, psycopg, moto.server, kafka, duckdb, duckdb_ext, deltalake, polars, pyarrow, pytz' >/dev/null 2>&1; then
-    echo "installing sqlalchemy, psycopg, moto[server], kafka-python and the Delta readers into $venv for the tests" >&2
+# The published Delta and Iceberg tables are read back by DuckDB's delta and iceberg
+# extensions, delta-rs, pyiceberg and Polars.
+if ! "$venv/bin/python" -c 'import sqlalchemy, psycopg, moto.server, kafka, duckdb, duckdb_ext, deltalake, polars, pyarrow, pytz, pyiceberg' >/dev/null 2>&1 \
+    || ! ls "$venv"/lib/python3*/site-packages/duckdb_ext/extensions/*/*/iceberg.duckdb_extension >/dev/null 2>&1; then
+    echo "installing sqlalchemy, psycopg, moto[server], kafka-python and the Delta and Iceberg readers into $venv for the tests" >&2
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q 'sqlalchemy>=2,<3' 'psycopg[binary]>=3.1,<4' 'moto[server]>=5,<6' 'kafka-python>=2.0,<3' \
-        'duckdb==1.4.4' 'duckdb-ext-delta==1.4.4.20260205' 'deltalake==1.6.6' 'polars==2.1.0' 'pyarrow' 'pytz'
+        'duckdb==1.4.4' 'duckdb-ext-delta==1.4.4.20260205' 'duckdb-ext-iceberg==1.4.4.20260205' 'duckdb-ext-avro==1.4.4.20260205' \
+        'deltalake==1.6.6' 'polars==2.1.0' 'pyiceberg==0.12.0' 'pyarrow' 'pytz'
 fi
 
 # The layering rule: no import cycles between the modules of a crate.

@@ -110,7 +110,7 @@ pub trait CatalogStore: Send + Sync {
 }
 
 /// The open tables a store publishes at each checkpoint for other engines (Delta
-/// Lake over the same files): the latest consistent cut across tables.
+/// Lake and Iceberg over the same files): the latest consistent cut across tables.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Publication {
     /// The snapshot ts every listed table version shows (`None`: nothing published).
@@ -121,15 +121,19 @@ pub struct Publication {
     pub last_error: Option<String>,
 }
 
-/// One table's version in a [`Publication`].
+/// One table's version in one format of a [`Publication`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct PublishedTable {
     pub table: String,
-    /// `delta`.
+    /// `delta` or `iceberg`.
     pub format: &'static str,
-    /// The table's folder, relative to the lake's root.
+    /// Relative to the lake's root: the Delta table's folder, or the Iceberg
+    /// metadata file.
     pub path: String,
+    /// The Delta version, or the number of the Iceberg metadata file.
     pub version: u64,
+    /// The Iceberg snapshot.
+    pub snapshot_id: Option<i64>,
 }
 
 /// Checkpoints: segments of the write buffer's rows and the manifest naming them.

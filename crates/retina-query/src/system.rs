@@ -107,6 +107,7 @@ impl SystemViewKind {
                 Field::new("format", DataType::Utf8, true),
                 Field::new("path", DataType::Utf8, true),
                 Field::new("version", DataType::Int64, true),
+                Field::new("snapshot_id", DataType::Int64, true),
                 Field::new("ts", DataType::Int64, true),
                 Field::new("published_at", utc(), true),
                 Field::new("last_error", DataType::Utf8, true),
@@ -213,7 +214,7 @@ impl SystemView {
         ]
     }
 
-    /// One row per table of the latest published cut; a publication that failed
+    /// One row per table and format of the latest published cut; a publication that failed
     /// before any cut shows as one row with only its error.
     fn published_columns(&self) -> Result<Vec<ArrayRef>> {
         let publication = self.engine.store().publication().map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
@@ -232,6 +233,7 @@ impl SystemView {
             Arc::new(StringArray::from_iter(rows.iter().map(|t| t.map(|t| t.format)))),
             Arc::new(StringArray::from_iter(rows.iter().map(|t| t.map(|t| t.path.as_str())))),
             Arc::new(Int64Array::from_iter(rows.iter().map(|t| t.map(|t| t.version as i64)))),
+            Arc::new(Int64Array::from_iter(rows.iter().map(|t| t.and_then(|t| t.snapshot_id)))),
             Arc::new(Int64Array::from_iter(rows.iter().map(|t| t.and(ts)))),
             Arc::new(TimestampMicrosecondArray::from_iter(rows.iter().map(|t| t.and(at))).with_timezone("UTC")),
             Arc::new(StringArray::from_iter(rows.iter().map(|_| error.as_deref()))),

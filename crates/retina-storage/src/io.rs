@@ -28,22 +28,28 @@ pub(crate) struct ObjectIo {
     prefix: Path,
     /// The location as the user gave it, secrets hidden: for error messages.
     location: String,
+    /// The lake's root as an absolute URI (see `location::Opened::base_uri`).
+    base_uri: String,
     runtime: Runtime,
 }
 
 impl ObjectIo {
-    pub fn new(store: Arc<dyn ObjectStore>, prefix: Path, location: String) -> Result<Self, StorageError> {
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: Path, location: String, base_uri: String) -> Result<Self, StorageError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("retina-storage-io")
             .enable_all()
             .build()
             .map_err(StorageError::Runtime)?;
-        Ok(Self { store, prefix, location, runtime })
+        Ok(Self { store, prefix, location, base_uri, runtime })
     }
 
     pub fn location(&self) -> &str {
         &self.location
+    }
+
+    pub fn base_uri(&self) -> &str {
+        &self.base_uri
     }
 
     pub fn store(&self) -> &Arc<dyn ObjectStore> {

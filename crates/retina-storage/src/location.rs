@@ -30,6 +30,9 @@ pub(crate) struct Opened {
     pub needs_lease: bool,
     /// The lease's duration (URL option `lease_seconds`).
     pub lease: Duration,
+    /// The lake's root as an absolute URI without options (`file:///abs/dir`,
+    /// `s3://bucket/prefix`): what formats that name files by URI (Iceberg) write.
+    pub base_uri: String,
 }
 
 /// Opens `location` (see [`open`]) as an object store and the prefix inside it,
@@ -59,12 +62,13 @@ pub(crate) fn open(location: &str, create: bool) -> Result<Opened, StorageError>
     }
     let lease = take_lease_option(&mut url).map_err(bad)?;
     let needs_lease = url.scheme() != "memory";
+    let base_uri = format!("{}://{}{}", url.scheme(), url.host_str().unwrap_or_default(), url.path()).trim_end_matches('/').to_string();
     if let Some(store) = open_cloud(&url).map_err(bad)? {
         let prefix = Path::from_url_path(url.path()).map_err(|e| bad(e.to_string()))?;
-        return Ok(Opened { store, prefix, local_dir: None, needs_lease, lease });
+        return Ok(Opened { store, prefix, local_dir: None, needs_lease, lease, base_uri });
     }
     let (store, prefix) = object_store::parse_url(&url).map_err(|e| bad(e.to_string()))?;
-    Ok(Opened { store: Arc::from(store), prefix, local_dir: None, needs_lease, lease })
+    Ok(Opened { store: Arc::from(store), prefix, local_dir: None, needs_lease, lease, base_uri })
 }
 
 /// Removes Retina's `lease_seconds` from `url`'s options (the backends would refuse
@@ -167,7 +171,20 @@ fn open_local(dir: &std::path::Path, location: &str, create: bool) -> Result<Ope
         return Err(bad("no such directory".into()));
     }
     let store = LocalFileSystem::new_with_prefix(dir).map_err(|e| bad(e.to_string()))?;
-    Ok(Opened { store: Arc::new(store), prefix: Path::default(), local_dir: Some(dir.to_path_buf()), needs_lease: false, lease: Duration::ZERO })
+    let absolute = std::fs::canonicalize(dir).map_err(|e| bad(e.to_string()))?;
+    let base_uri = Url::from_directory_path(&absolute)
+        .map_err(|()| bad("not an absolute path".into()))?
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    Ok(Opened {
+        store: Arc::new(store),
+        prefix: Path::default(),
+        local_dir: Some(dir.to_path_buf()),
+        needs_lease: false,
+        lease: Duration::ZERO,
+        base_uri,
+    })
 }
 
 /// Locks the local data dir `dir` for this process.

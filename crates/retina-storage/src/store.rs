@@ -76,7 +76,7 @@ impl ParquetLakeStore {
     pub fn open(location: &str) -> Result<Self, StorageError> {
         let opened = location::open(location, true)?;
         let lock = opened.local_dir.as_deref().map(location::lock_local).transpose()?;
-        let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location))?);
+        let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location), opened.base_uri)?);
         let lease = if opened.needs_lease { Some(Lease::acquire(Arc::clone(&io), opened.lease)?) } else { None };
         Ok(Self::new(io, Access::Writer { _lock: lock, lease }, opened.local_dir.is_none()).with_published_cut())
     }
@@ -85,15 +85,16 @@ impl ParquetLakeStore {
     /// no lease, and every write is refused with [`StorageError::ReadOnly`].
     pub fn open_reader(location: &str) -> Result<Self, StorageError> {
         let opened = location::open(location, false)?;
-        let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location))?);
+        let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location), opened.base_uri)?);
         Ok(Self::new(io, Access::Reader, opened.local_dir.is_none()).with_published_cut())
     }
 
     /// A writer over `store` under `prefix`; the caller ensures it is the only one.
     /// Any store given this way is read as an object store (ranges merged, reads in
-    /// parallel).
+    /// parallel); formats that name files by URI (Iceberg) name them `store:///PREFIX/…`.
     pub fn with_store(store: Arc<dyn ObjectStore>, prefix: Path) -> Result<Self, StorageError> {
-        let io = Arc::new(ObjectIo::new(store, prefix, "(object store)".into())?);
+        let base_uri = format!("store:///{prefix}").trim_end_matches('/').to_string();
+        let io = Arc::new(ObjectIo::new(store, prefix, "(object store)".into(), base_uri)?);
         Ok(Self::new(io, Access::Writer { _lock: None, lease: None }, true))
     }
 
@@ -347,11 +348,25 @@ impl CheckpointStore for ParquetLakeStore {
         if let Some(cut) = cut {
             publication.ts = Some(Ts(cut.ts));
             publication.published_at_ms = cut.published_at_ms;
-            publication.tables = cut
-                .tables
-                .into_iter()
-                .map(|t| PublishedTable { table: t.table, format: "delta", path: t.delta_path, version: t.delta_version })
-                .collect();
+            for table in cut.tables {
+                if let (Some(metadata), Some(snapshot)) = (&table.iceberg_metadata, table.iceberg_snapshot_id) {
+                    let number = metadata.rsplit("/v").next().and_then(|n| n.strip_suffix(".metadata.json")).and_then(|n| n.parse().ok());
+                    publication.tables.push(PublishedTable {
+                        table: table.table.clone(),
+                        format: "iceberg",
+                        path: metadata.clone(),
+                        version: number.unwrap_or_default(),
+                        snapshot_id: Some(snapshot),
+                    });
+                }
+                publication.tables.push(PublishedTable {
+                    table: table.table,
+                    format: "delta",
+                    path: table.delta_path,
+                    version: table.delta_version,
+                    snapshot_id: None,
+                });
+            }
         }
         Ok(Some(publication))
     }

@@ -1,5 +1,6 @@
-//! Every checkpoint published as Delta Lake tables, read back by independent readers
-//! (DuckDB's delta extension, delta-rs, Polars; installed by `scripts/test.sh`): each
+//! Every checkpoint published as Delta Lake and Iceberg v3 tables, read back by
+//! independent readers (DuckDB's delta and iceberg extensions, delta-rs, pyiceberg,
+//! Polars; installed by `scripts/test.sh`): each
 //! sees exactly the rows Retina's own snapshot at the checkpoint shows, never
 //! `_create_ts`, across flushed files, checkpoint segments, updates, deletes, rows
 //! created after the checkpoint, a restart, and a state file lost in a crash.
@@ -113,14 +114,14 @@ fn retina_rows(engine: &Engine, table: TableId, schema: &TableSchema) -> Vec<Vec
 
 /// What each reader saw of the Delta table at `dir/tables/<name>` (at `version`).
 fn readers(dir: &Path, name: &str, version: Option<u64>) -> serde_json::Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_delta.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_published.py");
     let mut command = Command::new(retina_test_support::venv_python());
     command.arg(script).arg(dir.join("tables").join(name));
     if let Some(version) = version {
         command.arg(version.to_string());
     }
-    let output = command.output().expect("run scripts/read_delta.py (run scripts/test.sh, which installs its readers)");
-    assert!(output.status.success(), "read_delta.py failed: {}", String::from_utf8_lossy(&output.stderr));
+    let output = command.output().expect("run scripts/read_published.py (run scripts/test.sh, which installs its readers)");
+    assert!(output.status.success(), "read_published.py failed: {}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("reader output")
 }
 
@@ -139,6 +140,26 @@ fn assert_readers_see(dir: &Path, schema: &TableSchema, version: Option<u64>, ex
     }
 }
 
+/// Every Iceberg reader sees exactly `expected` in the snapshot of the cut's
+/// metadata file for `schema`'s table.
+fn assert_iceberg_readers_see(dir: &Path, cut: &PublishedCut, schema: &TableSchema, expected: &[Vec<String>], when: &str) {
+    let table = cut.tables.iter().find(|t| t.table == schema.name()).unwrap_or_else(|| panic!("{} in {cut:?}", schema.name()));
+    let metadata = table.iceberg_metadata.as_ref().unwrap_or_else(|| panic!("an Iceberg snapshot of {}: {cut:?}", schema.name()));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_published.py");
+    let output = Command::new(retina_test_support::venv_python()).arg(script).arg("--iceberg").arg(dir.join(metadata)).output().expect("run the Iceberg readers");
+    assert!(output.status.success(), "read_published.py failed: {}", String::from_utf8_lossy(&output.stderr));
+    let seen: serde_json::Value = serde_json::from_slice(&output.stdout).expect("reader output");
+    let columns: Vec<String> = schema.columns().fields().iter().map(|f| f.name().clone()).collect();
+    for reader in ["pyiceberg", "duckdb", "polars"] {
+        let result = &seen[reader];
+        assert!(result.get("error").is_none(), "{when}: Iceberg {reader} failed on {}: {}", schema.name(), result["error"]);
+        let got_columns: Vec<String> = serde_json::from_value(result["columns"].clone()).expect("columns");
+        assert_eq!(got_columns, columns, "{when}: Iceberg {reader} columns of {}", schema.name());
+        let rows: Vec<Vec<String>> = serde_json::from_value(result["rows"].clone()).expect("rows");
+        assert_eq!(rows, expected, "{when}: Iceberg {reader} rows of {}", schema.name());
+    }
+}
+
 fn latest_cut(store: &ParquetLakeStore) -> PublishedCut {
     store.latest_published_cut().expect("read cut").expect("a cut is published")
 }
@@ -148,7 +169,7 @@ fn version_of(cut: &PublishedCut, table: &str) -> u64 {
 }
 
 #[test]
-fn every_checkpoint_is_a_delta_version_that_independent_readers_see_exactly() {
+fn every_checkpoint_is_a_delta_version_and_an_iceberg_snapshot_that_independent_readers_see_exactly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (accounts_schema, transfers_schema) = (accounts_schema(), transfers_schema());
     let (engine, store) = open(dir.path());
@@ -173,6 +194,8 @@ fn every_checkpoint_is_a_delta_version_that_independent_readers_see_exactly() {
     assert_eq!(accounts_at_first.len(), 300);
     assert_readers_see(dir.path(), &accounts_schema, None, &accounts_at_first, "first checkpoint");
     assert_readers_see(dir.path(), &transfers_schema, None, &transfers_at_first, "first checkpoint");
+    assert_iceberg_readers_see(dir.path(), &first_cut, &accounts_schema, &accounts_at_first, "first checkpoint");
+    assert_iceberg_readers_see(dir.path(), &first_cut, &transfers_schema, &transfers_at_first, "first checkpoint");
 
     // Updates (a key change too), deletes in flushed and buffered rows, new rows; the
     // transfers table does not change, so it gets no new version.
@@ -194,6 +217,9 @@ fn every_checkpoint_is_a_delta_version_that_independent_readers_see_exactly() {
     assert_eq!(version_of(&second_cut, "bank.transfers"), 0, "an unchanged table keeps its version in the cut");
     let accounts_at_second = retina_rows(&engine, accounts, &accounts_schema);
     assert_readers_see(dir.path(), &accounts_schema, None, &accounts_at_second, "second checkpoint");
+    assert_iceberg_readers_see(dir.path(), &second_cut, &accounts_schema, &accounts_at_second, "second checkpoint");
+    // The snapshot of the first cut stays readable too.
+    assert_iceberg_readers_see(dir.path(), &first_cut, &accounts_schema, &accounts_at_first, "first snapshot after the second");
     // The version before stays readable: time travel to the first cut.
     assert_readers_see(dir.path(), &accounts_schema, Some(0), &accounts_at_first, "first version after the second checkpoint");
 
@@ -214,6 +240,7 @@ fn every_checkpoint_is_a_delta_version_that_independent_readers_see_exactly() {
     assert!(version_of(&third_cut, "bank.accounts") >= 2, "{third_cut:?}");
     let accounts_at_third = retina_rows(&engine, accounts, &accounts_schema);
     assert_readers_see(dir.path(), &accounts_schema, None, &accounts_at_third, "after a restart without the state file");
+    assert_iceberg_readers_see(dir.path(), &third_cut, &accounts_schema, &accounts_at_third, "after a restart without the state file");
     engine.close().expect("close");
 }
 
@@ -297,7 +324,7 @@ fn every_cut_is_one_snapshot_across_tables_while_replay_goes_on() {
             id
         })
     };
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_delta.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_published.py");
     let mut seen_transfers = Vec::new();
     for _ in 0..5 {
         std::thread::sleep(std::time::Duration::from_millis(150));
@@ -306,19 +333,22 @@ fn every_cut_is_one_snapshot_across_tables_while_replay_goes_on() {
         let output = Command::new(retina_test_support::venv_python()).arg(&script).arg("--cut").arg(dir.path()).output().expect("read the cut");
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         let cut: serde_json::Value = serde_json::from_slice(&output.stdout).expect("cut");
-        for reader in ["duckdb", "deltalake", "polars"] {
+        let readers = [("delta", "duckdb"), ("delta", "deltalake"), ("delta", "polars"), ("iceberg", "pyiceberg"), ("iceberg", "duckdb"), ("iceberg", "polars")];
+        for (format, reader) in readers {
             let rows = |table: &str| -> Vec<Vec<String>> {
-                let result = &cut["tables"][table][reader];
-                assert!(result.get("error").is_none(), "{reader} on {table}: {}", result["error"]);
+                let result = &cut["tables"][table][format][reader];
+                assert!(result.get("error").is_none(), "{format} {reader} on {table}: {}", result["error"]);
                 serde_json::from_value(result["rows"].clone()).expect("rows")
             };
+            let reader = format!("{format} {reader}");
+            let reader = reader.as_str();
             let balances: Vec<i128> = rows("bank.accounts").iter().map(|row| cents(&row[2])).collect();
             let moved: i128 = rows("bank.transfers").iter().map(|row| row[1].parse::<i128>().expect("amount")).sum();
             assert_eq!(balances.len(), ACCOUNTS as usize, "{reader}: every account");
             assert_eq!(balances.iter().sum::<i128>(), ACCOUNTS as i128 * OPENING, "{reader}: money is neither made nor lost");
             let payer = rows("bank.accounts").iter().find(|row| row[0] == "0").map(|row| cents(&row[2])).expect("account 0");
             assert_eq!(payer, OPENING - moved, "{reader}: account 0 paid exactly the transfers the cut shows (ts {})", cut["ts"]);
-            if reader == "duckdb" {
+            if reader == "delta duckdb" {
                 seen_transfers.push(rows("bank.transfers").len());
             }
         }

@@ -1,7 +1,8 @@
-//! `retina ingest` publishes its checkpoints as Delta tables by default: after an
-//! ingest of inserts, updates and deletes across two tables, DuckDB, delta-rs and
-//! Polars read exactly what `retina sql` shows, and `retina.published` names the
-//! versions of the cut. `--publish none` writes no Delta log.
+//! `retina ingest` publishes its checkpoints as Delta and Iceberg tables by default:
+//! after an ingest of inserts, updates and deletes across two tables, every reader
+//! (DuckDB, delta-rs, pyiceberg, Polars) reads exactly what `retina sql` shows at the
+//! versions of the cut, and `retina.published` names them. `--publish none` writes
+//! neither.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -34,15 +35,16 @@ fn event(table: &str, op: &str, id: i64, name: Option<&str>, tx: u64) -> String 
     )
 }
 
-fn delta_readers(table_dir: &Path) -> serde_json::Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_delta.py");
-    let output = Command::new(retina_test_support::venv_python()).arg(script).arg(table_dir).output().expect("run scripts/read_delta.py");
-    assert!(output.status.success(), "read_delta.py: {}", String::from_utf8_lossy(&output.stderr));
+/// Every table of the lake's latest cut, read by each Delta and Iceberg reader.
+fn read_cut(lake: &Path) -> serde_json::Value {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_published.py");
+    let output = Command::new(retina_test_support::venv_python()).arg(script).arg("--cut").arg(lake).output().expect("run scripts/read_published.py");
+    assert!(output.status.success(), "read_published.py: {}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("reader output")
 }
 
 #[test]
-fn an_ingest_is_published_as_delta_tables_that_other_engines_read_exactly() {
+fn an_ingest_is_published_as_delta_and_iceberg_tables_that_other_engines_read_exactly() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut lines = Vec::new();
     for id in 0..200 {
@@ -63,19 +65,23 @@ fn an_ingest_is_published_as_delta_tables_that_other_engines_read_exactly() {
     let run = ingest(&lake, &format!("file:{}", capture.display()), &keys);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
 
-    let published = sql(&lake, "SELECT schema_name, table_name, format, path, version, last_error FROM retina.published ORDER BY table_name");
-    assert_eq!(published.len(), 2, "{published:?}");
+    let published =
+        sql(&lake, "SELECT schema_name, table_name, format, path, version, last_error FROM retina.published ORDER BY table_name, format");
+    assert_eq!(published.len(), 4, "{published:?}");
     assert!(published[0].starts_with("public,items,delta,tables/public.items,"), "{published:?}");
-    assert!(published[0].ends_with(','), "no error: {published:?}");
+    assert!(published[1].starts_with("public,items,iceberg,tables/public.items/metadata/v"), "{published:?}");
+    assert!(published.iter().all(|row| row.ends_with(',')), "no error: {published:?}");
+    let cut = read_cut(&lake);
     for table in ["items", "orders"] {
         let expected = sql(&lake, &format!("SELECT * FROM public.{table}"));
         let mut expected: Vec<Vec<String>> = expected.iter().map(|line| line.split(',').map(str::to_string).collect()).collect();
         expected.sort();
-        let seen = delta_readers(&lake.join(format!("tables/public.{table}")));
-        for reader in ["duckdb", "deltalake", "polars"] {
-            assert!(seen[reader].get("error").is_none(), "{reader} on {table}: {}", seen[reader]["error"]);
-            let rows: Vec<Vec<String>> = serde_json::from_value(seen[reader]["rows"].clone()).expect("rows");
-            assert_eq!(rows, expected, "{reader} rows of {table}");
+        let readers = [("delta", "duckdb"), ("delta", "deltalake"), ("delta", "polars"), ("iceberg", "pyiceberg"), ("iceberg", "duckdb"), ("iceberg", "polars")];
+        for (format, reader) in readers {
+            let seen = &cut["tables"][format!("public.{table}")][format][reader];
+            assert!(seen.get("error").is_none(), "{format} {reader} on {table}: {}", seen["error"]);
+            let rows: Vec<Vec<String>> = serde_json::from_value(seen["rows"].clone()).expect("rows");
+            assert_eq!(rows, expected, "{format} {reader} rows of {table}");
         }
     }
 
@@ -83,5 +89,6 @@ fn an_ingest_is_published_as_delta_tables_that_other_engines_read_exactly() {
     let run = ingest(&unpublished, &format!("file:{}", capture.display()), &[&keys[..], &["--publish", "none"]].concat());
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     assert!(!unpublished.join("tables/public.items/_delta_log").exists());
+    assert!(!unpublished.join("tables/public.items/metadata").exists());
     assert!(sql(&unpublished, "SELECT * FROM retina.published").is_empty());
 }

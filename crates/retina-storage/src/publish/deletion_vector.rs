@@ -49,11 +49,18 @@ impl HiddenRows {
 
     /// The magic and the portable Roaring serialization: one DV's data.
     pub fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(4 + self.0.serialized_size());
-        bytes.extend_from_slice(&PORTABLE_ROARING_MAGIC.to_le_bytes());
-        self.0.serialize_into(&mut bytes).expect("writing to a Vec cannot fail");
+        let mut bytes = PORTABLE_ROARING_MAGIC.to_le_bytes().to_vec();
+        self.write_portable(&mut bytes);
         bytes
     }
+
+    /// Appends the portable 64-bit Roaring serialization (what Delta and Iceberg
+    /// DVs share) to `out`.
+    pub fn write_portable(&self, out: &mut Vec<u8>) {
+        out.reserve(self.0.serialized_size());
+        self.0.serialize_into(out).expect("writing to a Vec cannot fail");
+    }
+
 
     /// Reads back [`Self::encode`]'s bytes.
     #[cfg(test)]

@@ -17,6 +17,7 @@
 mod deletion_vector;
 mod delta_checkpoint;
 mod delta_log;
+mod iceberg;
 mod retention;
 mod state;
 
@@ -59,6 +60,11 @@ pub struct PublishedTableVersion {
     /// The Delta table's folder, relative to the data dir.
     pub delta_path: String,
     pub delta_version: u64,
+    /// The Iceberg metadata file of the snapshot, relative to the data dir.
+    #[serde(default)]
+    pub iceberg_metadata: Option<String>,
+    #[serde(default)]
+    pub iceberg_snapshot_id: Option<i64>,
 }
 
 /// What one publication wrote.
@@ -158,7 +164,7 @@ impl Publisher {
         for table in &checkpoint.tables {
             // A table no format can describe is left out of every cut, and said so;
             // any other failure stops this publication before its cut is written.
-            if let Err(error) = delta_log::metadata("", &table.schema, 0) {
+            if let Err(error) = delta_log::metadata("", &table.schema, 0).and_then(|_| iceberg::check_schema(&table.schema)) {
                 report.unpublished.push(error.to_string());
                 continue;
             }
@@ -186,6 +192,9 @@ impl Publisher {
                         table: t.schema.name().to_string(),
                         delta_path: p.root.clone(),
                         delta_version: version,
+                        iceberg_metadata: (p.iceberg.metadata_version > 0)
+                            .then(|| format!("{}/metadata/v{}.metadata.json", p.root, p.iceberg.metadata_version)),
+                        iceberg_snapshot_id: p.iceberg.current_snapshot_id,
                     })
                 })
                 .collect(),
@@ -323,6 +332,12 @@ fn publish_table(
     }
     let version = published.version.map_or(0, |v| v + 1);
     delta_log::commit(io, root, version, &head)?;
+    let visible: Vec<iceberg::FileInput<'_>> = wanted
+        .iter()
+        .filter(|(path, _)| next_files.contains_key(*path))
+        .map(|(path, file)| iceberg::FileInput { path, size: file.size, records: file.records, hidden: &file.hidden })
+        .collect();
+    iceberg::commit(io, io.base_uri(), root, schema, ts, now_ms, now_ms - retention_ms, &mut published.iceberg, &visible)?;
     let before = published.dv_files()?;
     // Older versions list the files this one leaves out: kept for the retention.
     for path in published.files.keys().filter(|path| !next_files.contains_key(*path)) {

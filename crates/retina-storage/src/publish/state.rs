@@ -46,6 +46,9 @@ pub(crate) struct PublishedTable {
     pub columns: usize,
     /// Files the latest version lists, by path relative to `root`.
     pub files: BTreeMap<String, PublishedFile>,
+    /// The table's Iceberg side.
+    #[serde(default)]
+    pub iceberg: super::iceberg::IcebergTable,
     /// Delta checkpoints written, oldest first: (version, written at ms).
     #[serde(default)]
     pub checkpoints: Vec<(u64, i64)>,
@@ -108,10 +111,12 @@ impl PublishedState {
             columns: 0,
             files: BTreeMap::new(),
             checkpoints: Vec::new(),
+            iceberg: Default::default(),
             caught_up: false,
         });
         if !table.caught_up {
             table.catch_up(io)?;
+            table.iceberg.catch_up(io, root)?;
             table.caught_up = true;
         }
         Ok((table, &mut self.retention))

@@ -50,7 +50,7 @@ pub struct IngestArgs {
     #[arg(long, default_value_t = 5.0)]
     checkpoint_seconds: f64,
     /// Publish every checkpoint as open tables (see `retina serve --publish`).
-    #[arg(long, value_enum, default_value = "delta")]
+    #[arg(long, value_enum, default_value = "all")]
     publish: super::serve::PublishFormat,
     /// How long a published version stays readable (see `retina serve`).
     #[arg(long, default_value_t = 3600.0)]

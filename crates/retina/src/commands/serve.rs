@@ -50,10 +50,11 @@ pub struct ServeArgs {
     /// after the latest one, and sources are acknowledged only up to it.
     #[arg(long, default_value_t = 5.0)]
     pub checkpoint_seconds: f64,
-    /// Publish every checkpoint as open tables that other engines read: each table
-    /// a Delta Lake table in `tables/<table>` (deletion vectors hide what the
-    /// checkpoint does not see), the cut across tables in `_retina/published/latest.json`.
-    #[arg(long, value_enum, default_value = "delta")]
+    /// Publish every checkpoint as open tables that other engines read (`all`): each
+    /// table a Delta Lake table and an Iceberg v3 table in `tables/<table>`
+    /// (deletion vectors hide what the checkpoint does not see), the cut across
+    /// tables in `_retina/published/latest.json`; `none` publishes nothing.
+    #[arg(long, value_enum, default_value = "all")]
     pub publish: PublishFormat,
     /// How long a published version stays readable after a newer one replaces it:
     /// no file it references is deleted before.
@@ -64,7 +65,8 @@ pub struct ServeArgs {
 /// Formats a lake's checkpoints are published in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PublishFormat {
-    Delta,
+    /// Delta Lake and Iceberg.
+    All,
     None,
 }
 
@@ -76,7 +78,7 @@ pub fn open_lake(location: &str, publish: PublishFormat, retention: Duration, co
     if let Some(previous) = store.took_over_from() {
         eprintln!("retina {command}: took over the expired lease of {previous} on {shown}; recovering what it made durable");
     }
-    Ok(store.publishing((publish == PublishFormat::Delta).then_some(retention)))
+    Ok(store.publishing((publish == PublishFormat::All).then_some(retention)))
 }
 
 /// What a serving instance runs on: engine, session and sources. The engine is
