@@ -63,6 +63,10 @@ pub struct PublicationStatus {
     pub last: Option<PublicationReport>,
     /// The error of the last attempt, if it failed (cleared by the next success).
     pub error: Option<String>,
+    /// Publications that succeeded, and their time: total and longest.
+    pub publications: u64,
+    pub total_millis: f64,
+    pub max_millis: f64,
 }
 
 /// Files a scan reads at once from an object store ([`DataFiles::parallel_reads`]).
@@ -303,8 +307,12 @@ impl CheckpointStore for ParquetLakeStore {
             let mut status = self.publication.lock();
             match result {
                 Ok((report, cut)) => {
-                    let error = (!report.unpublished.is_empty()).then(|| report.unpublished.join("; "));
-                    *status = PublicationStatus { cut: Some(cut), last: Some(report), error };
+                    status.error = (!report.unpublished.is_empty()).then(|| report.unpublished.join("; "));
+                    status.publications += 1;
+                    status.total_millis += report.millis;
+                    status.max_millis = status.max_millis.max(report.millis);
+                    status.cut = Some(cut);
+                    status.last = Some(report);
                 }
                 Err(error) => status.error = Some(error.to_string()),
             }

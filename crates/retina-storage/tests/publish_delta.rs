@@ -241,6 +241,22 @@ fn every_checkpoint_is_a_delta_version_and_an_iceberg_snapshot_that_independent_
     let accounts_at_third = retina_rows(&engine, accounts, &accounts_schema);
     assert_readers_see(dir.path(), &accounts_schema, None, &accounts_at_third, "after a restart without the state file");
     assert_iceberg_readers_see(dir.path(), &third_cut, &accounts_schema, &accounts_at_third, "after a restart without the state file");
+
+    // An added column: a metaData action in Delta, a new schema in Iceberg; the rows
+    // from before read NULL in it.
+    let note = arrow_schema::Field::new("note", DataType::Utf8, true);
+    engine.add_column(accounts, note.clone()).expect("add a column");
+    let widened = accounts_schema.with_column(note).expect("widened schema");
+    let mut row = account(accounts, 5000, 42);
+    row.push(Value::Utf8("opened after the column".into()));
+    engine.submit(vec![RowChange::Insert { table: accounts, row }]).expect("a row with the new column");
+    engine.wait_for_flushes().expect("flushes");
+    engine.checkpoint().expect("checkpoint with the new column");
+    let fourth_cut = latest_cut(&store);
+    let accounts_at_fourth = retina_rows(&engine, accounts, &widened);
+    assert!(accounts_at_fourth.iter().any(|r| r[4] == "opened after the column") && accounts_at_fourth.iter().any(|r| r[4].is_empty()));
+    assert_readers_see(dir.path(), &widened, None, &accounts_at_fourth, "after an added column");
+    assert_iceberg_readers_see(dir.path(), &fourth_cut, &widened, &accounts_at_fourth, "after an added column");
     engine.close().expect("close");
 }
 

@@ -26,11 +26,17 @@ impl HiddenRows {
     /// renumbered from 0.
     pub fn from_words(words: &[u64], start: u64, end: u64) -> Self {
         let mut rows = RoaringTreemap::new();
-        for row in start..end {
-            let word = words.get((row / 64) as usize).copied().unwrap_or(0);
-            if word >> (row % 64) & 1 == 1 {
+        let mut row = start;
+        while row < end {
+            let word = words.get((row / 64) as usize).copied().unwrap_or(0) >> (row % 64);
+            if word == 0 {
+                row = (row / 64 + 1) * 64; // nothing hidden in the rest of this word
+                continue;
+            }
+            if word & 1 == 1 {
                 rows.insert(row - start);
             }
+            row += 1;
         }
         Self(rows)
     }

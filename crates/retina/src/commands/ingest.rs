@@ -86,7 +86,8 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         checkpoint_interval: Some(super::serve::checkpoint_interval(args.checkpoint_seconds)?),
         ..EngineConfig::default()
     };
-    let engine = Engine::open(config, Arc::new(store)).with_context(|| format!("opening the engine on {shown}"))?;
+    let store = Arc::new(store);
+    let engine = Engine::open(config, Arc::clone(&store) as _).with_context(|| format!("opening the engine on {shown}"))?;
     let stop = StopWhen::idle_for(Duration::from_secs_f64(args.idle_exit_seconds.max(0.0)));
     let report = ingest_uri(&engine, &args.uri, options, stop)?;
     // Everything visible, flushed and checkpointed (with the source position), so a
@@ -106,8 +107,27 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         stats.absent_row_deletes_ignored,
         report.visible_position.as_deref().unwrap_or("-"),
     );
+    let publication = store.publication_status();
+    if let Some(cut) = &publication.cut {
+        println!(
+            "published ts {} as Delta Lake and Iceberg tables ({} tables; {} publications, {:.1} ms each on average, {:.1} ms at most){}",
+            cut.ts,
+            cut.tables.len(),
+            publication.publications,
+            publication.total_millis / publication.publications.max(1) as f64,
+            publication.max_millis,
+            publication.error.as_deref().map_or(String::new(), |e| format!("; last error: {e}")),
+        );
+    } else if let Some(error) = &publication.error {
+        println!("not published: {error}");
+    }
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        let mut json = serde_json::to_value(&report)?;
+        json["publications"] = serde_json::json!(publication.publications);
+        json["publication_ms_mean"] = serde_json::json!(publication.total_millis / publication.publications.max(1) as f64);
+        json["publication_ms_max"] = serde_json::json!(publication.max_millis);
+        json["published_ts"] = serde_json::json!(publication.cut.as_ref().map(|c| c.ts));
+        println!("{json}");
     }
     Ok(())
 }

@@ -38,6 +38,9 @@ pub(crate) struct IcebergTable {
     pub last_sequence_number: i64,
     pub next_row_id: i64,
     pub current_snapshot_id: Option<i64>,
+    /// Every schema the table had, by schema id (an added column adds one).
+    #[serde(default)]
+    pub schemas: Vec<Value>,
     /// Retained snapshots, oldest first.
     pub snapshots: Vec<Snapshot>,
     /// Retained metadata files: (relative path, written at ms).
@@ -68,8 +71,10 @@ pub(crate) struct IcebergFile {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct IcebergDv {
-    /// The Puffin file, relative to the table folder.
+    /// The Puffin file, relative to the table folder, and its size.
     pub puffin: String,
+    #[serde(default)]
+    pub puffin_size: u64,
     pub offset: u64,
     pub length: u64,
     pub cardinality: u64,
@@ -117,8 +122,8 @@ fn iceberg_type(table: &str, column: &str, data_type: &DataType) -> Result<Strin
 /// (pyiceberg refuses a file column the mapping lacks).
 const CREATE_TS_FIELD_ID: i64 = 2_000_000_000;
 
-/// The table schema (field ids 1.. in column order, `_create_ts` not among them)
-/// and its name mapping.
+/// The table schema (field ids 1.. in column order, so an added column takes the
+/// next id; `_create_ts` not among them) and its name mapping.
 fn schema_json(schema: &TableSchema) -> Result<(Value, String), StorageError> {
     let mut fields = Vec::new();
     let mut mapping = Vec::new();
@@ -236,7 +241,16 @@ pub(crate) fn commit(
     if table.table_uuid.is_empty() {
         table.table_uuid = uuid::Uuid::new_v4().to_string();
     }
-    let (schema_value, name_mapping) = schema_json(schema)?;
+    let (mut schema_value, name_mapping) = schema_json(schema)?;
+    // A changed schema (an added column) becomes the next schema id; old snapshots
+    // keep theirs.
+    let known = table.schemas.last().map(|last| last["fields"] == schema_value["fields"]).unwrap_or(false);
+    if !known {
+        schema_value["schema-id"] = json!(table.schemas.len());
+        table.schemas.push(schema_value.clone());
+    }
+    let schema_value = table.schemas.last().cloned().unwrap_or(schema_value);
+    let schema_id = schema_value["schema-id"].as_i64().unwrap_or_default();
     let uri = |relative: &str| format!("{base_uri}/{root}/{relative}");
     let sequence_number = table.last_sequence_number + 1;
     let snapshot_id = (uuid::Uuid::new_v4().as_u64_pair().0 & (i64::MAX as u64)) as i64;
@@ -286,7 +300,8 @@ pub(crate) fn commit(
             let dv = match reused {
                 Some(dv) => {
                     let location = (uri(file.path), dv.offset as i64, dv.length as i64);
-                    delete_entries.push(entry(false, dv.snapshot_id, dv.sequence_number, 1, uri(&dv.puffin), "PUFFIN", dv.cardinality as i64, 0, None, Some(location)));
+                    let size = dv.puffin_size as i64;
+                    delete_entries.push(entry(false, dv.snapshot_id, dv.sequence_number, 1, uri(&dv.puffin), "PUFFIN", dv.cardinality as i64, size, None, Some(location)));
                     existing_dvs += 1;
                     dv
                 }
@@ -312,6 +327,7 @@ pub(crate) fn commit(
                     added_dvs += 1;
                     IcebergDv {
                         puffin: puffin_name.clone(),
+                        puffin_size: 0, // known once the file is complete (below)
                         offset,
                         length,
                         cardinality: file.hidden.len(),
@@ -339,10 +355,15 @@ pub(crate) fn commit(
         for entry in &mut delete_entries {
             set_file_size_if(entry, &uri(&puffin_name), size);
         }
+        for file in next_files.values_mut() {
+            if let Some(dv) = file.dv.as_mut().filter(|dv| dv.puffin == puffin_name) {
+                dv.puffin_size = size as u64;
+            }
+        }
         io.overwrite(&format!("{root}/{puffin_name}"), puffin)?;
     }
     for entry in &mut delete_entries {
-        // Carried-over DVs name older Puffin files: their sizes are known.
+        // A carried-over DV from a state without Puffin sizes: asked once.
         if let Datum::Record(fields) = entry {
             if let Some(Datum::Record(data_file)) = fields.get_mut(4) {
                 if let (Datum::Text(path), Datum::Long(size)) = (&data_file[1], &data_file[5]) {
@@ -359,7 +380,7 @@ pub(crate) fn commit(
     let spec_metadata = |content: &str| -> Vec<(&'static str, String)> {
         vec![
             ("schema", schema_value.to_string()),
-            ("schema-id", "0".into()),
+            ("schema-id", schema_id.to_string()),
             ("partition-spec", "[]".into()),
             ("partition-spec-id", "0".into()),
             ("format-version", "3".into()),
@@ -435,7 +456,7 @@ pub(crate) fn commit(
             "added-data-files": added_files.to_string(),
             "total-data-files": next_files.len().to_string(),
         },
-        "schema-id": 0,
+        "schema-id": schema_id,
         "first-row-id": first_row_id,
         "added-rows": added_rows,
     });
@@ -467,8 +488,8 @@ pub(crate) fn commit(
         "last-sequence-number": sequence_number,
         "last-updated-ms": now_ms,
         "last-column-id": schema.column_count(),
-        "schemas": [schema_value],
-        "current-schema-id": 0,
+        "schemas": table.schemas,
+        "current-schema-id": schema_id,
         "partition-specs": [{ "spec-id": 0, "fields": [] }],
         "default-spec-id": 0,
         "last-partition-id": 999,
@@ -536,6 +557,7 @@ impl IcebergTable {
         self.last_sequence_number = number("last-sequence-number")?;
         self.next_row_id = number("next-row-id")?;
         self.current_snapshot_id = metadata["current-snapshot-id"].as_i64();
+        self.schemas = metadata["schemas"].as_array().cloned().unwrap_or_default();
         let known: BTreeMap<i64, Snapshot> = self.snapshots.drain(..).filter_map(|s| s.json["snapshot-id"].as_i64().map(|id| (id, s))).collect();
         self.snapshots = metadata["snapshots"]
             .as_array()
