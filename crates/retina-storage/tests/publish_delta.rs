@@ -421,3 +421,48 @@ fn a_version_stays_readable_for_the_retention_then_reading_it_fails_clearly() {
     assert_readers_see(dir.path(), &schema, None, &latest, "the latest version after the retention");
     engine.close().expect("close");
 }
+
+/// A lake on S3 (moto, for real) publishes the same way: commits created once by
+/// conditional puts, Iceberg files named by `s3://` URIs, and delta-rs, pyiceberg
+/// and Polars read the tables from the bucket exactly.
+#[test]
+fn a_lake_on_s3_is_published_and_read_from_the_bucket() {
+    let server = retina_test_support::LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
+    server.create_bucket("retina").unwrap_or_else(|e| panic!("{e}"));
+    let location = format!(
+        "s3://retina/lake?endpoint={}&allow_http=true&region=us-east-1&access_key_id=test&secret_access_key=verysecret",
+        server.endpoint()
+    );
+    let store = Arc::new(ParquetLakeStore::open(&location).expect("s3 store").publishing(Some(RETENTION)));
+    let engine = Engine::open(config(), Arc::clone(&store) as _).expect("engine");
+    let schema = accounts_schema();
+    let accounts = engine.create_table(schema.clone()).expect("accounts");
+    engine.submit((0..150i64).map(|id| RowChange::Insert { table: accounts, row: account(accounts, id, 7) }).collect()).expect("load");
+    engine.submit((0..150i64).step_by(6).map(|id| RowChange::Delete { table: accounts, key: vec![Value::Int64(id)] }).collect()).expect("deletes");
+    engine.wait_for_flushes().expect("flushes");
+    engine.checkpoint().expect("checkpoint to s3");
+    assert!(store.publication_status().error.is_none(), "{:?}", store.publication_status().error);
+    let cut = latest_cut(&store);
+    let expected = retina_rows(&engine, accounts, &schema);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_published.py");
+    let read = |args: &[String]| -> serde_json::Value {
+        let output = Command::new(retina_test_support::venv_python())
+            .arg(&script)
+            .args(args)
+            .env("READ_S3_ENDPOINT", server.endpoint())
+            .output()
+            .expect("run the readers");
+        assert!(output.status.success(), "read_published.py: {}", String::from_utf8_lossy(&output.stderr));
+        serde_json::from_slice(&output.stdout).expect("reader output")
+    };
+    let delta = read(&["s3://retina/lake/tables/bank.accounts".to_string()]);
+    let metadata = cut.tables[0].iceberg_metadata.clone().expect("an Iceberg snapshot");
+    let iceberg = read(&["--iceberg".to_string(), format!("s3://retina/lake/{metadata}")]);
+    for (format, seen, reader) in [("delta", &delta, "deltalake"), ("delta", &delta, "polars"), ("iceberg", &iceberg, "pyiceberg"), ("iceberg", &iceberg, "polars")] {
+        let result = &seen[reader];
+        assert!(result.get("error").is_none(), "{format} {reader} on s3: {}", result["error"]);
+        let rows: Vec<Vec<String>> = serde_json::from_value(result["rows"].clone()).expect("rows");
+        assert_eq!(rows, expected, "{format} {reader} rows from s3");
+    }
+    engine.close().expect("close");
+}
