@@ -31,7 +31,7 @@ fn generated_stream_replays_without_errors() {
 #[test]
 fn live_workload_keeps_cross_table_invariant_and_reports_figures() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let config = retina_bench::live::LiveConfig { base_rows: 20_000, seconds: 1.5, rate: 20_000, seed: 5 };
+    let config = retina_bench::live::LiveConfig { base_rows: 20_000, seconds: 1.5, rate: 20_000, seed: 5, publish: None };
     let report = retina_bench::live::run(&config, dir.path(), &mut retina_bench::progress::silent).expect("live run");
     assert_eq!(report.consistency_violations, 0);
     assert!(report.q1_latency.count > 0, "queries ran during replay");

@@ -119,6 +119,9 @@ pub struct Publication {
     pub tables: Vec<PublishedTable>,
     /// Why the last publication failed or left tables out, if it did.
     pub last_error: Option<String>,
+    /// Publications this process made, and how long the last one took.
+    pub publications: u64,
+    pub last_millis: f64,
 }
 
 /// One table's version in one format of a [`Publication`].

@@ -31,6 +31,8 @@ pub struct Figures {
     pub now_micros: i64,
     pub queries: QueryMetricsSnapshot,
     pub sources: Vec<SourceStatus>,
+    /// The open tables published, when the store publishes.
+    pub publication: Option<retina_core::storage::Publication>,
 }
 
 impl Figures {
@@ -60,6 +62,21 @@ impl Figures {
             m("retina_scan_bytes_fetched_total", "counter", "Bytes scans fetched from storage (footers and pages of data files)", q.bytes_fetched as f64),
             m("retina_uptime_seconds", "gauge", "Seconds since the SQL session started", self.uptime.as_secs_f64()),
         ]
+        .into_iter()
+        .chain(self.publication.iter().flat_map(|p| {
+            let published = p.ts.map_or(0, |ts| ts.0);
+            let visible = e.high_watermark.0.saturating_sub(1);
+            let age = p.ts.map_or(0.0, |_| (self.now_micros as f64 / 1000.0 - p.published_at_ms as f64).max(0.0) / 1000.0);
+            [
+                m("retina_published_ts", "gauge", "Snapshot ts of the latest cut published as Delta Lake and Iceberg tables", published as f64),
+                m("retina_publication_lag_ts", "gauge", "Mirror-transaction timestamps the latest visible snapshot is ahead of the published cut", visible.saturating_sub(published) as f64),
+                m("retina_publication_age_seconds", "gauge", "Seconds since the latest cut was published", age),
+                m("retina_publication_last_milliseconds", "gauge", "How long the last publication took", p.last_millis),
+                m("retina_publications_total", "counter", "Publications this process made", p.publications as f64),
+                m("retina_publication_failing", "gauge", "1 when the last publication failed or left a table out", if p.last_error.is_some() { 1.0 } else { 0.0 }),
+            ]
+        }))
+        .collect()
     }
 }
 
@@ -98,6 +115,7 @@ impl FiguresCollector {
             now_micros: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64),
             queries: self.queries.snapshot(),
             sources: self.sources.list(),
+            publication: self.engine.store().publication().ok().flatten(),
         }
     }
 }

@@ -19,5 +19,5 @@ mod versioned;
 pub use lease::LEASE_PATH;
 pub use location::{is_url, open_object_store, redacted};
 pub use error::StorageError;
-pub use publish::{PublicationReport, PublishedCut, PublishedTableVersion, LATEST_PATH as PUBLISHED_LATEST_PATH};
+pub use publish::{PublicationReport, PublishOptions, PublishedCut, PublishedTableVersion, LATEST_PATH as PUBLISHED_LATEST_PATH};
 pub use store::ParquetLakeStore;

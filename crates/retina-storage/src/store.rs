@@ -18,7 +18,7 @@ use crate::io::ObjectIo;
 use crate::lease::Lease;
 use crate::ranged_reads::{self, FooterCache, RangedFile};
 use crate::versioned::Document;
-use crate::publish::{self, PublicationReport, PublishedCut, Publisher};
+use crate::publish::{self, PublicationReport, PublishOptions, PublishedCut, Publisher};
 use crate::{checkpoint_files, layout, location, manifest, parquet_files};
 
 /// What this store may do to the lake.
@@ -131,12 +131,11 @@ impl ParquetLakeStore {
         self
     }
 
-    /// Turns on publication (`Some(retention)`): after every checkpoint, each table is
-    /// also committed as a Delta Lake version over the same files
-    /// ([`crate::publish`]); a version stays readable for `retention` after a newer
-    /// one replaces it (its files are not deleted before).
-    pub fn publishing(mut self, retention: Option<std::time::Duration>) -> Self {
-        self.publisher = retention.map(Publisher::new);
+    /// Turns on publication (`Some`): after every checkpoint, each table is also
+    /// committed as a Delta Lake version, and as an Iceberg snapshot if asked, over
+    /// the same files ([`crate::publish`]).
+    pub fn publishing(mut self, options: Option<PublishOptions>) -> Self {
+        self.publisher = options.map(Publisher::new);
         self
     }
 
@@ -348,11 +347,12 @@ impl CheckpointStore for ParquetLakeStore {
     /// The latest published cut (for a store opened to read, the one of when it
     /// opened), with this writer's last publication error.
     fn publication(&self) -> CoreResult<Option<Publication>> {
-        let PublicationStatus { cut, error: last_error, .. } = self.publication_status();
+        let PublicationStatus { cut, error: last_error, publications, last, .. } = self.publication_status();
         if cut.is_none() && self.publisher.is_none() {
             return Ok(None);
         }
-        let mut publication = Publication { last_error, ..Publication::default() };
+        let last_millis = last.map_or(0.0, |report| report.millis);
+        let mut publication = Publication { last_error, publications, last_millis, ..Publication::default() };
         if let Some(cut) = cut {
             publication.ts = Some(Ts(cut.ts));
             publication.published_at_ms = cut.published_at_ms;

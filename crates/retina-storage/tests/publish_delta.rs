@@ -12,7 +12,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, TimeUnit};
 use retina_core::rows::rows_of;
 use retina_core::{Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
-use retina_storage::{ParquetLakeStore, PublishedCut};
+use retina_storage::{ParquetLakeStore, PublishOptions, PublishedCut};
 
 /// Long enough that every version a test reads back is retained.
 const RETENTION: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -31,7 +31,7 @@ fn config() -> EngineConfig {
 }
 
 fn open(dir: &Path) -> (Engine, Arc<ParquetLakeStore>) {
-    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(RETENTION)));
+    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(PublishOptions { iceberg: true, retention: RETENTION })));
     let engine = Engine::open(config(), Arc::clone(&store) as _).expect("open");
     (engine, store)
 }
@@ -378,7 +378,7 @@ fn every_cut_is_one_snapshot_across_tables_while_replay_goes_on() {
 }
 
 fn open_with_retention(dir: &Path, retention: std::time::Duration) -> (Engine, Arc<ParquetLakeStore>) {
-    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(retention)));
+    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(PublishOptions { iceberg: true, retention })));
     let engine = Engine::open(config(), Arc::clone(&store) as _).expect("open");
     (engine, store)
 }
@@ -433,7 +433,7 @@ fn a_lake_on_s3_is_published_and_read_from_the_bucket() {
         "s3://retina/lake?endpoint={}&allow_http=true&region=us-east-1&access_key_id=test&secret_access_key=verysecret",
         server.endpoint()
     );
-    let store = Arc::new(ParquetLakeStore::open(&location).expect("s3 store").publishing(Some(RETENTION)));
+    let store = Arc::new(ParquetLakeStore::open(&location).expect("s3 store").publishing(Some(PublishOptions { iceberg: true, retention: RETENTION })));
     let engine = Engine::open(config(), Arc::clone(&store) as _).expect("engine");
     let schema = accounts_schema();
     let accounts = engine.create_table(schema.clone()).expect("accounts");

@@ -85,6 +85,24 @@ fn an_ingest_is_published_as_delta_and_iceberg_tables_that_other_engines_read_ex
         }
     }
 
+    // The cut's figures are metrics too (`retina.metrics`, `/metrics`).
+    let metrics = sql(&lake, "SELECT name, value FROM retina.metrics WHERE name LIKE 'retina_publi%' ORDER BY name");
+    let published_ts = metrics.iter().find(|m| m.starts_with("retina_published_ts,")).expect("retina_published_ts");
+    assert!(!published_ts.ends_with(",0.0") && !published_ts.ends_with(",0"), "{metrics:?}");
+    assert!(metrics.iter().any(|m| m == "retina_publication_failing,0.0" || m == "retina_publication_failing,0"), "{metrics:?}");
+
+    // Formats that cannot be published alone, and a negative retention, are refused.
+    for (flags, says) in [
+        (vec!["--publish", "iceberg"], "--publish iceberg needs delta"),
+        (vec!["--publish", "none,delta"], "--publish none cannot be combined"),
+        (vec!["--publish-retention-seconds=-1"], "--publish-retention-seconds must be zero or a positive"),
+    ] {
+        let refused = ingest(&dir.path().join("refused"), &format!("file:{}", capture.display()), &[&keys[..], &flags[..]].concat());
+        assert!(!refused.status.success(), "{flags:?} must be refused");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains(says), "{flags:?}: {stderr}");
+    }
+
     let unpublished = dir.path().join("unpublished");
     let run = ingest(&unpublished, &format!("file:{}", capture.display()), &[&keys[..], &["--publish", "none"]].concat());
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));

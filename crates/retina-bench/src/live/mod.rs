@@ -25,6 +25,8 @@ pub struct LiveConfig {
     /// Target row changes per second.
     pub rate: u64,
     pub seed: u64,
+    /// Publish the lake's checkpoints as open tables (`None`: do not).
+    pub publish: Option<retina_storage::PublishOptions>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -133,7 +135,8 @@ pub fn run_with(
 ) -> CoreResult<(LiveReport, Arc<Engine>)> {
     let location = data_dir.to_str().ok_or_else(|| CoreError::Storage(format!("{} is not UTF-8", data_dir.display())))?;
     // `open`, so the data dir is checkpointed and can be reopened after the demo.
-    let engine = Arc::new(Engine::open(EngineConfig::default(), Arc::new(ParquetLakeStore::open(location)?))?);
+    let store = ParquetLakeStore::open(location)?.publishing(config.publish);
+    let engine = Arc::new(Engine::open(EngineConfig::default(), Arc::new(store))?);
     let tables = ChBenchTables::create(&engine)?;
     let scale = ChBenchScale::for_base_rows(config.base_rows);
     let mut generator = ChBenchGenerator::new(config.seed, scale, tables);

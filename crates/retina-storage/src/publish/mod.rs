@@ -84,12 +84,23 @@ pub struct PublicationReport {
     pub millis: f64,
 }
 
+/// What a store publishes at each checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PublishOptions {
+    /// Iceberg snapshots beside the Delta versions (Delta is always published: its
+    /// commit is what decides which files changed).
+    pub iceberg: bool,
+    /// How long a published version stays readable after a newer one replaces it:
+    /// no file it references is deleted before.
+    pub retention: std::time::Duration,
+}
+
 /// Publishes checkpoints as Delta and Iceberg tables; remembers what it published.
 pub(crate) struct Publisher {
     /// Loaded from the lake when first needed.
     state: Mutex<Option<PublishedState>>,
-    /// How long a published version stays readable after a newer one replaces it.
     retention_ms: i64,
+    iceberg: bool,
 }
 
 /// What publishing one table needs besides the table.
@@ -113,8 +124,9 @@ pub(super) struct WantedFile {
 }
 
 impl Publisher {
-    pub fn new(retention: std::time::Duration) -> Self {
-        Self { state: Mutex::new(None), retention_ms: retention.as_millis().min(i64::MAX as u128) as i64 }
+    pub fn new(options: PublishOptions) -> Self {
+        let retention_ms = options.retention.as_millis().min(i64::MAX as u128) as i64;
+        Self { state: Mutex::new(None), retention_ms, iceberg: options.iceberg }
     }
 
     /// Whether a version within retention still references `path` (lake-relative).
@@ -165,7 +177,11 @@ impl Publisher {
         for table in &checkpoint.tables {
             // A table no format can describe is left out of every cut, and said so;
             // any other failure stops this publication before its cut is written.
-            if let Err(error) = delta_log::metadata("", &table.schema, 0).and_then(|_| iceberg::check_schema(&table.schema)) {
+            let described = delta_log::metadata("", &table.schema, 0).and_then(|_| match self.iceberg {
+                true => iceberg::check_schema(&table.schema),
+                false => Ok(()),
+            });
+            if let Err(error) = described {
                 report.unpublished.push(error.to_string());
                 continue;
             }
@@ -174,7 +190,8 @@ impl Publisher {
             let wanted = wanted_files(io, files, table, checkpoint.ts, &root, published)?;
             let mut publishing =
                 Publishing { io, ts: checkpoint.ts, now_ms, keep_until_ms, report: &mut report, retention };
-            if delta_table::commit_table(&mut publishing, &table.schema, &root, published, &wanted, self.retention_ms)? {
+            let committed = delta_table::commit_table(&mut publishing, &table.schema, &root, published, &wanted, self.retention_ms)?;
+            if committed && self.iceberg {
                 // The Iceberg snapshot lists the same visible files with the same DVs.
                 let visible: Vec<iceberg::FileInput<'_>> = wanted
                     .iter()
@@ -367,7 +384,7 @@ mod tests {
         let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
         let schema = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
         let mut checkpoint = checkpoint_of_one_file(&store, &schema);
-        let publisher = Publisher::new(std::time::Duration::ZERO);
+        let publisher = Publisher::new(PublishOptions { iceberg: true, retention: std::time::Duration::ZERO });
         let io = store.object_io();
 
         let (report, _) = publisher.publish(io, &store, &checkpoint).expect("publish");
@@ -428,7 +445,7 @@ mod tests {
             ],
             sources: Vec::new(),
         };
-        let (report, _) = Publisher::new(std::time::Duration::ZERO).publish(store.object_io(), &store, &checkpoint).expect("publish");
+        let (report, _) = Publisher::new(PublishOptions { iceberg: true, retention: std::time::Duration::ZERO }).publish(store.object_io(), &store, &checkpoint).expect("publish");
         assert_eq!(report.unpublished.len(), 1, "{report:?}");
         let error = &report.unpublished[0];
         assert!(error.contains("table s.times, column at") && error.contains("not published"), "{error}");

@@ -41,6 +41,13 @@ pub struct DemoArgs {
     /// Print the summary as one JSON object on the last line too.
     #[arg(long)]
     json: bool,
+    /// Publish every checkpoint as open tables: delta,iceberg, delta or none (see
+    /// `retina serve --publish`).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "delta,iceberg")]
+    publish: Vec<super::serve::PublishFormat>,
+    /// How long a published version stays readable (see `retina serve`).
+    #[arg(long, default_value_t = 3600.0)]
+    publish_retention_seconds: f64,
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
@@ -54,7 +61,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         args.rate,
         args.data_dir.display()
     );
-    let config = LiveConfig { base_rows: args.base_rows, seconds: args.seconds, rate: args.rate, seed: args.seed };
+    let publish = super::serve::publish_options(&args.publish, args.publish_retention_seconds)?;
+    let config = LiveConfig { base_rows: args.base_rows, seconds: args.seconds, rate: args.rate, seed: args.seed, publish };
     let mut progress = TerminalProgress::new();
     let mut sql = None;
     let listen = args.serve.then_some(args.listen.as_str());

@@ -49,9 +49,10 @@ pub struct IngestArgs {
     /// Seconds between checkpoints while the ingest runs (it always ends with one).
     #[arg(long, default_value_t = 5.0)]
     checkpoint_seconds: f64,
-    /// Publish every checkpoint as open tables (see `retina serve --publish`).
-    #[arg(long, value_enum, default_value = "all")]
-    publish: super::serve::PublishFormat,
+    /// Publish every checkpoint as open tables: delta,iceberg, delta or none (see
+    /// `retina serve --publish`).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "delta,iceberg")]
+    publish: Vec<super::serve::PublishFormat>,
     /// How long a published version stays readable (see `retina serve`).
     #[arg(long, default_value_t = 3600.0)]
     publish_retention_seconds: f64,
@@ -78,8 +79,8 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     };
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
     let shown = retina_storage::redacted(location);
-    let retention = super::serve::publish_retention(args.publish_retention_seconds)?;
-    let store = super::serve::open_lake(location, args.publish, retention, "ingest")?;
+    let publish = super::serve::publish_options(&args.publish, args.publish_retention_seconds)?;
+    let store = super::serve::open_lake(location, publish, "ingest")?;
     // Opens (and recovers) the lakehouse: a source ingested before resumes after its
     // recorded position, so re-running an ingest applies nothing twice.
     let config = EngineConfig {
@@ -110,7 +111,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     let publication = store.publication_status();
     if let Some(cut) = &publication.cut {
         println!(
-            "published ts {} as Delta Lake and Iceberg tables ({} tables; {} publications, {:.1} ms each on average, {:.1} ms at most){}",
+            "published ts {} as open tables ({} tables; {} publications, {:.1} ms each on average, {:.1} ms at most){}",
             cut.ts,
             cut.tables.len(),
             publication.publications,

@@ -14,7 +14,7 @@ use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
 use retina_server::{
     scram_from_password_file, ClientAuthentication, MetricsServer, PgServer, DEFAULT_METRICS_LISTEN, DEFAULT_SQL_LISTEN,
 };
-use retina_storage::ParquetLakeStore;
+use retina_storage::{ParquetLakeStore, PublishOptions};
 
 use super::serve_sources::ServedSource;
 
@@ -50,12 +50,12 @@ pub struct ServeArgs {
     /// after the latest one, and sources are acknowledged only up to it.
     #[arg(long, default_value_t = 5.0)]
     pub checkpoint_seconds: f64,
-    /// Publish every checkpoint as open tables that other engines read (`all`): each
-    /// table a Delta Lake table and an Iceberg v3 table in `tables/<table>`
-    /// (deletion vectors hide what the checkpoint does not see), the cut across
-    /// tables in `_retina/published/latest.json`; `none` publishes nothing.
-    #[arg(long, value_enum, default_value = "all")]
-    pub publish: PublishFormat,
+    /// Publish every checkpoint as open tables that other engines read:
+    /// `delta,iceberg` (each table a Delta Lake table and an Iceberg v3 table in
+    /// `tables/<table>`, deletion vectors hiding what the checkpoint does not see, the
+    /// cut across tables in `_retina/published/latest.json`), `delta`, or `none`.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "delta,iceberg")]
+    pub publish: Vec<PublishFormat>,
     /// How long a published version stays readable after a newer one replaces it:
     /// no file it references is deleted before.
     #[arg(long, default_value_t = 3600.0)]
@@ -65,20 +65,36 @@ pub struct ServeArgs {
 /// Formats a lake's checkpoints are published in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PublishFormat {
-    /// Delta Lake and Iceberg.
-    All,
+    Delta,
+    Iceberg,
     None,
 }
 
+/// `--publish` and `--publish-retention-seconds` as store options (`None`: off).
+pub fn publish_options(formats: &[PublishFormat], retention_seconds: f64) -> anyhow::Result<Option<PublishOptions>> {
+    let retention = publish_retention(retention_seconds)?;
+    let (delta, iceberg) = (formats.contains(&PublishFormat::Delta), formats.contains(&PublishFormat::Iceberg));
+    if formats.contains(&PublishFormat::None) {
+        if formats.len() > 1 {
+            anyhow::bail!("--publish none cannot be combined with a format");
+        }
+        return Ok(None);
+    }
+    if iceberg && !delta {
+        anyhow::bail!("--publish iceberg needs delta beside it (--publish delta,iceberg): the Delta commit decides which files changed");
+    }
+    Ok(Some(PublishOptions { iceberg, retention }))
+}
+
 /// Opens the lake at `location` as its writer, publishing as asked.
-pub fn open_lake(location: &str, publish: PublishFormat, retention: Duration, command: &str) -> anyhow::Result<ParquetLakeStore> {
+pub fn open_lake(location: &str, publish: Option<PublishOptions>, command: &str) -> anyhow::Result<ParquetLakeStore> {
     // A local dir is created (and locked) by the store; a URL names one that exists.
     let shown = retina_storage::redacted(location);
     let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
     if let Some(previous) = store.took_over_from() {
         eprintln!("retina {command}: took over the expired lease of {previous} on {shown}; recovering what it made durable");
     }
-    Ok(store.publishing((publish == PublishFormat::All).then_some(retention)))
+    Ok(store.publishing(publish))
 }
 
 /// What a serving instance runs on: engine, session and sources. The engine is
@@ -96,15 +112,14 @@ impl Instance {
         source_uris: &[String],
         query_memory_mb: usize,
         config: EngineConfig,
-        publish: PublishFormat,
-        retention: Duration,
+        publish: Option<PublishOptions>,
     ) -> anyhow::Result<Self> {
         for uri in source_uris {
             ServedSource::validate(uri)?;
         }
         let location = data_dir.to_str().with_context(|| format!("{} is not UTF-8", data_dir.display()))?;
         let shown = retina_storage::redacted(location);
-        let store = open_lake(location, publish, retention, "serve")?;
+        let store = open_lake(location, publish, "serve")?;
         // `open` recovers a data dir that holds a lakehouse (from its latest checkpoint;
         // sources then resume from their recovered positions) or starts an empty one.
         let engine = Arc::new(
@@ -144,8 +159,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => ClientAuthentication::Trust,
     };
     let config = EngineConfig { checkpoint_interval: Some(checkpoint_interval(args.checkpoint_seconds)?), ..EngineConfig::default() };
-    let retention = publish_retention(args.publish_retention_seconds)?;
-    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config, args.publish, retention)?;
+    let publish = publish_options(&args.publish, args.publish_retention_seconds)?;
+    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config, publish)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     let endpoints = Endpoints { listen: &args.listen, metrics_listen: &args.metrics_listen, authentication };
     let served = runtime.block_on(serve(Arc::clone(&instance.session), endpoints, args.seconds));
@@ -156,7 +171,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// `--publish-retention-seconds` as a duration (zero or more, finite).
-pub fn publish_retention(seconds: f64) -> anyhow::Result<Duration> {
+fn publish_retention(seconds: f64) -> anyhow::Result<Duration> {
     if !(seconds >= 0.0 && seconds.is_finite()) {
         anyhow::bail!("--publish-retention-seconds must be zero or a positive number of seconds, got {seconds}");
     }
