@@ -22,6 +22,7 @@ pub mod measure;
 pub mod nats_replay;
 pub mod postgres;
 pub mod progress;
+pub mod publish;
 pub mod replay;
 pub mod scan;
 pub mod scheduler;

@@ -35,6 +35,37 @@ pub enum BenchName {
     Query(super::bench_query::QueryBenchArgs),
     /// PostgreSQL source: replication throughput, freshness, initial copy speed.
     Postgres(super::bench_postgres::PostgresBenchArgs),
+    /// Publication of checkpoints as Delta Lake and Iceberg: time, bytes and CPU.
+    Publish(PublishArgs),
+}
+
+#[derive(Args)]
+pub struct PublishArgs {
+    /// Rows of the mirrored table.
+    #[arg(long, default_value_t = 1_000_000)]
+    rows: u64,
+    /// Row changes per second between checkpoints.
+    #[arg(long, default_value_t = 100_000)]
+    rate: u64,
+    /// Checkpoints (each publishes) after the load.
+    #[arg(long, default_value_t = 6)]
+    rounds: usize,
+    /// Seconds of changes before each checkpoint.
+    #[arg(long, default_value_t = 2.0)]
+    round_seconds: f64,
+    /// Share of the keys the updates hit (recent rows, as OLTP updates mostly are).
+    #[arg(long, default_value_t = 0.01)]
+    hot_fraction: f64,
+    /// delta,iceberg, delta, or none (the baseline: checkpoints without publication).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "delta,iceberg")]
+    publish: Vec<super::serve::PublishFormat>,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Where the lake goes (default: a temporary directory, removed after).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -152,6 +183,37 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             println!(
                 "visibility: {} bytes for {} stored versions = {:.3} bits/tuple; {} files flushed",
                 report.visibility_bytes, report.stored_versions, report.visibility_bits_per_tuple, report.files_flushed
+            );
+            print_json(args.json, &report)
+        }
+        BenchName::Publish(args) => {
+            let work = WorkDir::new(args.data_dir)?;
+            let publish = super::serve::publish_options(&args.publish, 3600.0)?;
+            let config = retina_bench::publish::PublishBenchConfig {
+                rows: args.rows,
+                rate: args.rate,
+                rounds: args.rounds,
+                round_seconds: args.round_seconds,
+                hot_fraction: args.hot_fraction,
+                publish,
+                seed: args.seed,
+            };
+            let mut progress = TerminalProgress::new();
+            let report = retina_bench::publish::run(&config, work.path(), &mut |phase, done, total| progress.update(phase, done, total))?;
+            progress.finish();
+            println!(
+                "{} rows ({} files), {} row changes/s on {:.0}% of the keys, {} checkpoints{}: publication {:.1} ms median, {:.1} ms max, {} bytes median; process CPU over the rounds {:.2} s in {:.2} s",
+                report.rows,
+                report.data_files,
+                report.rate,
+                report.hot_fraction * 100.0,
+                report.rounds.len(),
+                if report.publish { "" } else { " (not published)" },
+                report.publication_ms_median,
+                report.publication_ms_max,
+                report.bytes_per_publication_median,
+                report.rounds_cpu_seconds.unwrap_or(f64::NAN),
+                report.rounds_seconds,
             );
             print_json(args.json, &report)
         }
