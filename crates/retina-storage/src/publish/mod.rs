@@ -186,6 +186,15 @@ impl Publisher {
                 continue;
             }
             let root = layout::table_folder(&table.schema);
+            // Segments written before publication lie outside the table's folder:
+            // the table waits (left out of the cut, and said so) until they flush.
+            let outside = table.files.iter().flat_map(|f| &f.segments).find(|s| relative_to(&root, &s.path).is_err());
+            if let Some(segment) = outside {
+                if let Err(error) = relative_to(&root, &segment.path) {
+                    report.unpublished.push(format!("table {}: {error}", table.schema.name()));
+                }
+                continue;
+            }
             let (published, retention) = state.table(io, table.schema.name(), &root)?;
             let wanted = wanted_files(io, files, table, checkpoint.ts, &root, published)?;
             let mut publishing =
@@ -421,6 +430,24 @@ mod tests {
         assert_eq!((emptied.files_removed, emptied.files_added), (1, 0));
         let cut = latest_cut(io).expect("cut").expect("a cut");
         assert_eq!((cut.ts, cut.tables[0].delta_version), (12, 2));
+    }
+
+    #[test]
+    fn a_table_with_segments_from_before_publication_waits_and_others_publish() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+        let schema = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
+        let mut checkpoint = checkpoint_of_one_file(&store, &schema);
+        let legacy = TableSchema::from_columns("s.legacy", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
+        let segment = retina_core::checkpoint::RowSegment { path: "checkpoints/segments/s.legacy/0000000000000002-0000000000-0000000000000001.parquet".into(), rows: 3 };
+        let file = CheckpointFile { file_id: FileId(2), first_row_id: RowId(0), capacity: 64, rows: 3, deleted: Vec::new(), segments: vec![segment], meta: None };
+        checkpoint.tables.push(CheckpointTable { id: TableId(1), schema: legacy, next_row_id: 3, files: vec![file] });
+        let (report, cut) = Publisher::new(PublishOptions { iceberg: true, retention: std::time::Duration::ZERO })
+            .publish(store.object_io(), &store, &checkpoint)
+            .expect("publish");
+        assert_eq!(report.unpublished.len(), 1, "{report:?}");
+        assert!(report.unpublished[0].contains("table s.legacy") && report.unpublished[0].contains("outside its table's folder"), "{report:?}");
+        assert_eq!(cut.tables.iter().map(|t| t.table.as_str()).collect::<Vec<_>>(), vec!["s.t"]);
     }
 
     #[test]
