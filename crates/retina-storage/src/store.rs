@@ -1,7 +1,6 @@
 //! `ParquetLakeStore`: the lake store (every capability trait of
 //! `retina_core::storage`) of the embedded default and of object storage.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -49,9 +48,8 @@ pub struct ParquetLakeStore {
     /// Publishes each checkpoint as Delta tables, when turned on.
     publisher: Option<Publisher>,
     publication: Mutex<PublicationStatus>,
-    /// Segments the previous checkpoint referenced: kept until the next one, so the
-    /// Delta version published with it stays readable while the next is written.
-    previous_segments: Mutex<HashSet<String>>,
+    /// Whether the segments folder of lakes from before publication was swept.
+    legacy_segments_swept: std::sync::atomic::AtomicBool,
 }
 
 /// How the last publication went.
@@ -113,7 +111,7 @@ impl ParquetLakeStore {
             remote,
             publisher: None,
             publication: Mutex::new(PublicationStatus::default()),
-            previous_segments: Mutex::new(HashSet::new()),
+            legacy_segments_swept: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -316,24 +314,25 @@ impl CheckpointStore for ParquetLakeStore {
                 Err(error) => status.error = Some(error.to_string()),
             }
         }
-        // Only now may segments go that neither this checkpoint nor the previous one
-        // references: the new one is in place, and so is its publication.
-        let referenced: HashSet<String> = checkpoint.referenced_paths().into_iter().map(str::to_string).collect();
-        let mut previous = self.previous_segments.lock();
-        let mut folders = vec![checkpoint_files::LEGACY_SEGMENTS_FOLDER.to_string()];
-        folders.extend(checkpoint.tables.iter().map(|t| checkpoint_files::segments_folder(&t.schema)));
-        for folder in folders {
-            for path in self.io.list(&folder)? {
-                let retained = match &self.publisher {
-                    Some(publisher) => publisher.retains(&self.io, &path)?,
-                    None => false,
-                };
-                if !referenced.contains(&path) && !previous.contains(&path) && !retained {
-                    self.io.delete(&path)?;
-                }
-            }
+        // Only now may segments go that this checkpoint does not reference: it is in
+        // place, and so is its publication, whose retained versions keep theirs.
+        let referenced = checkpoint.referenced_paths();
+        let mut folders: Vec<String> = checkpoint.tables.iter().map(|t| checkpoint_files::segments_folder(&t.schema)).collect();
+        if !self.legacy_segments_swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            folders.push(checkpoint_files::LEGACY_SEGMENTS_FOLDER.to_string());
         }
-        *previous = referenced;
+        let mut unreferenced = Vec::new();
+        for folder in folders {
+            unreferenced.extend(self.io.list(&folder)?.into_iter().filter(|path| !referenced.contains(path.as_str())));
+        }
+        let deletable = match &self.publisher {
+            // A state that cannot be read keeps every file: the next checkpoint retries.
+            Some(publisher) => publisher.unneeded(&self.io, unreferenced).unwrap_or_default(),
+            None => unreferenced,
+        };
+        for path in deletable {
+            self.io.delete(&path)?;
+        }
         Ok(())
     }
 

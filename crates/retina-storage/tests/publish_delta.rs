@@ -121,7 +121,7 @@ fn readers(dir: &Path, name: &str, version: Option<u64>) -> serde_json::Value {
         command.arg(version.to_string());
     }
     let output = command.output().expect("run scripts/read_published.py (run scripts/test.sh, which installs its readers)");
-    assert!(output.status.success(), "read_published.py failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "read_published.py failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("reader output")
 }
 
@@ -147,7 +147,7 @@ fn assert_iceberg_readers_see(dir: &Path, cut: &PublishedCut, schema: &TableSche
     let metadata = table.iceberg_metadata.as_ref().unwrap_or_else(|| panic!("an Iceberg snapshot of {}: {cut:?}", schema.name()));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/read_published.py");
     let output = Command::new(retina_test_support::venv_python()).arg(script).arg("--iceberg").arg(dir.join(metadata)).output().expect("run the Iceberg readers");
-    assert!(output.status.success(), "read_published.py failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "read_published.py failed ({}): {}", output.status, String::from_utf8_lossy(&output.stderr));
     let seen: serde_json::Value = serde_json::from_slice(&output.stdout).expect("reader output");
     let columns: Vec<String> = schema.columns().fields().iter().map(|f| f.name().clone()).collect();
     for reader in ["pyiceberg", "duckdb", "polars"] {

@@ -3,7 +3,7 @@
 //! the commit in one DV file; a checkpoint every few versions; files and DV files
 //! leaving the table are handed to the retention.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use retina_core::column_ranges::RangeValue;
 use retina_core::TableSchema;
@@ -94,7 +94,6 @@ pub(super) fn commit_table(
     for name in before.difference(&current) {
         publishing.retention.keep(format!("{root}/{name}"), publishing.keep_until_ms, true);
     }
-    drop_stray_dv_files(publishing, root, &current)?;
     if version > 0 && version % delta_checkpoint::CHECKPOINT_INTERVAL == 0 {
         let mut state = vec![
             Action::Protocol(delta_log::protocol(schema)),
@@ -113,19 +112,6 @@ pub(super) fn commit_table(
     report.files_removed += removed;
     report.deletion_vectors += dvs.0;
     Ok(true)
-}
-
-/// Deletes DV files of the table that no version uses or keeps (left by a
-/// publication that failed before its commit).
-fn drop_stray_dv_files(publishing: &Publishing<'_>, root: &str, current: &BTreeSet<String>) -> Result<(), StorageError> {
-    for path in publishing.io.list_folder(root)? {
-        let name = path.rsplit('/').next().unwrap_or(&path);
-        let is_dv = name.starts_with("deletion_vector_") && name.ends_with(".bin");
-        if is_dv && !current.contains(name) && !publishing.retention.is_kept(&path, publishing.now_ms) {
-            publishing.io.delete(&path)?;
-        }
-    }
-    Ok(())
 }
 
 fn add_action(path: &str, file: &PublishedFile, now_ms: i64) -> Add {

@@ -129,9 +129,12 @@ impl Publisher {
         Self { state: Mutex::new(None), retention_ms, iceberg: options.iceberg }
     }
 
-    /// Whether a version within retention still references `path` (lake-relative).
-    pub fn retains(&self, io: &ObjectIo, path: &str) -> Result<bool, StorageError> {
-        self.with_state(io, |state| state.needs(path, now_ms()))
+    /// Of `paths` (lake-relative), those no published version within retention
+    /// references.
+    pub fn unneeded(&self, io: &ObjectIo, mut paths: Vec<String>) -> Result<Vec<String>, StorageError> {
+        let now_ms = now_ms();
+        self.with_state(io, |state| paths.retain(|path| !state.needs(path, now_ms)))?;
+        Ok(paths)
     }
 
     /// Deletes `path` now, or once no retained version references it.
@@ -323,7 +326,7 @@ pub(crate) fn latest_cut(io: &ObjectIo) -> Result<Option<PublishedCut>, StorageE
     serde_json::from_slice(&found.bytes).map(Some).map_err(|e| StorageError::Publication { reason: format!("{LATEST_PATH}: {e}") })
 }
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 

@@ -117,6 +117,7 @@ impl PublishedState {
         if !table.caught_up {
             table.catch_up(io)?;
             table.iceberg.catch_up(io, root)?;
+            table.drop_stray_dv_files(io, &self.retention)?;
             table.caught_up = true;
         }
         Ok((table, &mut self.retention))
@@ -130,6 +131,21 @@ fn lists(tables: &BTreeMap<String, PublishedTable>, path: &str) -> bool {
 }
 
 impl PublishedTable {
+    /// Deletes DV files of the table that no version uses or keeps: left by a
+    /// publication that failed before its commit (swept once per process).
+    fn drop_stray_dv_files(&self, io: &ObjectIo, retention: &super::retention::Retention) -> Result<(), StorageError> {
+        let current = self.dv_files()?;
+        let now_ms = super::now_ms();
+        for path in io.list_folder(&self.root)? {
+            let name = path.rsplit('/').next().unwrap_or(&path);
+            let is_dv = name.starts_with("deletion_vector_") && name.ends_with(".bin");
+            if is_dv && !current.contains(name) && !retention.is_kept(&path, now_ms) {
+                io.delete(&path)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The DV files the current version's files point at.
     pub fn dv_files(&self) -> Result<BTreeSet<String>, StorageError> {
         self.files.values().filter_map(|f| f.dv.as_ref()).map(|dv| dv.file_name()).collect()

@@ -73,7 +73,6 @@ pub(crate) struct IcebergFile {
 pub(crate) struct IcebergDv {
     /// The Puffin file, relative to the table folder, and its size.
     pub puffin: String,
-    #[serde(default)]
     pub puffin_size: u64,
     pub offset: u64,
     pub length: u64,
@@ -362,20 +361,6 @@ pub(crate) fn commit(
         }
         io.overwrite(&format!("{root}/{puffin_name}"), puffin)?;
     }
-    for entry in &mut delete_entries {
-        // A carried-over DV from a state without Puffin sizes: asked once.
-        if let Datum::Record(fields) = entry {
-            if let Some(Datum::Record(data_file)) = fields.get_mut(4) {
-                if let (Datum::Text(path), Datum::Long(size)) = (&data_file[1], &data_file[5]) {
-                    if *size == 0 {
-                        let relative = path.strip_prefix(&format!("{base_uri}/{root}/")).unwrap_or(path).to_string();
-                        data_file[5] = Datum::Long(io.size(&format!("{root}/{relative}"))? as i64);
-                    }
-                }
-            }
-        }
-    }
-
     // Manifests and the manifest list.
     let spec_metadata = |content: &str| -> Vec<(&'static str, String)> {
         vec![
