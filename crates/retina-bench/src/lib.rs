@@ -8,7 +8,8 @@
 //!   kafka`), [`postgres`] (`retina bench postgres`);
 //! - [`live`]: the live workload behind `retina demo` (replay at a rate while
 //!   queries run), fed directly or through the Debezium ingest path;
-//! - [`scheduler`]: the meta-scheduler's planning experiment;
+//! - [`scheduler`]: the meta-scheduler's planning experiment; [`jobs`]: pipeline
+//!   jobs executed for real on Delta tables under each schedule;
 //! - [`measure`]: percentiles and CPU time, shared by all of them.
 //!
 //! The workloads themselves (the CH-benCHmark-like generator and its queries) are in
@@ -16,6 +17,7 @@
 
 pub mod debezium_replay;
 pub mod durability;
+pub mod jobs;
 pub mod kafka_replay;
 pub mod live;
 pub mod measure;

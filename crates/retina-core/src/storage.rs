@@ -161,6 +161,12 @@ pub trait CheckpointStore: Send + Sync {
     /// The latest complete checkpoint, if any.
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>>;
 
+    /// Publishes the latest checkpoint if a publication interval left it
+    /// unpublished (called at clean shutdown, after the final checkpoint).
+    fn publish_pending(&self) -> CoreResult<()> {
+        Ok(())
+    }
+
     /// What the store publishes for other engines, if it publishes (`None`: it
     /// does not).
     fn publication(&self) -> CoreResult<Option<Publication>> {

@@ -43,6 +43,15 @@
 //! conflict with a concurrent append (the append may add rows their predicate
 //! should have seen). Appends still never conflict with each other.
 //!
+//! **delta-rs** (what delta-rs 1.x's conflict checker raises, under its default
+//! WriteSerializable): the delta-serializable matrix, and a blind append conflicts
+//! with a rewrite *anywhere in the table*: delta-rs records no read predicate for an
+//! append, so it counts every file of its snapshot as read, and a concurrent
+//! UPDATE/DELETE/MERGE/OVERWRITE that removes any file fails the append with
+//! `ConcurrentDeleteRead`. [`Rules::appends_read_whole_table`] tells callers to widen
+//! INSERT accesses to the whole table. `retina jobs run` uses these rules: they are
+//! the ones its commits meet.
+//!
 //! An INSERT that reads its own target is analysed as MERGE (see `analysis`), which
 //! is how Delta treats it.
 
@@ -58,6 +67,8 @@ pub enum RuleKind {
     DeltaWriteSerializable,
     /// Delta Lake under Serializable.
     DeltaSerializable,
+    /// delta-rs's conflict checker (appends read the whole table).
+    DeltaRs,
 }
 
 impl RuleKind {
@@ -67,6 +78,7 @@ impl RuleKind {
             "paper" => Some(RuleKind::Paper),
             "delta-write-serializable" | "delta" | "write-serializable" => Some(RuleKind::DeltaWriteSerializable),
             "delta-serializable" | "serializable" => Some(RuleKind::DeltaSerializable),
+            "delta-rs" | "deltars" => Some(RuleKind::DeltaRs),
             _ => None,
         }
     }
@@ -77,6 +89,7 @@ impl RuleKind {
             RuleKind::Paper => "paper",
             RuleKind::DeltaWriteSerializable => "delta-write-serializable",
             RuleKind::DeltaSerializable => "delta-serializable",
+            RuleKind::DeltaRs => "delta-rs",
         }
     }
 }
@@ -126,6 +139,12 @@ impl Rules {
         self.matrix[a.index()][b.index()]
     }
 
+    /// Whether a blind append counts as reading every file of its table (delta-rs):
+    /// its accesses are then whole-table, whatever partition it writes.
+    pub fn appends_read_whole_table(&self) -> bool {
+        self.kind == RuleKind::DeltaRs
+    }
+
     /// The row of `a`: which modes conflict with it.
     pub fn row(&self, a: Mode) -> &[bool; MODE_COUNT] {
         &self.matrix[a.index()]
@@ -154,7 +173,7 @@ fn cell(kind: RuleKind, read_write: bool, a: Mode, b: Mode) -> bool {
     match (a, b) {
         (Insert, Insert) => false,
         (Insert, Optimize) | (Optimize, Insert) => false,
-        (Insert, x) | (x, Insert) => kind == RuleKind::DeltaSerializable && rewrites(x),
+        (Insert, x) | (x, Insert) => matches!(kind, RuleKind::DeltaSerializable | RuleKind::DeltaRs) && rewrites(x),
         _ => true, // rewrites and OPTIMIZE among themselves
     }
 }
@@ -201,6 +220,7 @@ mod tests {
             (RuleKind::Paper, paper),
             (RuleKind::DeltaWriteSerializable, ws),
             (RuleKind::DeltaSerializable, ser),
+            (RuleKind::DeltaRs, ser),
         ] {
             for read_write in [true, false] {
                 let rules = Rules::new(kind, read_write);
@@ -229,7 +249,7 @@ mod tests {
 
     #[test]
     fn parse_names() {
-        for k in [RuleKind::Paper, RuleKind::DeltaWriteSerializable, RuleKind::DeltaSerializable] {
+        for k in [RuleKind::Paper, RuleKind::DeltaWriteSerializable, RuleKind::DeltaSerializable, RuleKind::DeltaRs] {
             assert_eq!(RuleKind::parse(k.as_str()), Some(k));
         }
         assert_eq!(RuleKind::parse("nope"), None);

@@ -142,6 +142,24 @@ impl ParquetLakeStore {
         &self.io
     }
 
+    /// Publishes a durable checkpoint. The checkpoint stands whatever happens here:
+    /// a failure is reported in the status, and the next checkpoint publishes again.
+    fn publish_checkpoint(&self, publisher: &Publisher, checkpoint: &CheckpointManifest) {
+        let result = publisher.publish(&self.io, self, checkpoint);
+        let mut status = self.publication.lock();
+        match result {
+            Ok((report, cut)) => {
+                status.error = (!report.unpublished.is_empty()).then(|| report.unpublished.join("; "));
+                status.publications += 1;
+                status.total_millis += report.millis;
+                status.max_millis = status.max_millis.max(report.millis);
+                status.cut = Some(cut);
+                status.last = Some(report);
+            }
+            Err(error) => status.error = Some(error.to_string()),
+        }
+    }
+
     /// How the last publication went.
     pub fn publication_status(&self) -> PublicationStatus {
         self.publication.lock().clone()
@@ -297,22 +315,8 @@ impl CheckpointStore for ParquetLakeStore {
 
     fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
         self.commit_document(&checkpoint_files::DOCUMENT, &self.checkpoint_version, checkpoint_files::encode(checkpoint)?)?;
-        if let Some(publisher) = &self.publisher {
-            // The checkpoint is durable whatever happens here: a failure is reported,
-            // and the next checkpoint publishes again.
-            let result = publisher.publish(&self.io, self, checkpoint);
-            let mut status = self.publication.lock();
-            match result {
-                Ok((report, cut)) => {
-                    status.error = (!report.unpublished.is_empty()).then(|| report.unpublished.join("; "));
-                    status.publications += 1;
-                    status.total_millis += report.millis;
-                    status.max_millis = status.max_millis.max(report.millis);
-                    status.cut = Some(cut);
-                    status.last = Some(report);
-                }
-                Err(error) => status.error = Some(error.to_string()),
-            }
+        if let Some(publisher) = self.publisher.as_ref().filter(|publisher| publisher.due()) {
+            self.publish_checkpoint(publisher, checkpoint);
         }
         // Only now may segments go that this checkpoint does not reference: it is in
         // place, and so is its publication, whose retained versions keep theirs.
@@ -341,6 +345,15 @@ impl CheckpointStore for ParquetLakeStore {
             Some(bytes) => Ok(Some(checkpoint_files::decode(&bytes)?)),
             None => Ok(None),
         }
+    }
+
+    fn publish_pending(&self) -> CoreResult<()> {
+        if let Some(publisher) = self.publisher.as_ref().filter(|publisher| publisher.take_pending()) {
+            if let Some(checkpoint) = self.load_checkpoint()? {
+                self.publish_checkpoint(publisher, &checkpoint);
+            }
+        }
+        Ok(())
     }
 
     /// The latest published cut (for a store opened to read, the one of when it

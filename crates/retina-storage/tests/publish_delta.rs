@@ -31,7 +31,7 @@ fn config() -> EngineConfig {
 }
 
 fn open(dir: &Path) -> (Engine, Arc<ParquetLakeStore>) {
-    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(PublishOptions { iceberg: true, retention: RETENTION })));
+    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(PublishOptions::every_checkpoint(RETENTION))));
     let engine = Engine::open(config(), Arc::clone(&store) as _).expect("open");
     (engine, store)
 }
@@ -378,7 +378,7 @@ fn every_cut_is_one_snapshot_across_tables_while_replay_goes_on() {
 }
 
 fn open_with_retention(dir: &Path, retention: std::time::Duration) -> (Engine, Arc<ParquetLakeStore>) {
-    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(PublishOptions { iceberg: true, retention })));
+    let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store").publishing(Some(PublishOptions::every_checkpoint(retention))));
     let engine = Engine::open(config(), Arc::clone(&store) as _).expect("open");
     (engine, store)
 }
@@ -433,7 +433,7 @@ fn a_lake_on_s3_is_published_and_read_from_the_bucket() {
         "s3://retina/lake?endpoint={}&allow_http=true&region=us-east-1&access_key_id=test&secret_access_key=verysecret",
         server.endpoint()
     );
-    let store = Arc::new(ParquetLakeStore::open(&location).expect("s3 store").publishing(Some(PublishOptions { iceberg: true, retention: RETENTION })));
+    let store = Arc::new(ParquetLakeStore::open(&location).expect("s3 store").publishing(Some(PublishOptions::every_checkpoint(RETENTION))));
     let engine = Engine::open(config(), Arc::clone(&store) as _).expect("engine");
     let schema = accounts_schema();
     let accounts = engine.create_table(schema.clone()).expect("accounts");
@@ -465,4 +465,37 @@ fn a_lake_on_s3_is_published_and_read_from_the_bucket() {
         assert_eq!(rows, expected, "{format} {reader} rows from s3");
     }
     engine.close().expect("close");
+}
+
+/// With a publication interval, checkpoints inside it are durable but not published
+/// (the cut stays), and a clean shutdown publishes the last one, so readers see the
+/// final state.
+#[test]
+fn checkpoints_inside_the_publication_interval_wait_and_a_clean_shutdown_publishes_the_last() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let schema = accounts_schema();
+    let options = PublishOptions { interval: std::time::Duration::from_secs(3600), ..PublishOptions::every_checkpoint(RETENTION) };
+    let store = Arc::new(ParquetLakeStore::open(dir.path().to_str().expect("utf-8 path")).expect("store").publishing(Some(options)));
+    let engine = Engine::open(config(), Arc::clone(&store) as _).expect("open");
+    // Opening takes (and publishes) the first checkpoint; the interval starts there.
+    let opened = latest_cut(&store).ts;
+    assert_eq!(store.publication_status().publications, 1);
+    let accounts = engine.create_table(schema.clone()).expect("accounts");
+    engine.submit((0..40i64).map(|id| RowChange::Insert { table: accounts, row: account(accounts, id, 5) }).collect()).expect("load");
+    engine.sync().expect("sync");
+    let first = engine.checkpoint().expect("a checkpoint");
+    engine.submit((40..90i64).map(|id| RowChange::Insert { table: accounts, row: account(accounts, id, 7) }).collect()).expect("more");
+    engine.submit(vec![RowChange::Delete { table: accounts, key: vec![Value::Int64(3)] }]).expect("a delete");
+    engine.sync().expect("sync");
+    let second = engine.checkpoint().expect("another checkpoint");
+    assert!(second.ts > first.ts && first.ts.0 > opened);
+    assert_eq!(latest_cut(&store).ts, opened, "checkpoints inside the interval are not published");
+    assert_eq!(store.publication_status().publications, 1);
+    let durable = retina_core::storage::CheckpointStore::load_checkpoint(store.as_ref()).expect("load").expect("a checkpoint");
+    assert_eq!(durable.ts, second.ts, "yet they are durable");
+    let last_rows = retina_rows(&engine, accounts, &schema);
+    let closed = engine.close().expect("close");
+    assert_eq!(latest_cut(&store).ts, closed.ts.0, "a clean shutdown publishes the final checkpoint");
+    assert_eq!(store.publication_status().publications, 2);
+    assert_readers_see(dir.path(), &schema, None, &last_rows, "the final state after shutdown");
 }

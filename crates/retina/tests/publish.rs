@@ -96,11 +96,26 @@ fn an_ingest_is_published_as_delta_and_iceberg_tables_that_other_engines_read_ex
         (vec!["--publish", "iceberg"], "--publish iceberg needs delta"),
         (vec!["--publish", "none,delta"], "--publish none cannot be combined"),
         (vec!["--publish-retention-seconds=-1"], "--publish-retention-seconds must be zero or a positive"),
+        (vec!["--publish-interval=-2"], "--publish-interval-seconds must be zero or a positive"),
     ] {
         let refused = ingest(&dir.path().join("refused"), &format!("file:{}", capture.display()), &[&keys[..], &flags[..]].concat());
         assert!(!refused.status.success(), "{flags:?} must be refused");
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert!(stderr.contains(says), "{flags:?}: {stderr}");
+    }
+
+    // An interval longer than the run: checkpoints inside it are not published, and
+    // the clean shutdown publishes the final state.
+    let sparse = dir.path().join("sparse");
+    let run = ingest(&sparse, &format!("file:{}", capture.display()), &[&keys[..], &["--publish-interval", "3600", "--checkpoint-seconds", "0.05"]].concat());
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let sparse_cut = read_cut(&sparse);
+    for table in ["items", "orders"] {
+        let mut expected: Vec<Vec<String>> = sql(&sparse, &format!("SELECT * FROM public.{table}")).iter().map(|l| l.split(',').map(str::to_string).collect()).collect();
+        expected.sort();
+        let seen = &sparse_cut["tables"][format!("public.{table}")]["delta"]["duckdb"];
+        let rows: Vec<Vec<String>> = serde_json::from_value(seen["rows"].clone()).unwrap_or_else(|_| panic!("rows of {table}: {seen}"));
+        assert_eq!(rows, expected, "the final state of {table} is published");
     }
 
     let unpublished = dir.path().join("unpublished");

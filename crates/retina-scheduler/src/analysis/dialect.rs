@@ -38,3 +38,77 @@ impl SqlDialect {
         }
     }
 }
+
+/// A `CREATE TABLE … USING <format>` clause found (and removed) in a job's SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateFormat {
+    /// 1-based number of the statement it is in.
+    pub statement: usize,
+    pub format: String,
+}
+
+/// Removes the `USING <format>` clause of CREATE TABLE statements, which Spark and
+/// Databricks write before `PARTITIONED BY` and sqlparser's Databricks dialect does
+/// not parse; returns the text without them and the formats removed (so a caller
+/// that holds only Delta tables can refuse others). Works on tokens, so `USING` in
+/// strings, comments, `MERGE … USING` and `JOIN … USING (…)` stays.
+pub fn take_create_using(dialect: &dyn Dialect, sql: &str) -> (String, Vec<CreateFormat>) {
+    use sqlparser::keywords::Keyword;
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let Ok(tokens) = Tokenizer::new(dialect, sql).tokenize() else {
+        // The parser reports the same error with its position.
+        return (sql.to_string(), Vec::new());
+    };
+    let mut out = String::with_capacity(sql.len());
+    let mut formats = Vec::new();
+    let (mut statement, mut in_create, mut depth, mut in_query) = (1, false, 0i32, false);
+    let significant = |i: usize| tokens[i..].iter().position(|t| !matches!(t, Token::Whitespace(_))).map(|p| p + i);
+    let mut i = 0;
+    while i < tokens.len() {
+        let token = &tokens[i];
+        match token {
+            Token::SemiColon => {
+                statement += 1;
+                (in_create, depth, in_query) = (false, 0, false);
+            }
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Word(w) if w.keyword == Keyword::CREATE && !in_create => in_create = true,
+            Token::Word(w) if in_create && depth == 0 && w.keyword == Keyword::AS => in_query = true,
+            Token::Word(w) if in_create && !in_query && depth == 0 && w.keyword == Keyword::USING => {
+                if let Some(next) = significant(i + 1) {
+                    if let Token::Word(format) = &tokens[next] {
+                        formats.push(CreateFormat { statement, format: format.value.clone() });
+                        i = next + 1;
+                        continue;
+                    }
+                }
+            }
+            _ => {}
+        }
+        out.push_str(&token.to_string());
+        i += 1;
+    }
+    (out, formats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_using_is_taken_out_of_create_statements_only() {
+        let sql = "CREATE TABLE a.b (x INT) USING DELTA PARTITIONED BY (x);\n\
+                   MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE;\n\
+                   CREATE TABLE c USING parquet AS SELECT * FROM d JOIN e USING (id) WHERE n = 'USING x'";
+        let (text, formats) = take_create_using(&DatabricksDialect {}, sql);
+        assert_eq!(
+            formats,
+            vec![CreateFormat { statement: 1, format: "DELTA".into() }, CreateFormat { statement: 3, format: "parquet".into() }]
+        );
+        assert!(text.contains("MERGE INTO t USING s") && text.contains("JOIN e USING (id)") && text.contains("'USING x'"), "{text}");
+        assert!(!text.contains("USING DELTA") && !text.contains("USING parquet"), "{text}");
+        let parsed = sqlparser::parser::Parser::parse_sql(&DatabricksDialect {}, &text).expect("parses once the clause is out");
+        assert_eq!(parsed.len(), 3);
+    }
+}

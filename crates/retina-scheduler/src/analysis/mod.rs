@@ -41,7 +41,10 @@ impl Analyzer {
     /// deduplicated. Errors name `task`, the statement number and its position.
     pub fn analyze_raw(&self, task: &str, sql: &str) -> Result<Vec<RawAccess>> {
         let dialect = self.dialect.dialect();
-        let statements = Parser::parse_sql(dialect.as_ref(), sql)
+        // Spark's `CREATE TABLE … USING DELTA` clause, which sqlparser's dialect lacks,
+        // says nothing about accesses.
+        let (sql, _) = dialect::take_create_using(dialect.as_ref(), sql);
+        let statements = Parser::parse_sql(dialect.as_ref(), &sql)
             .map_err(|e| {
                 // sqlparser reports "Line: L, Column: C" except at end of input.
                 let mut detail = e.to_string();

@@ -93,6 +93,18 @@ pub struct PublishOptions {
     /// How long a published version stays readable after a newer one replaces it:
     /// no file it references is deleted before.
     pub retention: std::time::Duration,
+    /// At least this long between publications (zero: every checkpoint). A
+    /// checkpoint inside the interval is not published; the store's
+    /// `publish_pending` publishes the latest one at shutdown, so a clean stop
+    /// always leaves its last state published.
+    pub interval: std::time::Duration,
+}
+
+impl PublishOptions {
+    /// Both formats, every checkpoint, versions kept for `retention`.
+    pub fn every_checkpoint(retention: std::time::Duration) -> Self {
+        Self { iceberg: true, retention, interval: std::time::Duration::ZERO }
+    }
 }
 
 /// Publishes checkpoints as Delta and Iceberg tables; remembers what it published.
@@ -101,6 +113,10 @@ pub(crate) struct Publisher {
     state: Mutex<Option<PublishedState>>,
     retention_ms: i64,
     iceberg: bool,
+    interval: std::time::Duration,
+    /// When the last publication started, and whether a checkpoint since was left
+    /// unpublished by the interval.
+    schedule: Mutex<(Option<std::time::Instant>, bool)>,
 }
 
 /// What publishing one table needs besides the table.
@@ -126,7 +142,31 @@ pub(super) struct WantedFile {
 impl Publisher {
     pub fn new(options: PublishOptions) -> Self {
         let retention_ms = options.retention.as_millis().min(i64::MAX as u128) as i64;
-        Self { state: Mutex::new(None), retention_ms, iceberg: options.iceberg }
+        Self { state: Mutex::new(None), retention_ms, iceberg: options.iceberg, interval: options.interval, schedule: Mutex::new((None, false)) }
+    }
+
+    /// Whether the checkpoint just taken is to be published now (the interval has
+    /// passed since the last publication); if not, it is remembered as pending.
+    pub fn due(&self) -> bool {
+        let mut schedule = self.schedule.lock();
+        let now = std::time::Instant::now();
+        let due = schedule.0.is_none_or(|last| now.duration_since(last) >= self.interval);
+        if due {
+            *schedule = (Some(now), false);
+        } else {
+            schedule.1 = true;
+        }
+        due
+    }
+
+    /// Whether a checkpoint was left unpublished since the last publication; clears it.
+    pub fn take_pending(&self) -> bool {
+        let mut schedule = self.schedule.lock();
+        let pending = schedule.1;
+        if pending {
+            *schedule = (Some(std::time::Instant::now()), false);
+        }
+        pending
     }
 
     /// Of `paths` (lake-relative), those no published version within retention
@@ -396,7 +436,7 @@ mod tests {
         let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
         let schema = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
         let mut checkpoint = checkpoint_of_one_file(&store, &schema);
-        let publisher = Publisher::new(PublishOptions { iceberg: true, retention: std::time::Duration::ZERO });
+        let publisher = Publisher::new(PublishOptions::every_checkpoint(std::time::Duration::ZERO));
         let io = store.object_io();
 
         let (report, _) = publisher.publish(io, &store, &checkpoint).expect("publish");
@@ -445,7 +485,7 @@ mod tests {
         let segment = retina_core::checkpoint::RowSegment { path: "checkpoints/segments/s.legacy/0000000000000002-0000000000-0000000000000001.parquet".into(), rows: 3 };
         let file = CheckpointFile { file_id: FileId(2), first_row_id: RowId(0), capacity: 64, rows: 3, deleted: Vec::new(), segments: vec![segment], meta: None };
         checkpoint.tables.push(CheckpointTable { id: TableId(1), schema: legacy, next_row_id: 3, files: vec![file] });
-        let (report, cut) = Publisher::new(PublishOptions { iceberg: true, retention: std::time::Duration::ZERO })
+        let (report, cut) = Publisher::new(PublishOptions::every_checkpoint(std::time::Duration::ZERO))
             .publish(store.object_io(), &store, &checkpoint)
             .expect("publish");
         assert_eq!(report.unpublished.len(), 1, "{report:?}");
@@ -475,7 +515,7 @@ mod tests {
             ],
             sources: Vec::new(),
         };
-        let (report, _) = Publisher::new(PublishOptions { iceberg: true, retention: std::time::Duration::ZERO }).publish(store.object_io(), &store, &checkpoint).expect("publish");
+        let (report, _) = Publisher::new(PublishOptions::every_checkpoint(std::time::Duration::ZERO)).publish(store.object_io(), &store, &checkpoint).expect("publish");
         assert_eq!(report.unpublished.len(), 1, "{report:?}");
         let error = &report.unpublished[0];
         assert!(error.contains("table s.times, column at") && error.contains("not published"), "{error}");

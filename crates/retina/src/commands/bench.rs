@@ -31,6 +31,8 @@ pub enum BenchName {
     Durability(DurabilityArgs),
     /// Partition-aware meta-scheduler: planning time, batches and edges.
     Scheduler(super::bench_scheduler::SchedulerBenchArgs),
+    /// Pipeline jobs executed on Delta tables under each schedule: makespan, aborts, waste.
+    Jobs(super::bench_jobs::JobsBenchArgs),
     /// CH-benCHmark SQL queries under replay vs. on static data, and vs. plain DataFusion.
     Query(super::bench_query::QueryBenchArgs),
     /// PostgreSQL source: replication throughput, freshness, initial copy speed.
@@ -58,7 +60,7 @@ pub struct PublishArgs {
     hot_fraction: f64,
     /// delta,iceberg, delta, or none (the baseline: checkpoints without publication).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "delta,iceberg")]
-    publish: Vec<super::serve::PublishFormat>,
+    publish: Vec<super::publishing::PublishFormat>,
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Where the lake goes (default: a temporary directory, removed after).
@@ -188,7 +190,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         }
         BenchName::Publish(args) => {
             let work = WorkDir::new(args.data_dir)?;
-            let publish = super::serve::publish_options(&args.publish, 3600.0)?;
+            let publish = super::publishing::publish_options(&args.publish, Duration::from_secs(3600), Duration::ZERO)?;
             let config = retina_bench::publish::PublishBenchConfig {
                 rows: args.rows,
                 rate: args.rate,
@@ -276,6 +278,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             print_json(args.json, &report)
         }
         BenchName::Scheduler(args) => super::bench_scheduler::run(args),
+        BenchName::Jobs(args) => super::bench_jobs::run(args),
         BenchName::Freshness(args) => super::bench_cdc::run_freshness(args),
         BenchName::Query(args) => super::bench_query::run(args),
         BenchName::Postgres(args) => super::bench_postgres::run(args),

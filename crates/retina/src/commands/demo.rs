@@ -41,13 +41,8 @@ pub struct DemoArgs {
     /// Print the summary as one JSON object on the last line too.
     #[arg(long)]
     json: bool,
-    /// Publish every checkpoint as open tables: delta,iceberg, delta or none (see
-    /// `retina serve --publish`).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "delta,iceberg")]
-    publish: Vec<super::serve::PublishFormat>,
-    /// How long a published version stays readable (see `retina serve`).
-    #[arg(long, default_value_t = 3600.0)]
-    publish_retention_seconds: f64,
+    #[command(flatten)]
+    publish: super::publishing::PublishArgs,
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
@@ -61,7 +56,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         args.rate,
         args.data_dir.display()
     );
-    let publish = super::serve::publish_options(&args.publish, args.publish_retention_seconds)?;
+    let publish = args.publish.options()?;
     let config = LiveConfig { base_rows: args.base_rows, seconds: args.seconds, rate: args.rate, seed: args.seed, publish };
     let mut progress = TerminalProgress::new();
     let mut sql = None;

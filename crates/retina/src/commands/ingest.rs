@@ -49,13 +49,8 @@ pub struct IngestArgs {
     /// Seconds between checkpoints while the ingest runs (it always ends with one).
     #[arg(long, default_value_t = 5.0)]
     checkpoint_seconds: f64,
-    /// Publish every checkpoint as open tables: delta,iceberg, delta or none (see
-    /// `retina serve --publish`).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "delta,iceberg")]
-    publish: Vec<super::serve::PublishFormat>,
-    /// How long a published version stays readable (see `retina serve`).
-    #[arg(long, default_value_t = 3600.0)]
-    publish_retention_seconds: f64,
+    #[command(flatten)]
+    publish: super::publishing::PublishArgs,
     /// Print the report as one JSON object on the last line.
     #[arg(long)]
     json: bool,
@@ -79,7 +74,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     };
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
     let shown = retina_storage::redacted(location);
-    let publish = super::serve::publish_options(&args.publish, args.publish_retention_seconds)?;
+    let publish = args.publish.options()?;
     let store = super::serve::open_lake(location, publish, "ingest")?;
     // Opens (and recovers) the lakehouse: a source ingested before resumes after its
     // recorded position, so re-running an ingest applies nothing twice.

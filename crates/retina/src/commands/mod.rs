@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod bench_cdc;
+pub mod bench_jobs;
 pub mod bench_postgres;
 pub mod bench_query;
 pub mod bench_scheduler;
@@ -10,6 +11,7 @@ pub mod ingest;
 pub mod demo_sql;
 pub mod jobs;
 pub mod progress;
+pub mod publishing;
 pub mod serve;
 pub mod serve_sources;
 pub mod sql;

@@ -50,40 +50,8 @@ pub struct ServeArgs {
     /// after the latest one, and sources are acknowledged only up to it.
     #[arg(long, default_value_t = 5.0)]
     pub checkpoint_seconds: f64,
-    /// Publish every checkpoint as open tables that other engines read:
-    /// `delta,iceberg` (each table a Delta Lake table and an Iceberg v3 table in
-    /// `tables/<table>`, deletion vectors hiding what the checkpoint does not see, the
-    /// cut across tables in `_retina/published/latest.json`), `delta`, or `none`.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "delta,iceberg")]
-    pub publish: Vec<PublishFormat>,
-    /// How long a published version stays readable after a newer one replaces it:
-    /// no file it references is deleted before.
-    #[arg(long, default_value_t = 3600.0)]
-    pub publish_retention_seconds: f64,
-}
-
-/// Formats a lake's checkpoints are published in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum PublishFormat {
-    Delta,
-    Iceberg,
-    None,
-}
-
-/// `--publish` and `--publish-retention-seconds` as store options (`None`: off).
-pub fn publish_options(formats: &[PublishFormat], retention_seconds: f64) -> anyhow::Result<Option<PublishOptions>> {
-    let retention = publish_retention(retention_seconds)?;
-    let (delta, iceberg) = (formats.contains(&PublishFormat::Delta), formats.contains(&PublishFormat::Iceberg));
-    if formats.contains(&PublishFormat::None) {
-        if formats.len() > 1 {
-            anyhow::bail!("--publish none cannot be combined with a format");
-        }
-        return Ok(None);
-    }
-    if iceberg && !delta {
-        anyhow::bail!("--publish iceberg needs delta beside it (--publish delta,iceberg): the Delta commit decides which files changed");
-    }
-    Ok(Some(PublishOptions { iceberg, retention }))
+    #[command(flatten)]
+    pub publish: super::publishing::PublishArgs,
 }
 
 /// Opens the lake at `location` as its writer, publishing as asked.
@@ -159,7 +127,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         None => ClientAuthentication::Trust,
     };
     let config = EngineConfig { checkpoint_interval: Some(checkpoint_interval(args.checkpoint_seconds)?), ..EngineConfig::default() };
-    let publish = publish_options(&args.publish, args.publish_retention_seconds)?;
+    let publish = args.publish.options()?;
     let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config, publish)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     let endpoints = Endpoints { listen: &args.listen, metrics_listen: &args.metrics_listen, authentication };
@@ -168,14 +136,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     runtime.shutdown_timeout(Duration::from_secs(2));
     instance.stop()?;
     served
-}
-
-/// `--publish-retention-seconds` as a duration (zero or more, finite).
-fn publish_retention(seconds: f64) -> anyhow::Result<Duration> {
-    if !(seconds >= 0.0 && seconds.is_finite()) {
-        anyhow::bail!("--publish-retention-seconds must be zero or a positive number of seconds, got {seconds}");
-    }
-    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// `--checkpoint-seconds` as a period (positive and finite).

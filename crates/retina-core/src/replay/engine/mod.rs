@@ -106,7 +106,9 @@ impl Engine {
     /// reopens as it is now, without waiting to be the last owner.
     pub fn flush_and_checkpoint(&self) -> CoreResult<CheckpointReport> {
         self.wait_for_flushes()?;
-        self.checkpoint()
+        let report = self.checkpoint()?;
+        self.shared.store.publish_pending()?;
+        Ok(report)
     }
 
     pub fn config(&self) -> &EngineConfig {

@@ -1,0 +1,393 @@
+//! Jobs executed for real on Delta tables under a temporary lake: the IoT example
+//! under every schedule against a serial run, a real delta-rs conflict when
+//! conflicting tasks overlap on purpose (and retries converging), no trace of an
+//! aborted attempt, failures stopping only their dependents, arrivals re-planning,
+//! and statements refused before anything runs.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use retina_jobs::report::{AttemptOutcome, TaskStatus};
+use retina_jobs::run::{Arrival, RunOptions};
+use retina_jobs::{ConflictKind, JobsError, Lake, RunReport, Schedule};
+use retina_scheduler::load::LoadOptions;
+use retina_scheduler::{Colouring, RuleKind, Rules};
+
+fn options(schedule: Schedule, concurrency: usize, retries: u32) -> RunOptions {
+    RunOptions {
+        schedule,
+        concurrency,
+        retries,
+        rules: Rules::new(RuleKind::DeltaRs, true),
+        colouring: Colouring::Dsatur,
+        load: LoadOptions::default(),
+        arrivals: Vec::new(),
+        watch: None,
+    }
+}
+
+async fn run(lake: &Lake, files: &[PathBuf], options: &RunOptions) -> RunReport {
+    retina_jobs::run(lake, files, options, &mut |_| {}).await.unwrap_or_else(|e| panic!("run {files:?}: {e}"))
+}
+
+fn example(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/jobs/iot").join(file)
+}
+
+/// The example's setup job with `rows` readings per device type instead of millions.
+fn small_setup(dir: &Path, rows: usize) -> PathBuf {
+    let text = std::fs::read_to_string(example("setup.yaml")).expect("setup.yaml");
+    let path = dir.join("setup.yaml");
+    std::fs::write(&path, text.replace("generate_series(1, 3000000)", &format!("generate_series(1, {rows})"))).expect("write setup");
+    path
+}
+
+/// The IoT pipeline as one chain in `order` (each task depends on the one before):
+/// the serial run a concurrent run must equal.
+fn serial_pipeline(dir: &Path, order: &[String]) -> PathBuf {
+    let sql_dir = example("sql");
+    let mut text = String::from("name: iot_pipeline\ndialect: databricks\ntasks:\n");
+    for (i, key) in order.iter().enumerate() {
+        let id = key.rsplit('/').next().expect("task id");
+        let file = sql_dir.join(format!("{}.sql", id.to_lowercase()));
+        text.push_str(&format!("  - id: {id}\n    sql_file: {}\n", file.display()));
+        if i > 0 {
+            let previous = order[i - 1].rsplit('/').next().expect("task id");
+            text.push_str(&format!("    depends_on: [{previous}]\n"));
+        }
+    }
+    let path = dir.join("serial.yaml");
+    std::fs::write(&path, text).expect("write serial job");
+    path
+}
+
+/// Every row of `table`, rendered and sorted.
+async fn rows_of(lake: &Lake, table: &str) -> Vec<String> {
+    let delta = lake.load(table).await.expect("load").unwrap_or_else(|| panic!("{table} exists"));
+    let ctx = deltalake_core::datafusion::prelude::SessionContext::new();
+    delta.update_datafusion_session(&ctx.state()).expect("session");
+    ctx.register_table("t", delta.table_provider().await.expect("provider")).expect("register");
+    let batches = ctx.sql("SELECT * FROM t").await.expect("plan").collect().await.expect("scan");
+    let mut rows = Vec::new();
+    for batch in &batches {
+        for row in 0..batch.num_rows() {
+            let cells: Vec<String> = (0..batch.num_columns())
+                .map(|c| deltalake_core::arrow::util::display::array_value_to_string(batch.column(c), row).expect("render"))
+                .collect();
+            rows.push(cells.join("|"));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+const IOT_TABLES: [&str; 4] = ["staging.raw_events", "mart.enriched_events", "ops.pipeline_status", "ref.sensors"];
+
+async fn iot_state(lake: &Lake) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for table in IOT_TABLES {
+        out.push(rows_of(lake, table).await);
+    }
+    out
+}
+
+fn start_order(report: &RunReport) -> Vec<String> {
+    let mut started: Vec<(f64, String)> = report.tasks.iter().map(|t| (t.start_s.expect("started"), t.task.clone())).collect();
+    started.sort_by(|a, b| a.partial_cmp(b).expect("times"));
+    started.into_iter().map(|(_, t)| t).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_iot_pipeline_runs_without_conflicts_under_admission_and_batches_and_equals_a_serial_run() {
+    for schedule in [Schedule::Admission, Schedule::Batches] {
+        let work = tempfile::tempdir().expect("tempdir");
+        let lake = Lake::open(work.path().join("lake").to_str().expect("utf-8")).expect("lake");
+        let setup = small_setup(work.path(), 4000);
+        let report = run(&lake, &[setup.clone()], &options(Schedule::Admission, 4, 0)).await;
+        assert_eq!(report.succeeded, 7, "{}", report.to_table());
+        let report = run(&lake, &[example("pipeline.yaml")], &options(schedule, 4, 0)).await;
+        assert_eq!((report.succeeded, report.aborted_attempts), (7, 0), "{:?}:\n{}", schedule, report.to_table());
+        assert!(report.tasks.iter().all(|t| t.conflicts == 0 && t.attempts == 1));
+        let concurrent = iot_state(&lake).await;
+        assert!(!concurrent[1].is_empty(), "the mart was filled");
+
+        let serial_dir = tempfile::tempdir().expect("tempdir");
+        let serial_lake = Lake::open(serial_dir.path().join("lake").to_str().expect("utf-8")).expect("lake");
+        run(&serial_lake, &[setup], &options(Schedule::Admission, 4, 0)).await;
+        let chain = serial_pipeline(serial_dir.path(), &start_order(&report));
+        let serial = run(&serial_lake, &[chain], &options(Schedule::None, 1, 0)).await;
+        assert_eq!(serial.succeeded, 7, "{}", serial.to_table());
+        assert_eq!(iot_state(&serial_lake).await, concurrent, "{schedule:?}: the concurrent run equals the serial run in its start order");
+    }
+}
+
+/// A table `t.events` partitioned by `p`, 20 rows in `a` and 20 in `b`.
+async fn events_lake(dir: &Path) -> Lake {
+    let lake = Lake::open(dir.join("lake").to_str().expect("utf-8")).expect("lake");
+    let setup = dir.join("events_setup.yaml");
+    std::fs::write(
+        &setup,
+        "name: setup\ndialect: databricks\ntasks:\n  - id: create\n    sql: |\n      CREATE TABLE t.events USING DELTA PARTITIONED BY (p) AS\n      SELECT value AS id, value % 10 AS v, CASE WHEN value % 2 = 0 THEN 'a' ELSE 'b' END AS p FROM generate_series(1, 40)\n",
+    )
+    .expect("setup");
+    let report = run(&lake, &[setup], &options(Schedule::Admission, 1, 0)).await;
+    assert_eq!(report.succeeded, 1, "{}", report.to_table());
+    lake
+}
+
+/// Two tasks on partition `a`: a DELETE and an UPDATE (the paper's Figure 5 pair).
+fn conflicting_job(dir: &Path, first: &str, second: &str) -> PathBuf {
+    let path = dir.join("conflicting.yaml");
+    let tasks = [("Clean_up", "DELETE FROM t.events WHERE p = 'a' AND v < 5"), ("Update_status", "UPDATE t.events SET v = v + 100 WHERE p = 'a'")];
+    let mut text = String::from("name: pair\ndialect: databricks\ntasks:\n");
+    for id in [first, second] {
+        let (_, sql) = tasks.iter().find(|(name, _)| *name == id).expect("known task");
+        text.push_str(&format!("  - id: {id}\n    sql: \"{sql}\"\n"));
+    }
+    std::fs::write(&path, text).expect("job");
+    path
+}
+
+/// Checks that every Parquet file in the table's folder is listed by an `add` of
+/// some commit; returns the number of commits.
+fn commits_checking_files(lake: &Lake, table: &str) -> usize {
+    let folder = lake.table_url(table).expect("url").to_file_path().expect("path");
+    let log = folder.join("_delta_log");
+    let mut commits = 0;
+    let mut added = HashSet::new();
+    for entry in std::fs::read_dir(&log).expect("log").flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.ends_with(".json") && name.len() == 25 {
+            commits += 1;
+            for line in std::fs::read_to_string(entry.path()).expect("commit").lines() {
+                let action: serde_json::Value = serde_json::from_str(line).expect("action");
+                if let Some(path) = action["add"]["path"].as_str() {
+                    added.insert(percent_decode(path));
+                }
+            }
+        }
+    }
+    let mut stack = vec![folder.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path != log {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|x| x == "parquet") {
+                let relative = path.strip_prefix(&folder).expect("inside").to_string_lossy().to_string();
+                assert!(added.contains(&relative), "{relative} is in no commit: an aborted attempt left it behind");
+            }
+        }
+    }
+    commits
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(value) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
+                out.push(value);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_conflicting_tasks_meet_a_real_delta_conflict_and_retries_converge_to_a_serial_run() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let lake = events_lake(work.path()).await;
+    // Both tasks take their snapshot, then wait: whichever commits second conflicts.
+    fail::cfg("jobs::hold-before-write", "return(400)").expect("failpoint");
+    let job = conflicting_job(work.path(), "Clean_up", "Update_status");
+    let report = run(&lake, &[job.clone()], &options(Schedule::None, 2, 2)).await;
+    fail::remove("jobs::hold-before-write");
+    assert_eq!(report.succeeded, 2, "{}", report.to_table());
+    assert!(report.aborted_attempts >= 1, "a real conflict: {}", report.to_table());
+    let kinds: Vec<ConflictKind> = report
+        .tasks
+        .iter()
+        .flat_map(|t| &t.attempt_log)
+        .filter_map(|a| match a.outcome {
+            AttemptOutcome::Conflict { kind, .. } => Some(kind),
+            _ => None,
+        })
+        .collect();
+    assert!(kinds.iter().all(|k| matches!(k, ConflictKind::ConcurrentDeleteRead | ConflictKind::ConcurrentDeleteDelete)), "{kinds:?}");
+    assert!(report.wasted_task_s > 0.3, "the aborted attempt's time is counted: {}", report.wasted_task_s);
+
+    // The same as running the winner, then the loser.
+    let winner = report.tasks.iter().find(|t| t.conflicts == 0).expect("a winner").task.rsplit('/').next().expect("id").to_string();
+    let loser = if winner == "Clean_up" { "Update_status" } else { "Clean_up" };
+    let serial_dir = tempfile::tempdir().expect("tempdir");
+    let serial_lake = events_lake(serial_dir.path()).await;
+    let chain = serial_dir.path().join("chain.yaml");
+    let text = std::fs::read_to_string(conflicting_job(serial_dir.path(), &winner, loser)).expect("job");
+    std::fs::write(&chain, text.replacen(&format!("  - id: {loser}\n"), &format!("  - id: {loser}\n    depends_on: [{winner}]\n"), 1)).expect("chain");
+    run(&serial_lake, &[chain], &options(Schedule::None, 1, 0)).await;
+    assert_eq!(rows_of(&lake, "t.events").await, rows_of(&serial_lake, "t.events").await);
+    // The aborted attempt made no version and left no file.
+    assert_eq!(commits_checking_files(&lake, "t.events"), commits_checking_files(&serial_lake, "t.events"), "versions of the concurrent and the serial run");
+
+    // Admission keeps them apart, under the same hold: no conflict.
+    let work = tempfile::tempdir().expect("tempdir");
+    let lake = events_lake(work.path()).await;
+    fail::cfg("jobs::hold-before-write", "return(400)").expect("failpoint");
+    let report = run(&lake, &[conflicting_job(work.path(), "Clean_up", "Update_status")], &options(Schedule::Admission, 2, 0)).await;
+    fail::remove("jobs::hold-before-write");
+    assert_eq!((report.succeeded, report.aborted_attempts), (2, 0), "{}", report.to_table());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_retries_a_lost_commit_fails_its_task_and_skips_its_dependents() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let lake = events_lake(work.path()).await;
+    let job = work.path().join("job.yaml");
+    std::fs::write(
+        &job,
+        "name: pair\ndialect: databricks\ntasks:\n  - id: A\n    sql: \"DELETE FROM t.events WHERE p = 'a' AND v < 5\"\n  - id: B\n    sql: \"UPDATE t.events SET v = v + 100 WHERE p = 'a'\"\n  - id: after_A\n    depends_on: [A]\n    sql: \"SELECT count(*) FROM t.events\"\n  - id: after_B\n    depends_on: [B]\n    sql: \"SELECT count(*) FROM t.events\"\n",
+    )
+    .expect("job");
+    fail::cfg("jobs::hold-before-write", "return(400)").expect("failpoint");
+    let report = run(&lake, &[job], &options(Schedule::None, 2, 0)).await;
+    fail::remove("jobs::hold-before-write");
+    assert_eq!((report.succeeded, report.failed, report.skipped), (2, 1, 1), "{}", report.to_table());
+    let failed = report.tasks.iter().find(|t| t.status == TaskStatus::Failed).expect("a failed task");
+    let error = failed.error.as_deref().expect("its error");
+    assert!(error.contains("statement 1") && error.contains("t.events") && error.contains("concurrent"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_fails_stops_its_dependents_with_a_clear_error_and_the_others_run() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let lake = events_lake(work.path()).await;
+    let job = work.path().join("job.yaml");
+    std::fs::write(
+        &job,
+        "name: j\ndialect: databricks\ntasks:\n  - id: bad\n    sql: \"UPDATE t.missing SET v = 1 WHERE p = 'a'\"\n  - id: child\n    depends_on: [bad]\n    sql: \"DELETE FROM t.events WHERE v = 1\"\n  - id: grandchild\n    depends_on: [child]\n    sql: \"DELETE FROM t.events WHERE v = 2\"\n  - id: other\n    sql: \"INSERT INTO t.events SELECT 100, 1, 'b'\"\n",
+    )
+    .expect("job");
+    let report = run(&lake, &[job], &options(Schedule::Admission, 2, 3)).await;
+    let status = |id: &str| report.tasks.iter().find(|t| t.task == format!("j/{id}")).expect("task").clone();
+    assert_eq!(status("bad").status, TaskStatus::Failed);
+    let error = status("bad").error.expect("error");
+    assert!(error.contains("j/bad") && error.contains("t.missing") && error.contains("does not exist"), "{error}");
+    assert_eq!(status("bad").attempts, 1, "not a conflict: not retried");
+    assert_eq!(status("child").status, TaskStatus::Skipped);
+    assert!(status("child").error.expect("why").contains("j/bad"));
+    assert_eq!(status("grandchild").status, TaskStatus::Skipped);
+    assert_eq!(status("other").status, TaskStatus::Succeeded);
+    assert_eq!(status("other").rows_written, 1);
+    assert_eq!(rows_of(&lake, "t.events").await.len(), 41);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_arriving_task_that_conflicts_with_a_running_one_replans_and_waits_for_it() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let lake = events_lake(work.path()).await;
+    let first = work.path().join("first.yaml");
+    std::fs::write(&first, "name: first\ndialect: databricks\ntasks:\n  - id: update_a\n    sql: \"UPDATE t.events SET v = v + 1 WHERE p = 'a'\"\n").expect("job");
+    let second = work.path().join("second.yaml");
+    std::fs::write(
+        &second,
+        "name: second\ndialect: databricks\ntasks:\n  - id: delete_a\n    sql: \"DELETE FROM t.events WHERE p = 'a' AND v > 5\"\n  - id: update_b\n    sql: \"UPDATE t.events SET v = v + 1 WHERE p = 'b'\"\n",
+    )
+    .expect("job");
+    let mut options = options(Schedule::Admission, 4, 0);
+    options.arrivals = vec![Arrival { file: second, after: std::time::Duration::from_millis(150) }];
+    fail::cfg("jobs::hold-before-write", "return(600)").expect("failpoint");
+    let report = run(&lake, &[first], &options).await;
+    fail::remove("jobs::hold-before-write");
+    assert_eq!((report.succeeded, report.aborted_attempts), (3, 0), "{}", report.to_table());
+    assert!(report.replan_log.iter().any(|r| r.reason.contains("second/delete_a")), "{:?}", report.replan_log);
+    let task = |key: &str| report.tasks.iter().find(|t| t.task == key).expect("task").clone();
+    assert!(task("second/delete_a").start_s >= task("first/update_a").end_s, "the conflicting arrival waited: {}", report.to_table());
+    assert!(task("second/update_b").start_s < task("first/update_a").end_s, "the other partition did not wait: {}", report.to_table());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_the_executor_cannot_run_is_refused_before_anything_runs() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let lake = events_lake(work.path()).await;
+    let cases = [
+        ("ALTER TABLE t.events ADD COLUMN w INT", "is not a statement the executor runs"),
+        ("INSERT INTO t.events PARTITION (p) SELECT 1, 2, 'a'", "dynamic partitions are not supported"),
+        ("UPDATE t.events SET (v, id) = (1, 2)", "assign one column at a time"),
+        ("CREATE TABLE t.other (a INT) USING PARQUET", "Delta tables only"),
+    ];
+    for (sql, expected) in cases {
+        let job = work.path().join("bad.yaml");
+        std::fs::write(&job, format!("name: j\ndialect: databricks\ntasks:\n  - id: first\n    sql: \"INSERT INTO t.events SELECT 300, 1, 'a'\"\n  - id: second\n    sql: \"SELECT 1; {sql}\"\n")).expect("job");
+        let error = retina_jobs::run(&lake, &[job], &options(Schedule::Admission, 2, 0), &mut |_| {}).await.expect_err(sql);
+        let text = error.to_string();
+        assert!(matches!(error, JobsError::Unsupported { statement: 2, .. }), "{sql}: {text}");
+        assert!(text.contains("j/second") && text.contains("statement 2") && text.contains(expected), "{sql}: {text}");
+    }
+    assert_eq!(rows_of(&lake, "t.events").await.len(), 40, "nothing ran");
+}
+
+/// Why `retina jobs run` schedules with the delta-rs rules: delta-rs counts a blind
+/// append as reading every file of its table, so an append to partition `b` loses
+/// its commit to an UPDATE of partition `a` that committed after the append's
+/// snapshot (Spark's Delta would let both commit). Under `none` that is a real
+/// `ConcurrentDeleteRead`; under admission with the delta-rs rules the append waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blind_append_loses_to_a_rewrite_of_another_partition_unless_the_delta_rs_rules_keep_them_apart() {
+    for (schedule, conflicts) in [(Schedule::None, 1), (Schedule::Admission, 0)] {
+        let work = tempfile::tempdir().expect("tempdir");
+        let lake = events_lake(work.path()).await;
+        let update = work.path().join("update.yaml");
+        std::fs::write(&update, "name: first\ndialect: databricks\ntasks:\n  - id: update_a\n    sql: \"UPDATE t.events SET v = v + 1 WHERE p = 'a'\"\n").expect("job");
+        let append = work.path().join("append.yaml");
+        std::fs::write(&append, "name: second\ndialect: databricks\ntasks:\n  - id: append_b\n    sql: \"INSERT INTO t.events SELECT 500, 5, 'b'\"\n").expect("job");
+        let mut options = options(schedule, 2, 0);
+        // The append takes its snapshot while the update holds, and commits after it.
+        options.arrivals = vec![Arrival { file: append, after: std::time::Duration::from_millis(150) }];
+        fail::cfg("jobs::hold-before-write", "return(500)").expect("failpoint");
+        let report = run(&lake, &[update], &options).await;
+        fail::remove("jobs::hold-before-write");
+        let append = report.tasks.iter().find(|t| t.task == "second/append_b").expect("append");
+        assert_eq!(append.conflicts, conflicts, "{schedule:?}: {}", report.to_table());
+        if conflicts > 0 {
+            assert!(matches!(append.attempt_log[0].outcome, AttemptOutcome::Conflict { kind: ConflictKind::ConcurrentDeleteRead, .. }), "{:?}", append.attempt_log);
+        } else {
+            assert_eq!(report.succeeded, 2, "{}", report.to_table());
+        }
+    }
+}
+
+/// A job file moved into the watched folder while the run goes on is run too; the
+/// run ends once everything finished and nothing new came for the idle time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_dropped_into_the_watched_folder_joins_the_run() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let lake = events_lake(work.path()).await;
+    let watched = work.path().join("incoming");
+    std::fs::create_dir_all(&watched).expect("watched folder");
+    let first = work.path().join("first.yaml");
+    std::fs::write(&first, "name: first\ndialect: databricks\ntasks:\n  - id: update_a\n    sql: \"UPDATE t.events SET v = v + 1 WHERE p = 'a'\"\n").expect("job");
+    let staged = work.path().join("later.yaml");
+    std::fs::write(&staged, "name: later\ndialect: databricks\ntasks:\n  - id: delete_b\n    sql: \"DELETE FROM t.events WHERE p = 'b'\"\n").expect("job");
+    let target = watched.join("later.yaml");
+    let mover = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        std::fs::rename(staged, target).expect("move the job in");
+    });
+    let mut options = options(Schedule::Admission, 2, 0);
+    options.watch = Some(retina_jobs::run::Watch { dir: watched, idle: std::time::Duration::from_millis(1500) });
+    let report = run(&lake, &[first], &options).await;
+    mover.join().expect("mover");
+    assert_eq!(report.succeeded, 2, "{}", report.to_table());
+    let later = report.tasks.iter().find(|t| t.task == "later/delete_b").expect("the dropped job ran");
+    assert!(later.arrived_s >= 0.3, "it arrived when it was dropped: {}", later.arrived_s);
+    assert_eq!(rows_of(&lake, "t.events").await.len(), 20, "partition b was deleted");
+}
