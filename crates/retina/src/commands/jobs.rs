@@ -40,18 +40,8 @@ pub struct PlanArgs {
     /// Conflict rules: the paper's, or Delta Lake's matrix under an isolation level.
     #[arg(long, default_value = "delta-write-serializable", value_parser = ["paper", "delta-write-serializable", "delta-serializable"])]
     pub rules: String,
-    /// Colouring of each runnable set (dsatur never uses more batches than greedy).
-    #[arg(long, alias = "coloring", default_value = "dsatur", value_parser = ["greedy", "dsatur", "smallest-last"])]
-    pub colouring: String,
-    /// Partition columns of a table, first = bucketing column; repeatable.
-    #[arg(long = "partition-columns", value_name = "TABLE=COL[,COL..]")]
-    pub partition_columns: Vec<String>,
-    /// SQL dialect (overrides the file's).
-    #[arg(long, value_parser = ["generic", "databricks", "hive", "spark"])]
-    pub dialect: Option<String>,
-    /// A task whose SQL cannot be parsed conflicts with every task instead of failing.
-    #[arg(long)]
-    pub assume_conflict: bool,
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
     /// READ never conflicts with a data write (Delta itself never raises for it).
     #[arg(long)]
     pub ignore_read_write: bool,
@@ -106,18 +96,41 @@ pub struct RunArgs {
     /// its whole table), or those of `retina jobs plan`.
     #[arg(long, default_value = "delta-rs", value_parser = ["delta-rs", "paper", "delta-write-serializable", "delta-serializable"])]
     pub rules: String,
-    /// Colouring of the batches and re-plans.
+    #[command(flatten)]
+    pub analysis: AnalysisArgs,
+}
+
+/// How a job's SQL is analysed and its runnable sets coloured (`plan` and `run`).
+#[derive(Args)]
+pub struct AnalysisArgs {
+    /// Colouring of each runnable set (dsatur never uses more batches than greedy).
     #[arg(long, alias = "coloring", default_value = "dsatur", value_parser = ["greedy", "dsatur", "smallest-last"])]
     pub colouring: String,
-    /// Partition columns added to a table's own (TABLE=COL[,COL..]); repeatable.
+    /// Partition columns of a table, first = bucketing column; repeatable (for
+    /// `run`, added to those the Delta table itself declares).
     #[arg(long = "partition-columns", value_name = "TABLE=COL[,COL..]")]
     pub partition_columns: Vec<String>,
-    /// SQL dialect (overrides the files').
+    /// SQL dialect (overrides the file's).
     #[arg(long, value_parser = ["generic", "databricks", "hive", "spark"])]
     pub dialect: Option<String>,
     /// A task whose SQL cannot be analysed conflicts with every task instead of failing.
     #[arg(long)]
     pub assume_conflict: bool,
+}
+
+impl AnalysisArgs {
+    fn colouring(&self) -> anyhow::Result<Colouring> {
+        Colouring::parse(&self.colouring).with_context(|| format!("unknown colouring `{}`", self.colouring))
+    }
+
+    fn load_options(&self) -> anyhow::Result<LoadOptions> {
+        let dialect = match &self.dialect {
+            Some(d) => Some(SqlDialect::parse(d).with_context(|| format!("unknown dialect `{d}`"))?),
+            None => None,
+        };
+        let partition_columns = self.partition_columns.iter().map(|p| parse_partition_option(p)).collect::<Result<Vec<_>, _>>()?;
+        Ok(LoadOptions { dialect, partition_columns, assume_conflict: self.assume_conflict })
+    }
 }
 
 pub fn run(args: JobsArgs) -> anyhow::Result<()> {
@@ -137,15 +150,8 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<()> {
         bail!("--watch-idle-seconds must be zero or more, got {}", a.watch_idle_seconds);
     }
     let kind = RuleKind::parse(&a.rules).with_context(|| format!("unknown rules `{}`", a.rules))?;
-    let colouring = Colouring::parse(&a.colouring).with_context(|| format!("unknown colouring `{}`", a.colouring))?;
-    let dialect = match &a.dialect {
-        Some(d) => Some(SqlDialect::parse(d).with_context(|| format!("unknown dialect `{d}`"))?),
-        None => None,
-    };
-    let mut partition_columns = Vec::new();
-    for p in &a.partition_columns {
-        partition_columns.push(parse_partition_option(p)?);
-    }
+    let colouring = a.analysis.colouring()?;
+    let load = a.analysis.load_options()?;
     let arrivals = a.arrive.iter().map(|text| Arrival::parse(text)).collect::<Result<Vec<_>, _>>()?;
     let options = RunOptions {
         schedule,
@@ -153,7 +159,7 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<()> {
         retries: a.retries,
         rules: Rules::new(kind, true),
         colouring,
-        load: LoadOptions { dialect, partition_columns, assume_conflict: a.assume_conflict },
+        load,
         arrivals,
         watch: a.watch.clone().map(|dir| Watch { dir, idle: std::time::Duration::from_secs_f64(a.watch_idle_seconds) }),
     };
@@ -208,17 +214,9 @@ fn run_cmd(a: RunArgs) -> anyhow::Result<()> {
 
 fn plan_cmd(a: PlanArgs) -> anyhow::Result<()> {
     let kind = RuleKind::parse(&a.rules).with_context(|| format!("unknown rules `{}`", a.rules))?;
-    let algo = Colouring::parse(&a.colouring).with_context(|| format!("unknown colouring `{}`", a.colouring))?;
-    let dialect = match &a.dialect {
-        Some(d) => Some(SqlDialect::parse(d).with_context(|| format!("unknown dialect `{d}`"))?),
-        None => None,
-    };
-    let mut partition_columns = Vec::new();
-    for p in &a.partition_columns {
-        partition_columns.push(parse_partition_option(p)?);
-    }
+    let algo = a.analysis.colouring()?;
     let set = load_job_file(&a.file)?;
-    let opts = LoadOptions { dialect, partition_columns, assume_conflict: a.assume_conflict };
+    let opts = a.analysis.load_options()?;
     let w = build_workload(&set, &opts)?;
     let rules = Rules::new(kind, !a.ignore_read_write);
     let g = discover(&w, &rules);
