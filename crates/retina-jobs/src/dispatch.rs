@@ -59,45 +59,10 @@ pub(crate) trait Dispatcher: Send {
 }
 
 pub(crate) fn dispatcher(schedule: Schedule, rules: Rules, colouring: Colouring) -> Box<dyn Dispatcher> {
-    let inner: Box<dyn Dispatcher> = match schedule {
+    match schedule {
         Schedule::None => Box::new(Unordered::default()),
         Schedule::Admission => Box::new(Admission { scheduler: DynamicScheduler::new(rules, colouring, &[]), admitted: VecDeque::new() }),
         Schedule::Batches => Box::new(Batches { rules, colouring, tasks: HashMap::new(), started: HashSet::new(), done: HashSet::new(), current: Vec::new(), queue: VecDeque::new() }),
-    };
-    if rules.appends_read_whole_table() {
-        Box::new(WholeTableAppends(inner))
-    } else {
-        inner
-    }
-}
-
-/// Under rules whose committer counts a blind append as reading its whole table
-/// (delta-rs), an INSERT's access is widened to the whole table before the schedule
-/// sees it, so it is kept apart from rewrites anywhere in that table.
-struct WholeTableAppends(Box<dyn Dispatcher>);
-
-impl Dispatcher for WholeTableAppends {
-    fn add(&mut self, tasks: &[&TaskSpec]) -> Result<Option<String>> {
-        let widened: Vec<TaskSpec> = tasks
-            .iter()
-            .map(|task| {
-                let mut task = (*task).clone();
-                for access in task.accesses.iter_mut().filter(|a| a.mode == retina_scheduler::Mode::Insert) {
-                    access.constraint.clear();
-                }
-                task
-            })
-            .collect();
-        let refs: Vec<&TaskSpec> = widened.iter().collect();
-        self.0.add(&refs)
-    }
-
-    fn ready(&mut self, slots: usize) -> Vec<String> {
-        self.0.ready(slots)
-    }
-
-    fn finished(&mut self, key: &str) -> Result<Option<String>> {
-        self.0.finished(key)
     }
 }
 

@@ -154,7 +154,9 @@ fn add_universal_edges(w: &Workload, edges: &mut Vec<Edge>) {
 /// Whether two accesses conflict by the definition: same table, overlapping
 /// partitions, conflicting modes.
 pub fn accesses_conflict(x: &Access, y: &Access, rules: &Rules) -> bool {
-    x.table == y.table && rules.modes_conflict(x.mode, y.mode) && x.partitions.overlaps(&y.partitions)
+    x.table == y.table
+        && rules.modes_conflict(x.mode, y.mode)
+        && rules.effective_spec(x.mode, &x.partitions).overlaps(&rules.effective_spec(y.mode, &y.partitions))
 }
 
 /// The paper's all-pairs discovery, O(n² · accesses²): the reference definition.

@@ -88,8 +88,9 @@ impl ConflictIndex {
     /// accesses of *other* tasks that conflict with it. Returns the new id.
     pub fn insert(&mut self, owner: u32, access: &Access, out: &mut Vec<u32>) -> u32 {
         let id = self.entries.len() as u32;
+        let spec = self.rules.effective_spec(access.mode, &access.partitions);
         let keys: Vec<Sym> = match self.primary.get(&access.table) {
-            Some(col) => access.partitions.values_of(*col).map(<[Sym]>::to_vec).unwrap_or_default(),
+            Some(col) => spec.values_of(*col).map(<[Sym]>::to_vec).unwrap_or_default(),
             None => Vec::new(),
         };
         self.generation = self.generation.wrapping_add(1);
@@ -98,7 +99,7 @@ impl ConflictIndex {
             self.generation = 1;
         }
         let row = *self.rules.row(access.mode);
-        let entry = Entry { owner, table: access.table, mode: access.mode, spec: access.partitions.clone(), keys, live: true };
+        let entry = Entry { owner, table: access.table, mode: access.mode, spec, keys, live: true };
         if let Some(t) = self.tables.get(&entry.table) {
             if entry.keys.is_empty() {
                 for (m, list) in t.all.iter().enumerate() {

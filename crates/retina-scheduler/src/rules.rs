@@ -48,14 +48,14 @@
 //! with a rewrite *anywhere in the table*: delta-rs records no read predicate for an
 //! append, so it counts every file of its snapshot as read, and a concurrent
 //! UPDATE/DELETE/MERGE/OVERWRITE that removes any file fails the append with
-//! `ConcurrentDeleteRead`. [`Rules::appends_read_whole_table`] tells callers to widen
-//! INSERT accesses to the whole table. `retina jobs run` uses these rules: they are
+//! `ConcurrentDeleteRead`. So an INSERT is compared on the whole table
+//! ([`Rules::effective_spec`], applied by the conflict index and the all-pairs check). `retina jobs run` uses these rules: they are
 //! the ones its commits meet.
 //!
 //! An INSERT that reads its own target is analysed as MERGE (see `analysis`), which
 //! is how Delta treats it.
 
-use crate::access::{Mode, MODE_COUNT};
+use crate::access::{Mode, PartitionSpec, MODE_COUNT};
 
 /// Which conflict matrix to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -143,6 +143,16 @@ impl Rules {
     /// its accesses are then whole-table, whatever partition it writes.
     pub fn appends_read_whole_table(&self) -> bool {
         self.kind == RuleKind::DeltaRs
+    }
+
+    /// The partitions an access of `mode` to `spec` is compared on under these
+    /// rules: `spec`, or the whole table for an append that reads it all.
+    pub fn effective_spec(&self, mode: Mode, spec: &PartitionSpec) -> PartitionSpec {
+        if mode == Mode::Insert && self.appends_read_whole_table() {
+            PartitionSpec::whole()
+        } else {
+            spec.clone()
+        }
     }
 
     /// The row of `a`: which modes conflict with it.

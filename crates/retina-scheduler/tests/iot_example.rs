@@ -101,3 +101,22 @@ fn dynamic_scheduler_never_runs_the_pair_together() {
         }
     }
 }
+
+/// Under delta-rs's rules a blind append is compared on its whole table (delta-rs
+/// counts it as reading every file), so the ingest of one device type conflicts with
+/// the verification of the other; under Delta's own rules it does not. Discovery
+/// through the index and the all-pairs definition agree.
+#[test]
+fn under_delta_rs_rules_an_append_conflicts_with_a_rewrite_of_another_partition() {
+    let set = load_job_file(&example("iot_pipeline.yaml")).expect("loads");
+    let w = build_workload(&set, &LoadOptions::default()).expect("analyses");
+    let (ingest_meteo, verify_air) = (w.find("Ingest_meteo_sensor_data").expect("t"), w.find("Verify_air_sensor_data").expect("t"));
+    let ingest_air = w.find("Ingest_air_sensor_data").expect("t");
+    let delta_rs = Rules::new(RuleKind::DeltaRs, true);
+    let g = discover(&w, &delta_rs);
+    assert!(g.conflicts(ingest_meteo, verify_air), "the append reads the whole table under delta-rs");
+    assert!(!g.conflicts(ingest_air, ingest_meteo), "appends still do not conflict with each other");
+    let pairs = |g: &retina_scheduler::ConflictGraph| g.edges().iter().map(|e| (e.a, e.b)).collect::<Vec<_>>();
+    assert_eq!(pairs(&g), pairs(&retina_scheduler::discover_all_pairs(&w, &delta_rs)), "index and all-pairs find the same conflicts");
+    assert!(!discover(&w, &Rules::new(RuleKind::DeltaWriteSerializable, true)).conflicts(ingest_meteo, verify_air));
+}

@@ -37,8 +37,9 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(long, default_value = "table", value_parser = ["table", "json", "dot"])]
     pub format: String,
-    /// Conflict rules: the paper's, or Delta Lake's matrix under an isolation level.
-    #[arg(long, default_value = "delta-write-serializable", value_parser = ["paper", "delta-write-serializable", "delta-serializable"])]
+    /// Conflict rules: the paper's, Delta Lake's matrix under an isolation level, or
+    /// delta-rs's (what `retina jobs run` commits meet).
+    #[arg(long, default_value = "delta-write-serializable", value_parser = ["paper", "delta-write-serializable", "delta-serializable", "delta-rs"])]
     pub rules: String,
     #[command(flatten)]
     pub analysis: AnalysisArgs,
