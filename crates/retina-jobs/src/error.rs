@@ -34,6 +34,15 @@ pub enum JobsError {
         #[source]
         source: DataFusionError,
     },
+    /// An attempt failed, and the versions its earlier statements committed could
+    /// not all be taken back: they stay visible (the task is not retried).
+    #[error("task {task}: {cause}; the versions its earlier statements committed could not all be taken back: {source}")]
+    Undo {
+        task: String,
+        cause: Box<JobsError>,
+        #[source]
+        source: crate::attempt::UndoError,
+    },
     /// A statement names a table the lake does not hold.
     #[error("task {task}, statement {statement}: table {table} does not exist under {lake}")]
     MissingTable { task: String, statement: usize, table: String, lake: String },

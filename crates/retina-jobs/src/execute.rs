@@ -11,9 +11,9 @@ use deltalake_core::datafusion::logical_expr::{cast, lit, Expr as DfExpr};
 use deltalake_core::datafusion::prelude::{DataFrame, SessionContext};
 use deltalake_core::protocol::SaveMode;
 use deltalake_core::{DeltaTable, DeltaTableError};
-use object_store::ObjectStoreExt as _;
 use sqlparser::ast::{self, Expr, MergeClauseKind};
 
+use crate::attempt::AttemptWrites;
 use crate::error::{JobsError, Result};
 use crate::lake::Lake;
 use crate::recording_store::RecordingStore;
@@ -41,22 +41,15 @@ impl StatementContext<'_> {
     }
 }
 
-/// Runs one statement; returns the rows it wrote (inserted, updated or deleted).
-/// When its commit loses to a concurrent one, the files it wrote are deleted: an
-/// aborted statement leaves no version and no file. (Only then: after any other
-/// error a commit may have happened, and its files are the table's.)
-pub async fn execute(lake: &Lake, at: StatementContext<'_>, planned: &PlannedStatement) -> Result<u64> {
-    let recorder = Arc::new(RecordingStore::new(Arc::clone(lake.store())));
-    let result = run_step(lake, at, planned, &recorder).await;
+/// Runs one statement as part of an attempt; returns the rows it wrote (inserted,
+/// updated or deleted). The versions it commits are noted in `writes`; when its
+/// commit loses to a concurrent one, the files it wrote are deleted, so a lost
+/// statement leaves no version and no file.
+pub async fn execute(lake: &Lake, at: StatementContext<'_>, planned: &PlannedStatement, writes: &mut AttemptWrites) -> Result<u64> {
+    let mark = writes.mark();
+    let result = run_step(lake, at, planned, writes.recorder()).await;
     let lost_commit = result.as_ref().err().and_then(JobsError::delta).and_then(crate::conflict::ConflictKind::of).is_some();
-    if lost_commit {
-        for path in recorder.written() {
-            if !path.as_ref().contains("/_delta_log/") {
-                // Best effort: what cannot be deleted is an orphan file no version lists.
-                let _ = lake.store().delete(&path).await;
-            }
-        }
-    }
+    writes.statement_ended(lake, mark, at.number, planned.step.target(), lost_commit).await;
     result
 }
 
@@ -83,7 +76,7 @@ async fn run_step(lake: &Lake, at: StatementContext<'_>, planned: &PlannedStatem
             None => missing.push(name.clone()),
         }
     }
-    hold_before_write(target.is_some()).await;
+    hold_before_write(at, target.is_some()).await;
     let result = write_step(lake, at, planned, recorder, &ctx, loaded_target).await;
     match result {
         // DataFusion's "table not found", said as ours when it is a table the lake lacks.
@@ -446,17 +439,31 @@ fn typed(name: &str, text: String) -> Expr {
         .unwrap_or(Expr::Value(ast::Value::SingleQuotedString(text).into()))
 }
 
-/// Test hook: holds a writing statement after its snapshot is taken, so that the
-/// tests make two conflicting tasks overlap on purpose (`jobs::hold-before-write`,
-/// value in milliseconds).
-async fn hold_before_write(writes: bool) {
+/// Test hook: holds a statement after its snapshot is taken, so that the tests
+/// make conflicting tasks overlap on purpose (`jobs::hold-before-write`). Its
+/// value is a comma-separated list of `MS` (every writing statement) and
+/// `TASK#N=MS` (statement N of the task whose key ends with TASK, writing or not).
+async fn hold_before_write(at: StatementContext<'_>, writes: bool) {
     #[cfg(feature = "failpoints")]
-    if writes {
-        if let Some(Some(ms)) = fail::eval("jobs::hold-before-write", |value| value.and_then(|v| v.parse::<u64>().ok())) {
+    {
+        let here = format!("{}#{}", at.task, at.number);
+        let hold = fail::eval("jobs::hold-before-write", |value| {
+            let value = value.unwrap_or_default();
+            let mut chosen = None;
+            for entry in value.split(',').map(str::trim) {
+                match entry.split_once('=') {
+                    Some((selector, ms)) if here.ends_with(selector) => return ms.parse::<u64>().ok(),
+                    Some(_) => {}
+                    None if writes => chosen = entry.parse::<u64>().ok(),
+                    None => {}
+                }
+            }
+            chosen
+        });
+        if let Some(Some(ms)) = hold {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
     }
     #[cfg(not(feature = "failpoints"))]
-    let _ = writes;
+    let _ = (at, writes);
 }
-

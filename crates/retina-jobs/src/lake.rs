@@ -77,23 +77,29 @@ impl Mirror {
 }
 
 impl Lake {
-    /// A local directory (created if missing) or a `file://` URL.
+    /// A local directory (created if missing), a `file://` URL, or an object store
+    /// (`s3://BUCKET/PREFIX?endpoint=…`, `gs://`, `az://`, configured as Retina's
+    /// data dirs are: from the environment and the URL's options).
     pub fn open(location: &str) -> Result<Self> {
-        let lake_error = |detail: String| JobsError::Lake { lake: location.to_string(), detail };
-        let path = match Url::parse(location) {
-            Ok(url) if url.scheme() == "file" => url.to_file_path().map_err(|()| lake_error("not a local path".to_string()))?,
-            Ok(url) if url.scheme().len() > 1 => {
-                return Err(lake_error(format!(
-                    "{}:// lakes are not supported by the executor yet (delta-rs needs its per-cloud crate for them); use a local directory",
-                    url.scheme()
-                )))
-            }
-            _ => std::path::PathBuf::from(location),
+        let shown = retina_storage::redacted(location);
+        let lake_error = |detail: String| JobsError::Lake { lake: shown.clone(), detail };
+        let local = match Url::parse(location) {
+            Ok(url) if url.scheme() == "file" => Some(url.to_file_path().map_err(|()| lake_error("not a local path".to_string()))?),
+            Ok(url) if url.scheme().len() > 1 => None,
+            _ => Some(std::path::PathBuf::from(location)),
         };
-        std::fs::create_dir_all(&path).map_err(|e| lake_error(format!("cannot create it: {e}")))?;
-        let path = path.canonicalize().map_err(|e| lake_error(e.to_string()))?;
-        let root = Url::from_directory_path(&path).map_err(|()| lake_error("not an absolute path".to_string()))?;
-        Ok(Self { root, store: Arc::new(object_store::local::LocalFileSystem::new()), mirror: None })
+        if let Some(path) = local {
+            std::fs::create_dir_all(&path).map_err(|e| lake_error(format!("cannot create it: {e}")))?;
+            let path = path.canonicalize().map_err(|e| lake_error(e.to_string()))?;
+            let root = Url::from_directory_path(&path).map_err(|()| lake_error("not an absolute path".to_string()))?;
+            return Ok(Self { root, store: Arc::new(object_store::local::LocalFileSystem::new()), mirror: None });
+        }
+        let (store, prefix) = retina_storage::open_object_store(location).map_err(|e| lake_error(e.to_string()))?;
+        let url = Url::parse(location).map_err(|e| lake_error(e.to_string()))?;
+        let folder = if prefix.as_ref().is_empty() { String::new() } else { format!("{}/", prefix.as_ref()) };
+        let root = Url::parse(&format!("{}://{}/{folder}", url.scheme(), url.host_str().unwrap_or_default())).map_err(|e| lake_error(e.to_string()))?;
+        register_log_store(&root);
+        Ok(Self { root, store, mirror: None })
     }
 
     /// The lake with a published mirror's tables readable beside its own.
@@ -122,7 +128,7 @@ impl Lake {
     pub(crate) async fn load_through(&self, name: &str, store: Option<&Arc<RecordingStore>>) -> Result<Option<DeltaTable>, DeltaTableError> {
         let url = self.table_url(name).map_err(|e| DeltaTableError::Generic(e.to_string()))?;
         // delta-rs calls a missing folder an invalid location; here it is no table yet.
-        if url.to_file_path().is_ok_and(|path| !path.join("_delta_log").exists()) {
+        if !self.has_log(&url).await? {
             return Ok(None);
         }
         let table = self.unloaded(url, store)?;
@@ -132,6 +138,13 @@ impl Lake {
             Err(DeltaTableError::NotATable(_)) => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    /// Whether the folder at `url` holds a Delta log.
+    async fn has_log(&self, url: &Url) -> Result<bool, DeltaTableError> {
+        use futures::StreamExt as _;
+        let log = object_store::path::Path::from_url_path(format!("{}_delta_log/", url.path()))?;
+        Ok(self.store.list(Some(&log)).next().await.transpose()?.is_some())
     }
 
     /// A handle on the table's location, not loaded (to create a table there: its
@@ -157,6 +170,29 @@ impl Lake {
             return Ok(Some(table));
         }
         self.load_through(name, None).await
+    }
+
+    /// Table `name` of the lake (never the mirror) at `version`.
+    pub(crate) async fn load_at(&self, name: &str, version: u64) -> Result<DeltaTable, DeltaTableError> {
+        let url = self.table_url(name).map_err(|e| DeltaTableError::Generic(e.to_string()))?;
+        let mut table = DeltaTableBuilder::from_url(url.clone())?.with_storage_backend(Arc::clone(&self.store), url).build()?;
+        table.load_version(version).await?;
+        Ok(table)
+    }
+
+    /// Deletes table `name`: every object under its folder, then the folders.
+    pub(crate) async fn drop_table(&self, name: &str) -> Result<(), DeltaTableError> {
+        use futures::TryStreamExt as _;
+        let url = self.table_url(name).map_err(|e| DeltaTableError::Generic(e.to_string()))?;
+        let prefix = object_store::path::Path::from_url_path(url.path())?;
+        let objects: Vec<object_store::ObjectMeta> = self.store.list(Some(&prefix)).try_collect().await?;
+        for object in objects {
+            object_store::ObjectStoreExt::delete(self.store.as_ref(), &object.location).await?;
+        }
+        if let Ok(folder) = url.to_file_path() {
+            remove_empty_dirs(&folder);
+        }
+        Ok(())
     }
 
     /// The partition columns the table's own metadata declares (none if it does not exist).
@@ -204,5 +240,37 @@ impl Lake {
         ctx.register_table(deltalake_core::datafusion::common::TableReference::partial(schema, bare), provider)
             .map_err(|e| DeltaTableError::Generic(e.to_string()))?;
         Ok(())
+    }
+}
+
+/// Removes `dir` and the folders under it that hold no file.
+fn remove_empty_dirs(dir: &std::path::Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.path().is_dir() {
+                remove_empty_dirs(&entry.path());
+            }
+        }
+    }
+    // Fails (and keeps it) when something is left inside.
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// delta-rs finds a table's log store by URL scheme, and registers only `file://`
+/// and `memory://` itself (the per-cloud crates register theirs). Retina's object
+/// stores come configured, and commit with a create-once put (S3's `If-None-Match`,
+/// GCS's and Azure's preconditions), which is what delta-rs's default log store
+/// needs, so that one serves every scheme a lake is opened on.
+fn register_log_store(root: &Url) {
+    use deltalake_core::logstore::{default_logstore, logstore_factories, LogStore, LogStoreFactory, StorageConfig};
+
+    struct CreateOncePutLogStore;
+    impl LogStoreFactory for CreateOncePutLogStore {
+        fn with_options(&self, prefixed: Arc<dyn ObjectStore>, root: Arc<dyn ObjectStore>, location: &Url, options: &StorageConfig) -> deltalake_core::DeltaResult<Arc<dyn LogStore>> {
+            Ok(default_logstore(prefixed, root, location, options))
+        }
+    }
+    if let Ok(scheme) = Url::parse(&format!("{}://", root.scheme())) {
+        logstore_factories().entry(scheme).or_insert_with(|| Arc::new(CreateOncePutLogStore));
     }
 }

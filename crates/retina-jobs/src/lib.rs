@@ -9,13 +9,15 @@
 //!
 //! Module map: `lake` (table names → Delta tables under a root, a DataFusion
 //! session that reads them) · `recording_store` (the object store that remembers
-//! what an attempt wrote, so an aborted attempt leaves no file behind) ·
+//! what an attempt wrote, so an aborted attempt leaves no file behind) · `attempt`
+//! (the versions an attempt committed, undone when it does not finish) ·
 //! `statement` (SQL → the steps we execute, checked before anything runs) ·
 //! `execute` (one step through delta-rs) · `conflict` (delta-rs errors → conflict
 //! kinds) · `tasks` (job files → analysed tasks) · `dispatch` (the three schedules)
 //! · `run` (the one driver: attempts, retries, arrivals, completions) · `report`
 //! (per-task table, summary, JSON) · `timeline` (the run as an SVG Gantt chart).
 
+pub mod attempt;
 pub mod conflict;
 pub mod dispatch;
 pub mod error;

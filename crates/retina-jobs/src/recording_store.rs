@@ -5,6 +5,9 @@
 //! attempt's tables are opened over this wrapper, so an aborted attempt deletes
 //! exactly the files it wrote, and never a file of a concurrent writer whose
 //! commit is still in flight (which a "delete what no version lists" sweep would).
+//! The commit files it records are the versions the attempt made (a commit is a
+//! create-once put, so only a put that succeeded counts), which is how an attempt
+//! that does not finish knows what to undo (`attempt`).
 //! No crate does this: object_store's wrappers limit, throttle or prefix.
 
 use std::fmt;
@@ -21,7 +24,7 @@ use object_store::{
 use parking_lot::Mutex;
 
 /// Forwards to `inner`; records the path of every put, multipart upload, copy and
-/// rename target.
+/// rename target that succeeded, in order.
 #[derive(Debug)]
 pub(crate) struct RecordingStore {
     inner: Arc<dyn ObjectStore>,
@@ -33,13 +36,21 @@ impl RecordingStore {
         Self { inner, written: Arc::default() }
     }
 
-    /// What was written so far (store paths).
-    pub fn written(&self) -> Vec<Path> {
-        self.written.lock().clone()
+    /// How many writes are recorded.
+    pub fn len(&self) -> usize {
+        self.written.lock().len()
     }
 
-    fn record(&self, path: &Path) {
-        self.written.lock().push(path.clone());
+    /// What was written after the first `mark` writes (store paths).
+    pub fn written_since(&self, mark: usize) -> Vec<Path> {
+        self.written.lock().get(mark..).map(<[Path]>::to_vec).unwrap_or_default()
+    }
+
+    fn record<T>(&self, path: &Path, result: Result<T>) -> Result<T> {
+        if result.is_ok() {
+            self.written.lock().push(path.clone());
+        }
+        result
     }
 }
 
@@ -52,12 +63,12 @@ impl fmt::Display for RecordingStore {
 #[async_trait::async_trait]
 impl ObjectStore for RecordingStore {
     async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> Result<PutResult> {
-        self.record(location);
-        self.inner.put_opts(location, payload, opts).await
+        self.record(location, self.inner.put_opts(location, payload, opts).await)
     }
 
     async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> Result<Box<dyn MultipartUpload>> {
-        self.record(location);
+        // Recorded when started: a failed upload may have left parts behind.
+        self.written.lock().push(location.clone());
         self.inner.put_multipart_opts(location, opts).await
     }
 
@@ -86,12 +97,10 @@ impl ObjectStore for RecordingStore {
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.record(to);
-        self.inner.copy_opts(from, to, options).await
+        self.record(to, self.inner.copy_opts(from, to, options).await)
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
-        self.record(to);
-        self.inner.rename_opts(from, to, options).await
+        self.record(to, self.inner.rename_opts(from, to, options).await)
     }
 }

@@ -24,6 +24,8 @@ pub struct AttemptReport {
     pub end_s: f64,
     #[serde(flatten)]
     pub outcome: AttemptOutcome,
+    /// Versions the attempt had committed before its error, taken back.
+    pub undone_commits: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -68,6 +70,8 @@ pub struct RunReport {
     pub aborted_attempts: usize,
     /// Task-seconds spent in attempts that were aborted by a conflict.
     pub wasted_task_s: f64,
+    /// Versions that attempts which did not finish had committed, taken back.
+    pub undone_commits: usize,
     pub replans: usize,
     pub replan_log: Vec<Replan>,
     /// Scheduler decisions (adds, start queries, completions) and their cost.
@@ -126,10 +130,11 @@ impl RunReport {
             out.push_str(&format!("arrival not loaded: {error}\n"));
         }
         out.push_str(&format!(
-            "schedule {}: makespan {:.2} s, {} aborted attempts, {:.2} task-seconds wasted, {} re-plans; {} ok, {} failed, {} skipped; {} scheduler decisions at {:.1} µs each on average\n",
+            "schedule {}: makespan {:.2} s, {} aborted attempts ({} commits undone), {:.2} task-seconds wasted, {} re-plans; {} ok, {} failed, {} skipped; {} scheduler decisions at {:.1} µs each on average\n",
             self.schedule.name(),
             self.makespan_s,
             self.aborted_attempts,
+            self.undone_commits,
             self.wasted_task_s,
             self.replans,
             self.succeeded,

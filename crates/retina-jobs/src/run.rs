@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use crate::conflict::ConflictKind;
 use crate::dispatch::{dispatcher, Dispatcher, Schedule};
 use crate::error::{JobsError, Result};
+use crate::attempt::AttemptWrites;
 use crate::execute::{execute, StatementContext};
 use crate::lake::Lake;
 use crate::report::{AttemptOutcome, AttemptReport, Replan, RunReport, TaskReport, TaskStatus};
@@ -84,6 +85,8 @@ struct AttemptDone {
     start: Instant,
     end: Instant,
     result: Result<u64>,
+    /// Commits of the attempt taken back after its error.
+    undone: usize,
 }
 
 /// Runs `files` (and whatever arrives) on `lake`; returns the report. Errors
@@ -304,8 +307,8 @@ impl RunState {
         on_event(RunEvent::Started { task: key.to_string(), attempt });
         running.spawn(async move {
             let start = Instant::now();
-            let result = run_attempt(&lake, &spec).await;
-            AttemptDone { key: spec.key.clone(), start, end: Instant::now(), result }
+            let (result, undone) = run_attempt(&lake, &spec).await;
+            AttemptDone { key: spec.key.clone(), start, end: Instant::now(), result, undone }
         });
     }
 
@@ -324,7 +327,7 @@ impl RunState {
             (Err(_), Some((kind, statement))) => AttemptOutcome::Conflict { kind, statement },
             (Err(error), None) => AttemptOutcome::Failed { error: error.to_string() },
         };
-        task.report.attempt_log.push(AttemptReport { start_s, end_s, outcome });
+        task.report.attempt_log.push(AttemptReport { start_s, end_s, outcome, undone_commits: done.undone });
         let attempt = task.report.attempts;
         let status = match (done.result, conflict) {
             (Ok(rows), _) => {
@@ -380,6 +383,7 @@ impl RunState {
             makespan_s,
             aborted_attempts: aborted.len(),
             wasted_task_s: aborted.iter().fold(0.0, |sum, a| sum + (a.end_s - a.start_s)),
+            undone_commits: tasks.iter().flat_map(|t| &t.attempt_log).map(|a| a.undone_commits).sum(),
             replans: self.replans.len(),
             replan_log: self.replans,
             scheduler_decisions: self.decisions,
@@ -395,12 +399,26 @@ impl RunState {
     }
 }
 
-/// One attempt: the task's statements in order, each its own Delta commit.
-async fn run_attempt(lake: &Lake, spec: &TaskSpec) -> Result<u64> {
+/// One attempt: the task's statements in order, each its own Delta commit. An
+/// attempt that ends in an error takes its commits back (`attempt`), so nothing
+/// of it stays visible and a retry starts from the same tables; returns how many
+/// it took back. When they cannot all be taken back, the error says so (and the
+/// task is not retried: a retry would apply them twice).
+async fn run_attempt(lake: &Lake, spec: &TaskSpec) -> (Result<u64>, usize) {
+    let mut writes = AttemptWrites::new(lake);
     let mut rows = 0;
     for (i, statement) in spec.statements.iter().enumerate() {
         let at = StatementContext { task: &spec.key, number: i + 1, default_schema: spec.default_schema.as_deref() };
-        rows += execute(lake, at, statement).await?;
+        match execute(lake, at, statement, &mut writes).await {
+            Ok(written) => rows += written,
+            Err(error) if writes.commits().is_empty() => return (Err(error), 0),
+            Err(error) => {
+                return match writes.undo(lake).await {
+                    Ok(undone) => (Err(error), undone),
+                    Err(undo) => (Err(JobsError::Undo { task: spec.key.clone(), cause: Box::new(error), source: undo }), 0),
+                }
+            }
+        }
     }
-    Ok(rows)
+    (Ok(rows), 0)
 }

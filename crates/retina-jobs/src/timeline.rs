@@ -68,6 +68,10 @@ pub fn svg(report: &RunReport) -> String {
                 AttemptOutcome::Conflict { kind, statement } => ("#d64545", format!("aborted: {kind} at statement {statement}")),
                 AttemptOutcome::Failed { error } => ("#8a8a8a", format!("failed: {error}")),
             };
+            let what = match attempt.undone_commits {
+                0 => what,
+                n => format!("{what}; its {n} earlier commits undone"),
+            };
             let (x0, x1) = (x(attempt.start_s), x(attempt.end_s));
             let _ = writeln!(
                 out,

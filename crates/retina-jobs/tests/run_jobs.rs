@@ -13,6 +13,29 @@ use retina_jobs::{ConflictKind, JobsError, Lake, RunReport, Schedule};
 use retina_scheduler::load::LoadOptions;
 use retina_scheduler::{Colouring, RuleKind, Rules};
 
+/// The tests of this file one at a time: the failpoint is process-wide, and
+/// `cargo test` runs the tests of a file as threads of one process.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `jobs::hold-before-write` set to `value` until dropped (also when a test panics).
+struct Hold;
+
+impl Hold {
+    fn new(value: &str) -> Self {
+        fail::cfg("jobs::hold-before-write", value).expect("failpoint");
+        Hold
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        fail::remove("jobs::hold-before-write");
+    }
+}
+
 fn options(schedule: Schedule, concurrency: usize, retries: u32) -> RunOptions {
     RunOptions {
         schedule,
@@ -99,6 +122,7 @@ fn start_order(report: &RunReport) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_iot_pipeline_runs_without_conflicts_under_admission_and_batches_and_equals_a_serial_run() {
+    let _serial = serial();
     for schedule in [Schedule::Admission, Schedule::Batches] {
         let work = tempfile::tempdir().expect("tempdir");
         let lake = Lake::open(work.path().join("lake").to_str().expect("utf-8")).expect("lake");
@@ -123,7 +147,12 @@ async fn the_iot_pipeline_runs_without_conflicts_under_admission_and_batches_and
 
 /// A table `t.events` partitioned by `p`, 20 rows in `a` and 20 in `b`.
 async fn events_lake(dir: &Path) -> Lake {
-    let lake = Lake::open(dir.join("lake").to_str().expect("utf-8")).expect("lake");
+    events_lake_at(dir.join("lake").to_str().expect("utf-8"), dir).await
+}
+
+/// [`events_lake`] at `location` (a folder or an object-store URL); job files go to `dir`.
+async fn events_lake_at(location: &str, dir: &Path) -> Lake {
+    let lake = Lake::open(location).expect("lake");
     let setup = dir.join("events_setup.yaml");
     std::fs::write(
         &setup,
@@ -204,13 +233,14 @@ fn percent_decode(text: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlapping_conflicting_tasks_meet_a_real_delta_conflict_and_retries_converge_to_a_serial_run() {
+    let _serial = serial();
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
     // Both tasks take their snapshot, then wait: whichever commits second conflicts.
-    fail::cfg("jobs::hold-before-write", "return(400)").expect("failpoint");
+    let hold = Hold::new("return(400)");
     let job = conflicting_job(work.path(), "Clean_up", "Update_status");
     let report = run(&lake, &[job.clone()], &options(Schedule::None, 2, 2)).await;
-    fail::remove("jobs::hold-before-write");
+    drop(hold);
     assert_eq!(report.succeeded, 2, "{}", report.to_table());
     assert!(report.aborted_attempts >= 1, "a real conflict: {}", report.to_table());
     let kinds: Vec<ConflictKind> = report
@@ -243,14 +273,15 @@ async fn overlapping_conflicting_tasks_meet_a_real_delta_conflict_and_retries_co
     // Admission keeps them apart, under the same hold: no conflict.
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
-    fail::cfg("jobs::hold-before-write", "return(400)").expect("failpoint");
+    let hold = Hold::new("return(400)");
     let report = run(&lake, &[conflicting_job(work.path(), "Clean_up", "Update_status")], &options(Schedule::Admission, 2, 0)).await;
-    fail::remove("jobs::hold-before-write");
+    drop(hold);
     assert_eq!((report.succeeded, report.aborted_attempts), (2, 0), "{}", report.to_table());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_retries_a_lost_commit_fails_its_task_and_skips_its_dependents() {
+    let _serial = serial();
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
     let job = work.path().join("job.yaml");
@@ -259,9 +290,9 @@ async fn without_retries_a_lost_commit_fails_its_task_and_skips_its_dependents()
         "name: pair\ndialect: databricks\ntasks:\n  - id: A\n    sql: \"DELETE FROM t.events WHERE p = 'a' AND v < 5\"\n  - id: B\n    sql: \"UPDATE t.events SET v = v + 100 WHERE p = 'a'\"\n  - id: after_A\n    depends_on: [A]\n    sql: \"SELECT count(*) FROM t.events\"\n  - id: after_B\n    depends_on: [B]\n    sql: \"SELECT count(*) FROM t.events\"\n",
     )
     .expect("job");
-    fail::cfg("jobs::hold-before-write", "return(400)").expect("failpoint");
+    let hold = Hold::new("return(400)");
     let report = run(&lake, &[job], &options(Schedule::None, 2, 0)).await;
-    fail::remove("jobs::hold-before-write");
+    drop(hold);
     assert_eq!((report.succeeded, report.failed, report.skipped), (2, 1, 1), "{}", report.to_table());
     let failed = report.tasks.iter().find(|t| t.status == TaskStatus::Failed).expect("a failed task");
     let error = failed.error.as_deref().expect("its error");
@@ -270,6 +301,7 @@ async fn without_retries_a_lost_commit_fails_its_task_and_skips_its_dependents()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_that_fails_stops_its_dependents_with_a_clear_error_and_the_others_run() {
+    let _serial = serial();
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
     let job = work.path().join("job.yaml");
@@ -294,6 +326,7 @@ async fn a_task_that_fails_stops_its_dependents_with_a_clear_error_and_the_other
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_arriving_task_that_conflicts_with_a_running_one_replans_and_waits_for_it() {
+    let _serial = serial();
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
     let first = work.path().join("first.yaml");
@@ -306,9 +339,9 @@ async fn an_arriving_task_that_conflicts_with_a_running_one_replans_and_waits_fo
     .expect("job");
     let mut options = options(Schedule::Admission, 4, 0);
     options.arrivals = vec![Arrival { file: second, after: std::time::Duration::from_millis(150) }];
-    fail::cfg("jobs::hold-before-write", "return(600)").expect("failpoint");
+    let hold = Hold::new("return(600)");
     let report = run(&lake, &[first], &options).await;
-    fail::remove("jobs::hold-before-write");
+    drop(hold);
     assert_eq!((report.succeeded, report.aborted_attempts), (3, 0), "{}", report.to_table());
     assert!(report.replan_log.iter().any(|r| r.reason.contains("second/delete_a")), "{:?}", report.replan_log);
     let task = |key: &str| report.tasks.iter().find(|t| t.task == key).expect("task").clone();
@@ -318,6 +351,7 @@ async fn an_arriving_task_that_conflicts_with_a_running_one_replans_and_waits_fo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_the_executor_cannot_run_is_refused_before_anything_runs() {
+    let _serial = serial();
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
     let cases = [
@@ -344,6 +378,7 @@ async fn a_statement_the_executor_cannot_run_is_refused_before_anything_runs() {
 /// `ConcurrentDeleteRead`; under admission with the delta-rs rules the append waits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blind_append_loses_to_a_rewrite_of_another_partition_unless_the_delta_rs_rules_keep_them_apart() {
+    let _serial = serial();
     for (schedule, conflicts) in [(Schedule::None, 1), (Schedule::Admission, 0)] {
         let work = tempfile::tempdir().expect("tempdir");
         let lake = events_lake(work.path()).await;
@@ -354,9 +389,9 @@ async fn a_blind_append_loses_to_a_rewrite_of_another_partition_unless_the_delta
         let mut options = options(schedule, 2, 0);
         // The append takes its snapshot while the update holds, and commits after it.
         options.arrivals = vec![Arrival { file: append, after: std::time::Duration::from_millis(150) }];
-        fail::cfg("jobs::hold-before-write", "return(500)").expect("failpoint");
+        let hold = Hold::new("return(500)");
         let report = run(&lake, &[update], &options).await;
-        fail::remove("jobs::hold-before-write");
+        drop(hold);
         let append = report.tasks.iter().find(|t| t.task == "second/append_b").expect("append");
         assert_eq!(append.conflicts, conflicts, "{schedule:?}: {}", report.to_table());
         if conflicts > 0 {
@@ -371,6 +406,7 @@ async fn a_blind_append_loses_to_a_rewrite_of_another_partition_unless_the_delta
 /// run ends once everything finished and nothing new came for the idle time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_dropped_into_the_watched_folder_joins_the_run() {
+    let _serial = serial();
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
     let watched = work.path().join("incoming");
@@ -392,4 +428,115 @@ async fn a_job_dropped_into_the_watched_folder_joins_the_run() {
     let later = report.tasks.iter().find(|t| t.task == "later/delete_b").expect("the dropped job ran");
     assert!(later.arrived_s >= 0.3, "it arrived when it was dropped: {}", later.arrived_s);
     assert_eq!(rows_of(&lake, "t.events").await.len(), 20, "partition b was deleted");
+}
+
+/// Task A's third statement loses its commit to B; its first two (a CREATE and an
+/// UPDATE of the other partition) had committed. The attempt takes both back:
+/// without a retry nothing of A is visible, and with one A's statements apply
+/// exactly once, as in the serial run B then A.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_that_loses_a_later_commit_takes_its_earlier_commits_back() {
+    let _serial = serial();
+    let a = "CREATE TABLE t.audit AS SELECT 1 AS n; UPDATE t.events SET v = v + 1000 WHERE p = 'b'; UPDATE t.events SET v = v + 100 WHERE p = 'a'";
+    let b = "DELETE FROM t.events WHERE p = 'a' AND v < 5";
+    let job = |dir: &Path, chained: bool| {
+        let path = dir.join("multi.yaml");
+        let depends = if chained { "    depends_on: [B]\n" } else { "" };
+        std::fs::write(&path, format!("name: multi\ndialect: databricks\ntasks:\n  - id: A\n{depends}    sql: \"{a}\"\n  - id: B\n    sql: \"{b}\"\n")).expect("job");
+        path
+    };
+    let serial_dir = tempfile::tempdir().expect("tempdir");
+    let serial_lake = events_lake(serial_dir.path()).await;
+    let only_b = serial_dir.path().join("only_b.yaml");
+    std::fs::write(&only_b, format!("name: only\ndialect: databricks\ntasks:\n  - id: B\n    sql: \"{b}\"\n")).expect("job");
+    run(&serial_lake, &[only_b], &options(Schedule::None, 1, 0)).await;
+    let after_b = rows_of(&serial_lake, "t.events").await;
+    run(&serial_lake, &[job(serial_dir.path(), true)], &options(Schedule::None, 1, 0)).await;
+    let after_b_then_a = rows_of(&serial_lake, "t.events").await;
+
+    for retries in [0, 1] {
+        let work = tempfile::tempdir().expect("tempdir");
+        let lake = events_lake(work.path()).await;
+        // B takes its snapshot at once and commits after 1.5 s; A's third statement takes
+        // its snapshot after A's first two committed, and commits after B.
+        let hold = Hold::new("return(A#3=3000,B#1=1500)");
+        let report = run(&lake, &[job(work.path(), false)], &options(Schedule::None, 2, retries)).await;
+        drop(hold);
+        let task_a = report.tasks.iter().find(|t| t.task == "multi/A").expect("A");
+        let first = &task_a.attempt_log[0];
+        assert!(matches!(first.outcome, AttemptOutcome::Conflict { statement: 3, .. }), "{}", report.to_table());
+        assert_eq!(first.undone_commits, 2, "the CREATE and the UPDATE of b: {:?}", task_a.attempt_log);
+        if retries == 0 {
+            assert_eq!(task_a.status, TaskStatus::Failed);
+            assert_eq!(rows_of(&lake, "t.events").await, after_b, "nothing of A is visible");
+            assert!(lake.load("t.audit").await.expect("load").is_none(), "the table A created is gone");
+            assert!(!lake.table_url("t.audit").expect("url").to_file_path().expect("path").exists(), "with its folder");
+        } else {
+            assert_eq!((task_a.status, task_a.attempts), (TaskStatus::Succeeded, 2), "{}", report.to_table());
+            assert_eq!(rows_of(&lake, "t.events").await, after_b_then_a, "A applied once, after B");
+            assert_eq!(rows_of(&lake, "t.audit").await, vec!["1".to_string()]);
+        }
+        commits_checking_files(&lake, "t.events");
+    }
+}
+
+/// A took back nothing it could not: C deleted the rows A's first statement wrote
+/// before A lost its second commit, so undoing A's first statement would bring
+/// back rows C deleted. The error says so, and A is not retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undo_that_would_bring_back_rows_another_task_deleted_is_refused() {
+    let _serial = serial();
+    let work = tempfile::tempdir().expect("tempdir");
+    let lake = events_lake(work.path()).await;
+    let job = work.path().join("job.yaml");
+    std::fs::write(
+        &job,
+        "name: j\ndialect: databricks\ntasks:\n  - id: A\n    sql: \"UPDATE t.events SET v = v + 1000 WHERE p = 'b'; UPDATE t.events SET v = v + 100 WHERE p = 'a'\"\n  - id: B\n    sql: \"DELETE FROM t.events WHERE p = 'a' AND v < 5\"\n  - id: C\n    sql: \"SELECT count(*) FROM t.events; DELETE FROM t.events WHERE p = 'b' AND v >= 1000\"\n",
+    )
+    .expect("job");
+    // A's first statement commits at once; C deletes its rows at 1.5 s; B commits at 3 s;
+    // A's second statement, whose snapshot predates B's commit, commits at 5 s and loses.
+    let hold = Hold::new("return(A#2=5000,B#1=3000,C#1=1500)");
+    let report = run(&lake, &[job], &options(Schedule::None, 3, 2)).await;
+    drop(hold);
+    let task = |id: &str| report.tasks.iter().find(|t| t.task == format!("j/{id}")).expect("task").clone();
+    assert_eq!((task("B").status, task("C").status), (TaskStatus::Succeeded, TaskStatus::Succeeded), "{}", report.to_table());
+    let a = task("A");
+    assert_eq!((a.status, a.attempts), (TaskStatus::Failed, 1), "not retried: {}", report.to_table());
+    let error = a.error.expect("error");
+    assert!(error.contains("j/A") && error.contains("could not all be taken back") && error.contains("t.events") && error.contains("a later commit removed"), "{error}");
+}
+
+/// The same executor on an S3 lake (moto): tables created, a real conflict between
+/// overlapping tasks detected through S3's create-once put, an aborted attempt
+/// undone, and the retry converging; the folder-only checks are skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_run_on_an_s3_lake_with_real_conflicts_and_undo() {
+    let _serial = serial();
+    let server = retina_test_support::LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
+    server.create_bucket("jobs").unwrap_or_else(|e| panic!("{e}"));
+    let work = tempfile::tempdir().expect("tempdir");
+    let location = format!("s3://jobs/lake?endpoint={}&allow_http=true&region=us-east-1&access_key_id=test&secret_access_key=verysecret", server.endpoint());
+    let lake = events_lake_at(&location, work.path()).await;
+    assert!(lake.root().as_str().starts_with("s3://jobs/lake/"), "{}", lake.root());
+    assert_eq!(rows_of(&lake, "t.events").await.len(), 40);
+    let job = work.path().join("multi.yaml");
+    std::fs::write(
+        &job,
+        "name: multi\ndialect: databricks\ntasks:\n  - id: A\n    sql: \"UPDATE t.events SET v = v + 1000 WHERE p = 'b'; UPDATE t.events SET v = v + 100 WHERE p = 'a'\"\n  - id: B\n    sql: \"DELETE FROM t.events WHERE p = 'a' AND v < 5\"\n",
+    )
+    .expect("job");
+    let hold = Hold::new("return(A#2=3000,B#1=1500)");
+    let report = run(&lake, &[job], &options(Schedule::None, 2, 1)).await;
+    drop(hold);
+    let a = report.tasks.iter().find(|t| t.task == "multi/A").expect("A");
+    assert!(matches!(a.attempt_log[0].outcome, AttemptOutcome::Conflict { statement: 2, .. }), "{}", report.to_table());
+    assert_eq!((a.attempt_log[0].undone_commits, a.status, report.succeeded), (1, TaskStatus::Succeeded, 2), "{}", report.to_table());
+    let rows = rows_of(&lake, "t.events").await;
+    // B deleted the 12 rows of `a` with v < 5 (v is 0, 2 or 4); A added 1000 to `b` once
+    // and 100 to the rest of `a`.
+    assert_eq!(rows.len(), 28, "{rows:?}");
+    let v = |row: &String| row.split('|').nth(1).and_then(|v| v.parse::<i64>().ok()).expect("v");
+    assert!(rows.iter().filter(|r| r.ends_with("|b")).all(|r| (1000..1010).contains(&v(r))), "{rows:?}");
+    assert!(rows.iter().filter(|r| r.ends_with("|a")).all(|r| [106, 108].contains(&v(r))), "{rows:?}");
 }

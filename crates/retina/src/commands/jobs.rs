@@ -56,7 +56,9 @@ pub struct RunArgs {
     /// Job files: ours (YAML/JSON) or Databricks Jobs API 2.1 definitions.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Lake root (a local directory): table `a.b` is the Delta table in `DIR/a/b`.
+    /// Lake root: a local directory, or an object store (`s3://BUCKET/PREFIX?endpoint=…`,
+    /// `gs://`, `az://`, configured as data dirs are); table `a.b` is the Delta table in
+    /// `ROOT/a/b`.
     #[arg(long)]
     pub lake: String,
     /// none: every task whose dependencies are done starts at once (what platform
