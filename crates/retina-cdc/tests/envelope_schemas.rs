@@ -45,7 +45,36 @@ fn stream() -> Vec<String> {
         // A known schema with a broken payload: the same error either way.
         format!(r#"{{"schema":{SCHEMA},"payload":{{"op":"c","after":{{"id":}}}}}}"#),
         format!(r#"{{"schema":{SCHEMA},"payload":null}}"#),
+        // As a Kafka source wraps them: the topic's table first (a source block wins),
+        // keyed and keyless, with and without a source block.
+        event("c", 8, Some("k"), None).replacen(r#"{"key":"#, r#"{"table":"x.y","key":"#, 1),
+        sourceless(9).replacen(r#"{"key":"#, r#"{"table":"x.y","key":"#, 1),
+        {
+            let line = sourceless(10);
+            let value = line.split_once(r#","value":"#).expect("keyed").1;
+            format!(r#"{{"table":"x.y","value":{}}}"#, &value[..value.len() - 1])
+        },
     ]
+}
+
+/// `event` without its `source` block.
+fn sourceless(id: i64) -> String {
+    let line = event("c", id, Some("s"), None);
+    let start = line.find(r#""source":"#).expect("source");
+    let end = start + line[start..].find("},").expect("end of source") + 2;
+    format!("{}{}", &line[..start], &line[end..])
+}
+
+#[test]
+fn a_wrapper_s_table_names_events_without_a_source_block_on_both_paths() {
+    let lines = [sourceless(9).replacen(r#"{"key":"#, r#"{"table":"x.y","key":"#, 1), event("c", 8, Some("k"), None).replacen(r#"{"key":"#, r#"{"table":"x.y","key":"#, 1)];
+    for (line, table) in lines.iter().zip(["x.y", "s.t"]) {
+        let warm = format!("{:?}", decode_line(line));
+        assert_eq!(decoded_cold(line), warm, "{line}");
+        assert!(warm.contains(&format!("table: \"{table}\"")), "{warm}");
+    }
+    let error = decode_line(&sourceless(9)).expect_err("no table").to_string();
+    assert!(error.contains("source"), "{error}");
 }
 
 #[test]

@@ -277,6 +277,42 @@ fn without_transaction_metadata_every_event_is_its_own_transaction_and_the_statu
     assert!(status.partitions.iter().all(|p| p.lag_messages == 0), "{:?}", status.partitions);
 }
 
+/// A change event without a `source` block (a connector configured to drop it):
+/// only its topic names its table.
+fn sourceless(topic: &str, id: i64) -> KafkaRecord {
+    let schema = VALUE_SCHEMA.replace(r#"{"type":"struct","optional":false,"field":"source","fields":[{"type":"string","optional":false,"field":"schema"},{"type":"string","optional":false,"field":"table"}]},"#, "");
+    assert!(!schema.contains("source"), "the schema lost its source block");
+    let payload = format!(r#"{{"before":null,"after":{{"id":{id},"name":"n{id}"}},"op":"c","transaction":null}}"#);
+    KafkaRecord { topic: topic.to_string(), key: Some(key(id)), value: Some(format!(r#"{{"schema":{schema},"payload":{payload}}}"#)), partition: None }
+}
+
+#[test]
+fn events_without_a_source_block_belong_to_the_table_their_topic_names_unless_table_is_given() {
+    let broker = broker();
+    broker.create_topic("srv.s.a", 2).expect("topic a");
+    broker.create_topic("srv.inventory.b", 1).expect("topic b");
+    let mut records: Vec<KafkaRecord> = (1..=10).map(|n| sourceless("srv.s.a", n)).collect();
+    records.extend((1..=4).map(|n| sourceless("srv.inventory.b", n)));
+    // One keyless: the topic still names its table.
+    let mut keyless = sourceless("srv.inventory.b", 5);
+    keyless.key = None;
+    records.push(keyless);
+    broker.produce(&records).expect("produce");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let report = ingest(&engine, &uri(&broker, "")).expect("ingest");
+    assert_eq!(report.stats.transactions_applied, 15);
+    assert_eq!(rows(&engine, "s.a").len(), 10);
+    assert_eq!(rows(&engine, "inventory.b").len(), 5);
+
+    // `table=` names the table before the topic does.
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    ingest(&engine, &uri(&broker, "?topics=srv.s.a&table=s.c")).expect("ingest");
+    assert_eq!(rows(&engine, "s.c").len(), 10);
+    assert!(engine.table_id("s.a").is_none(), "nothing went to the topic's table");
+}
+
 #[test]
 fn an_event_that_names_a_transaction_without_a_transaction_topic_is_an_error() {
     let broker = broker();

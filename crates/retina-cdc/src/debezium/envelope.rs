@@ -42,6 +42,8 @@ pub(super) struct Parts<'a> {
     pub schema: &'a str,
     /// The value payload text, not yet parsed (never `null`).
     pub payload: &'a str,
+    /// The table the line's wrapper names, for events without a `source` block.
+    pub table: Option<&'a str>,
 }
 
 /// Remembers `schema`, a value or key schema that parsed as part of a message.
@@ -64,6 +66,16 @@ pub(super) fn remember(schema: &str) {
 pub(super) fn split(line: &str) -> Option<Parts<'_>> {
     let mut cursor = Cursor { text: line, at: 0 };
     cursor.token("{")?;
+    // The table a Kafka source read it under (see `source::kafka`), ahead of the rest.
+    let table = if cursor.peek_literal("\"table\"") {
+        cursor.token("\"table\"")?;
+        cursor.token(":")?;
+        let name = cursor.plain_string()?;
+        cursor.token(",")?;
+        Some(name)
+    } else {
+        None
+    };
     if cursor.peek_literal("\"key\"") {
         cursor.token("\"key\"")?;
         cursor.token(":")?;
@@ -76,7 +88,13 @@ pub(super) fn split(line: &str) -> Option<Parts<'_>> {
         // The value envelope closes just before the line's own closing brace.
         let value = cursor.rest().trim_end().strip_suffix('}')?;
         let inner = split_value(value)?;
-        return Some(Parts { key: Some((key_schema, key_payload)), ..inner });
+        return Some(Parts { key: Some((key_schema, key_payload)), table, ..inner });
+    }
+    if table.is_some() {
+        cursor.token("\"value\"")?;
+        cursor.token(":")?;
+        let value = cursor.rest().trim_end().strip_suffix('}')?;
+        return Some(Parts { table, ..split_value(value)? });
     }
     split_value(line)
 }
@@ -89,7 +107,7 @@ fn split_value(text: &str) -> Option<Parts<'_>> {
     if payload.is_empty() || payload == "null" {
         return None;
     }
-    Some(Parts { key: None, schema, payload })
+    Some(Parts { key: None, table: None, schema, payload })
 }
 
 struct Cursor<'a> {
@@ -143,6 +161,19 @@ impl<'a> Cursor<'a> {
         })?;
         self.at += length;
         Some(&rest[..length])
+    }
+
+    /// A JSON string without escapes starting here, its text (a table name; a name
+    /// with escapes takes the full parse).
+    fn plain_string(&mut self) -> Option<&'a str> {
+        self.skip_whitespace();
+        let rest = self.rest().strip_prefix('"')?;
+        let end = rest.find(['"', '\\'])?;
+        if rest.as_bytes()[end] != b'"' {
+            return None;
+        }
+        self.at += end + 2;
+        Some(&rest[..end])
     }
 
     /// One JSON value starting here (found by its brackets and strings, then

@@ -82,6 +82,10 @@ struct Fields<'a> {
     key: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     value: Option<&'a RawValue>,
+    /// In a `{"table":…,"key":…,"value":…}` wrapper: the table the transport names
+    /// (a Kafka topic), for an event without a `source` block.
+    #[serde(borrow, default)]
+    table: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     schema: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
@@ -259,7 +263,8 @@ pub fn decode_line(line: &str) -> Result<Message<'_>, DecodeError> {
 }
 
 /// Decodes one line; a change event without a `source` block belongs to
-/// `default_table` (`--table`), and without one is an error saying so. An empty line
+/// `default_table` (`--table`), else to the table its wrapper names (what a Kafka
+/// source reads from the topic name), and without either is an error saying so. An empty line
 /// and the JSON `null` (how tools write a Kafka tombstone's null value) are tombstones.
 pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Result<Message<'a>, DecodeError> {
     let trimmed = line.trim();
@@ -274,7 +279,7 @@ pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Resul
                 Some((schema, key)) => (Some(key), Some(schema)),
                 None => (None, None),
             };
-            return decode_payload(payload, Some(parts.schema), key, key_schema, default_table);
+            return decode_payload(payload, Some(parts.schema), key, key_schema, default_table.or(parts.table));
         }
     }
     let fields: Fields = serde_json::from_str(line).map_err(malformed)?;
@@ -282,6 +287,9 @@ pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Resul
     if !wrapped {
         return decode_value(fields, None, None, default_table);
     }
+    // `--table` / `table=` names the table before the transport does.
+    let hint = fields.table.filter(|t| t.get() != "null").map(|t| string(t, "table")).transpose()?;
+    let default_table = default_table.or(hint.as_deref());
     let Some(value) = fields.value.filter(|v| v.get() != "null") else {
         return Ok(Message::Tombstone);
     };

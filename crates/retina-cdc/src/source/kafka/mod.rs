@@ -245,7 +245,7 @@ impl KafkaSource {
                 Some(value) => {
                     let transaction = peek::transaction_id(value.as_bytes())
                         .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason: at(reason) })?;
-                    (transaction, Some(with_key(record.key.as_deref(), value)))
+                    (transaction, Some(wrap(&self.spec.table_of(topic), record.key.as_deref(), value)))
                 }
             };
             reassembly
@@ -542,22 +542,23 @@ fn connect_client(runtime: &tokio::runtime::Runtime, spec: &KafkaSpec, tls: Opti
     }
 }
 
-/// The line the sink decodes: the value, wrapped with its key as
-/// `{"key":…,"value":…}` when the key is a JSON object (with or without schema).
-fn with_key(key: Option<&[u8]>, value: String) -> String {
+/// The line the sink decodes: `{"table":T,"key":K,"value":V}`, with the table the
+/// topic names (for events without a `source` block) and the key when it is a JSON
+/// object (with or without schema).
+fn wrap(table: &str, key: Option<&[u8]>, value: String) -> String {
     let key = key.filter(|k| k.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')).and_then(|k| std::str::from_utf8(k).ok());
-    match key {
-        Some(key) => {
-            let mut line = String::with_capacity(key.len() + value.len() + 20);
-            line.push_str("{\"key\":");
-            line.push_str(key);
-            line.push_str(",\"value\":");
-            line.push_str(&value);
-            line.push('}');
-            line
-        }
-        None => value,
+    let table = serde_json::to_string(table).unwrap_or_else(|_| "null".to_string());
+    let mut line = String::with_capacity(table.len() + key.map_or(0, str::len) + value.len() + 30);
+    line.push_str("{\"table\":");
+    line.push_str(&table);
+    if let Some(key) = key {
+        line.push_str(",\"key\":");
+        line.push_str(key);
     }
+    line.push_str(",\"value\":");
+    line.push_str(&value);
+    line.push('}');
+    line
 }
 
 #[cfg(test)]
@@ -565,9 +566,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn json_keys_wrap_the_value_and_others_are_left_out() {
-        assert_eq!(with_key(Some(br#"{"id":1}"#), "{\"op\":\"c\"}".into()), r#"{"key":{"id":1},"value":{"op":"c"}}"#);
-        assert_eq!(with_key(Some(b"plain-text-key"), "{}".into()), "{}");
-        assert_eq!(with_key(None, "{}".into()), "{}");
+    fn the_topic_s_table_and_json_keys_wrap_the_value_and_other_keys_are_left_out() {
+        assert_eq!(wrap("s.t", Some(br#"{"id":1}"#), "{\"op\":\"c\"}".into()), r#"{"table":"s.t","key":{"id":1},"value":{"op":"c"}}"#);
+        assert_eq!(wrap("s.t", Some(b"plain-text-key"), "{}".into()), r#"{"table":"s.t","value":{}}"#);
+        assert_eq!(wrap("s.t", None, "{}".into()), r#"{"table":"s.t","value":{}}"#);
     }
 }

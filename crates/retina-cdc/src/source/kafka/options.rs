@@ -78,6 +78,18 @@ pub struct KafkaSpec {
 }
 
 impl KafkaSpec {
+    /// The table change events of `topic` belong to when they carry no `source`
+    /// block: Debezium names topics `<prefix>.<schema or db>.<table>` (SQL Server
+    /// `<prefix>.<db>.<schema>.<table>`), so the prefix is dropped and the last two
+    /// names are the table, as a source block would name it.
+    pub fn table_of(&self, topic: &str) -> String {
+        let rest = topic.strip_prefix(&self.prefix).and_then(|r| r.strip_prefix('.')).filter(|r| !r.is_empty()).unwrap_or(topic);
+        match rest.rmatch_indices('.').nth(1) {
+            Some((dot, _)) => rest[dot + 1..].to_string(),
+            None => rest.to_string(),
+        }
+    }
+
     /// Whether `topic` carries change events of this source.
     pub fn selects(&self, topic: &str, regex: Option<&regex::Regex>) -> bool {
         if topic == self.transaction_topic {
@@ -194,6 +206,16 @@ mod tests {
 
     fn parse_plain(rest: &str) -> Result<KafkaSpec, String> {
         parse(rest, &mut |_, _| Ok(false))
+    }
+
+    #[test]
+    fn a_topic_names_its_table_as_a_source_block_would() {
+        let spec = parse_plain("b:9092/srv").expect("spec");
+        assert_eq!(spec.table_of("srv.inventory.orders"), "inventory.orders");
+        assert_eq!(spec.table_of("srv.db.dbo.orders"), "dbo.orders", "SQL Server: schema.table");
+        assert_eq!(spec.table_of("srv.orders"), "orders");
+        assert_eq!(spec.table_of("other.shop.items"), "shop.items", "another prefix (topics= list)");
+        assert_eq!(spec.table_of("items"), "items");
     }
 
     #[test]
