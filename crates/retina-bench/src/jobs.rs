@@ -95,7 +95,7 @@ fn options(config: &JobsBenchConfig, schedule: Schedule) -> RunOptions {
     }
 }
 
-type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Runs every workload under every schedule, each on a fresh copy of its set-up lake.
 pub fn run(config: &JobsBenchConfig, work: &Path, examples: &Path, on_row: &mut dyn FnMut(&JobsBenchRow)) -> BenchResult<Vec<JobsBenchRow>> {
@@ -111,8 +111,8 @@ pub fn run(config: &JobsBenchConfig, work: &Path, examples: &Path, on_row: &mut 
     for &tasks in &config.synthetic_tasks {
         for &density in &config.densities {
             let name = format!("synthetic-{tasks}-{}", density.as_str());
-            let (setup, pipeline) = synthetic_jobs(work, &name, tasks, density, config.seed, config.rows_per_partition)?;
-            workloads.push((format!("synthetic {}", density.as_str()), setup, pipeline));
+            let jobs = synthetic_jobs(work, &name, tasks, density, config.seed, config.rows_per_partition)?;
+            workloads.push((format!("synthetic {}", density.as_str()), jobs.setup, jobs.pipeline));
         }
     }
     for (name, setup, pipeline) in workloads {
@@ -155,13 +155,41 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 /// about ten tables in all).
 const OUT_TABLES: usize = 8;
 
+/// A synthetic workload written as job files.
+#[derive(Debug, Clone)]
+pub struct SyntheticJobs {
+    /// Creates and fills every table the pipeline names.
+    pub setup: PathBuf,
+    pub pipeline: PathBuf,
+    /// Every task of the pipeline: its key (`job/task`) and its statements.
+    pub tasks: Vec<(String, Vec<String>)>,
+    /// The tables the pipeline writes.
+    pub tables: Vec<String>,
+}
+
+impl SyntheticJobs {
+    /// One job running `order` (task keys of the pipeline) one after the other: the
+    /// serial run a concurrent run must equal.
+    pub fn serial_job(&self, order: &[String], path: &Path) -> std::io::Result<()> {
+        let mut text = String::from("name: serial\ntasks:\n");
+        let id = |key: &str| key.replace('/', "__");
+        for (i, key) in order.iter().enumerate() {
+            let statements = self.tasks.iter().find(|(k, _)| k == key).map(|(_, s)| s.as_slice()).unwrap_or_default();
+            let deps: Vec<String> = order[..i].last().map(|previous| id(previous)).into_iter().collect();
+            text.push_str(&task_yaml(&id(key), &deps, statements));
+        }
+        std::fs::write(path, text)
+    }
+}
+
 /// The synthetic workload as SQL: a set-up job creating the tables its accesses
 /// name (`hot.t<h>` partitioned by `day`, `out.t<k>` by `p`, `raw.src`), and the
 /// jobs, each access one statement of its mode on its partition.
-fn synthetic_jobs(work: &Path, name: &str, tasks: usize, density: Density, seed: u64, rows: usize) -> BenchResult<(PathBuf, PathBuf)> {
+pub fn synthetic_jobs(work: &Path, name: &str, tasks: usize, density: Density, seed: u64, rows: usize) -> BenchResult<SyntheticJobs> {
     let workload = generate(tasks, density, seed);
     let mut hot_days: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
     let mut jobs: Vec<(String, Vec<String>)> = Vec::new();
+    let mut all_tasks = Vec::new();
     for t in 0..workload.len() as u32 {
         let task = workload.task(t);
         let mut statements = Vec::new();
@@ -186,7 +214,9 @@ fn synthetic_jobs(work: &Path, name: &str, tasks: usize, density: Density, seed:
             hot_days.entry(table.clone()).or_default().insert(value.clone());
             statements.push(match access.mode {
                 Mode::Read => format!("SELECT sum(v) FROM {table} WHERE day = '{value}'"),
-                Mode::Update => format!("UPDATE {table} SET v = v + 1 WHERE day = '{value}'"),
+                // Not commutative with the merges' and overwrites' additions, so the
+                // order of conflicting tasks shows in the tables.
+                Mode::Update => format!("UPDATE {table} SET v = (v * 3 + {}) % 1000003 WHERE day = '{value}'", t % 7 + 1),
                 Mode::Delete => format!("DELETE FROM {table} WHERE day = '{value}' AND id % 97 = {}", t % 97),
                 Mode::Merge => format!(
                     "MERGE INTO {table} AS t USING (SELECT id, day FROM {table} WHERE day = '{value}' AND id % 50 = {}) AS s ON t.day = '{value}' AND t.id = s.id \
@@ -198,6 +228,7 @@ fn synthetic_jobs(work: &Path, name: &str, tasks: usize, density: Density, seed:
             });
         }
         let deps: Vec<String> = task.deps.iter().map(|&d| workload.task(d).name.clone()).collect();
+        all_tasks.push((format!("{}/{}", task.job, task.name), statements.clone()));
         match jobs.last_mut() {
             Some((job, list)) if *job == task.job => list.push(task_yaml(&task.name, &deps, &statements)),
             _ => jobs.push((task.job.clone(), vec![task_yaml(&task.name, &deps, &statements)])),
@@ -238,7 +269,9 @@ fn synthetic_jobs(work: &Path, name: &str, tasks: usize, density: Density, seed:
     let pipeline_path = work.join(format!("{name}.yaml"));
     std::fs::write(&setup_path, setup)?;
     std::fs::write(&pipeline_path, pipeline)?;
-    Ok((setup_path, pipeline_path))
+    let mut tables: Vec<String> = hot_days.into_keys().collect();
+    tables.extend((0..OUT_TABLES).map(|k| format!("out.t{k}")));
+    Ok(SyntheticJobs { setup: setup_path, pipeline: pipeline_path, tasks: all_tasks, tables })
 }
 
 fn task_yaml(id: &str, deps: &[String], statements: &[String]) -> String {

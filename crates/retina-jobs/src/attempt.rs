@@ -231,3 +231,17 @@ async fn files_of(table: &DeltaTable) -> Result<HashMap<FileKey, LogicalFileView
 fn as_json(value: &impl serde::Serialize) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_commit_files_of_a_delta_log_are_versions() {
+        assert_eq!(commit_version(&Path::from("lake/t/e/_delta_log/00000000000000000007.json")), Some(7));
+        assert_eq!(commit_version(&Path::from("lake/t/e/_delta_log/00000000000000000010.checkpoint.parquet")), None);
+        assert_eq!(commit_version(&Path::from("lake/t/e/_delta_log/_last_checkpoint")), None);
+        assert_eq!(commit_version(&Path::from("lake/t/e/p=a/00000000000000000007.json")), None, "not in a log");
+        assert_eq!(commit_version(&Path::from("lake/t/e/_delta_log/7.json")), None);
+    }
+}

@@ -136,7 +136,7 @@ async fn write_step(
             write.await.map_err(|e| at.delta(table, e))?;
             Ok(rows)
         }
-        Step::Insert { table, overwrite, partition, columns, query } => {
+        Step::Insert { table, overwrite, partition, replace_where, columns, query } => {
             let target_table = require(loaded_target, table)?;
             let frame = ctx.sql(query).await.map_err(|e| at.query(e))?;
             let frame = shape_for(&target_table, frame, partition, columns, at, table)?;
@@ -145,7 +145,9 @@ async fn write_step(
             let mut write = target_table.write(batches).with_session_state(Arc::new(ctx.state()));
             if *overwrite {
                 write = write.with_save_mode(SaveMode::Overwrite);
-                if !partition.is_empty() {
+                if let Some(predicate) = replace_where {
+                    write = write.with_replace_where(render(ctx, predicate, std::slice::from_ref(table), at).await?);
+                } else if !partition.is_empty() {
                     let predicate: Vec<String> = partition.iter().map(|(c, v)| format!("{c} = {v}")).collect();
                     write = write.with_replace_where(predicate.join(" AND "));
                 }

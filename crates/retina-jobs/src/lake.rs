@@ -195,6 +195,30 @@ impl Lake {
         Ok(())
     }
 
+    /// Every row of table `name` (the lake's, or the mirror's at its cut), each
+    /// rendered as its cells joined by `|`, sorted: what checks and comparisons of
+    /// two lakes read (None: no such table).
+    pub async fn sorted_rows(&self, name: &str) -> Result<Option<Vec<String>>, DeltaTableError> {
+        let Some(table) = self.load(name).await? else { return Ok(None) };
+        let generic = |e: deltalake_core::datafusion::error::DataFusionError| DeltaTableError::Generic(e.to_string());
+        let ctx = SessionContext::new();
+        table.update_datafusion_session(&ctx.state())?;
+        ctx.register_table("t", table.table_provider().await.map_err(generic)?).map_err(generic)?;
+        let batches = ctx.sql("SELECT * FROM t").await.map_err(generic)?.collect().await.map_err(generic)?;
+        let mut rows = Vec::new();
+        for batch in &batches {
+            for row in 0..batch.num_rows() {
+                let mut cells = Vec::with_capacity(batch.num_columns());
+                for column in batch.columns() {
+                    cells.push(deltalake_core::arrow::util::display::array_value_to_string(column, row)?);
+                }
+                rows.push(cells.join("|"));
+            }
+        }
+        rows.sort();
+        Ok(Some(rows))
+    }
+
     /// The partition columns the table's own metadata declares (none if it does not exist).
     pub async fn partition_columns(&self, name: &str) -> Result<Vec<String>, DeltaTableError> {
         Ok(match self.load(name).await? {

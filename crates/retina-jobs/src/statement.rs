@@ -9,12 +9,16 @@
 use std::ops::ControlFlow;
 
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use retina_scheduler::analysis::dialect::ReplaceWhere;
 use retina_scheduler::analysis::names::normalize;
 use retina_scheduler::TableCatalog;
 use sqlparser::ast::{
     self, AssignmentTarget, ColumnDef, Expr, FromTable, HiveDistributionStyle, MergeAction, MergeClauseKind, MergeInsertKind, ObjectName,
     Statement, TableFactor, TableObject,
 };
+
+use sqlparser::dialect::Dialect;
+use sqlparser::parser::Parser;
 
 use crate::error::{JobsError, Result};
 
@@ -26,8 +30,9 @@ pub enum Step {
     Query { sql: String },
     /// `CREATE TABLE … [USING DELTA] [PARTITIONED BY (…)] [AS SELECT …]`.
     CreateTable { table: String, schema: Option<Schema>, partition_columns: Vec<String>, if_not_exists: bool, or_replace: bool, query: Option<String> },
-    /// `INSERT [INTO | OVERWRITE] t [PARTITION (c = v, …)] [(cols)] query`.
-    Insert { table: String, overwrite: bool, partition: Vec<(String, Expr)>, columns: Vec<String>, query: String },
+    /// `INSERT [INTO | OVERWRITE] t [PARTITION (c = v, …)] [(cols)] query`, and
+    /// `INSERT INTO t REPLACE WHERE p query` (an overwrite of the rows `p` matches).
+    Insert { table: String, overwrite: bool, partition: Vec<(String, Expr)>, replace_where: Option<Expr>, columns: Vec<String>, query: String },
     /// `UPDATE t [AS a] SET c = e, … [WHERE p]`.
     Update { table: String, qualifiers: Vec<String>, assignments: Vec<(String, Expr)>, predicate: Option<Expr> },
     /// `DELETE FROM t [AS a] [WHERE p]`.
@@ -84,14 +89,31 @@ pub struct PlannedStatement {
 
 /// Translates the statements of `task`; the first one we cannot execute is an
 /// error naming it.
-pub fn plan_statements(task: &str, statements: &[Statement], catalog: &TableCatalog) -> Result<Vec<PlannedStatement>> {
+/// `replaced` are the `REPLACE WHERE` clauses taken out of the text before it was
+/// parsed (`take_replace_where`), parsed here with `dialect`.
+pub fn plan_statements(task: &str, statements: &[Statement], catalog: &TableCatalog, replaced: &[ReplaceWhere], dialect: &dyn Dialect) -> Result<Vec<PlannedStatement>> {
     let mut out = Vec::with_capacity(statements.len());
     for (i, statement) in statements.iter().enumerate() {
         let position = retina_scheduler::analysis::statement::position(statement);
         let unsupported = |detail: String| JobsError::Unsupported { task: task.to_string(), statement: i + 1, position: position.clone(), detail };
-        let step = step_of(statement, catalog).map_err(unsupported)?;
+        let mut step = step_of(statement, catalog).map_err(unsupported)?;
+        let mut predicate = None;
+        if let Some(replace) = replaced.iter().find(|r| r.statement == i + 1) {
+            let expr = Parser::new(dialect)
+                .try_with_sql(&replace.predicate)
+                .and_then(|mut p| p.parse_expr())
+                .map_err(|e| unsupported(format!("REPLACE WHERE {}: {e}", replace.predicate)))?;
+            match &mut step {
+                Step::Insert { overwrite, partition, replace_where, .. } if !*overwrite && partition.is_empty() => {
+                    *overwrite = true;
+                    *replace_where = Some(expr.clone());
+                }
+                _ => return Err(unsupported("REPLACE WHERE goes with INSERT INTO t REPLACE WHERE … <query> only".to_string())),
+            }
+            predicate = Some(expr);
+        }
         let mut tables = Vec::new();
-        let _ = ast::visit_relations(statement, |name: &ObjectName| {
+        let mut note = |name: &ObjectName| {
             if let Some(raw) = normalize(name) {
                 let table = catalog.qualify(raw);
                 if !tables.contains(&table) {
@@ -99,7 +121,11 @@ pub fn plan_statements(task: &str, statements: &[Statement], catalog: &TableCata
                 }
             }
             ControlFlow::<()>::Continue(())
-        });
+        };
+        let _ = ast::visit_relations(statement, &mut note);
+        if let Some(predicate) = &predicate {
+            let _ = ast::visit_relations(predicate, &mut note);
+        }
         out.push(PlannedStatement { step, tables, position });
     }
     Ok(out)
@@ -259,7 +285,7 @@ fn insert_step(insert: &ast::Insert, catalog: &TableCatalog) -> Result<Step, Str
         }
     }
     let columns = insert.columns.iter().map(|c| c.to_string().trim_matches('`').to_lowercase()).collect();
-    Ok(Step::Insert { table, overwrite: insert.overwrite, partition, columns, query: query.to_string() })
+    Ok(Step::Insert { table, overwrite: insert.overwrite, partition, replace_where: None, columns, query: query.to_string() })
 }
 
 fn merge_step(merge: &ast::Merge, catalog: &TableCatalog) -> Result<Step, String> {

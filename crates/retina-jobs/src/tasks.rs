@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use retina_scheduler::analysis::dialect::take_create_using;
+use retina_scheduler::analysis::dialect::{take_create_using, take_replace_where};
 use retina_scheduler::analysis::names::normalize;
 use retina_scheduler::analysis::RawAccess;
 use retina_scheduler::jobfile::load_job_file;
@@ -63,8 +63,9 @@ pub async fn load_tasks(lake: &Lake, file: &Path, options: &LoadOptions, taken: 
                     detail: format!("USING {}: the lake holds Delta tables only (USING DELTA, or no USING)", other.format),
                 });
             }
-            let statements = Parser::parse_sql(dialect.dialect().as_ref(), &sql).map_err(|e| JobsError::Parse { task: key.clone(), detail: e.to_string() })?;
-            parsed.push((job, task, key, sql, statements));
+            let (parseable, replaced) = take_replace_where(dialect.dialect().as_ref(), &sql);
+            let statements = Parser::parse_sql(dialect.dialect().as_ref(), &parseable).map_err(|e| JobsError::Parse { task: key.clone(), detail: e.to_string() })?;
+            parsed.push((job, task, key, sql, statements, replaced));
         }
     }
 
@@ -72,7 +73,7 @@ pub async fn load_tasks(lake: &Lake, file: &Path, options: &LoadOptions, taken: 
     // the job's own CREATE TABLEs declare for tables not yet in the lake.
     let mut tables = Vec::new();
     let mut created = Vec::new();
-    for (_, _, _, _, statements) in &parsed {
+    for (_, _, _, _, statements, _) in &parsed {
         for statement in statements {
             let _ = sqlparser::ast::visit_relations(statement, |name: &ObjectName| {
                 if let Some(raw) = normalize(name) {
@@ -107,10 +108,10 @@ pub async fn load_tasks(lake: &Lake, file: &Path, options: &LoadOptions, taken: 
     }
     let analyzer = Analyzer::new(dialect, catalog.clone());
 
-    let keys: HashSet<&str> = parsed.iter().map(|(_, _, key, _, _)| key.as_str()).collect();
+    let keys: HashSet<&str> = parsed.iter().map(|(_, _, key, _, _, _)| key.as_str()).collect();
     let mut out = Vec::with_capacity(parsed.len());
     let mut seen = HashSet::new();
-    for (job, task, key, sql, statements) in &parsed {
+    for (job, task, key, sql, statements, replaced) in &parsed {
         if taken.contains(key) || !seen.insert(key.clone()) {
             return Err(SchedulerError::DuplicateTask { job: job.name.clone(), task: task.id.clone() }.into());
         }
@@ -127,7 +128,7 @@ pub async fn load_tasks(lake: &Lake, file: &Path, options: &LoadOptions, taken: 
             Err(_) if options.assume_conflict => (Vec::new(), true),
             Err(error) => return Err(error.into()),
         };
-        let planned = plan_statements(key, statements, &catalog)?;
+        let planned = plan_statements(key, statements, &catalog, replaced, dialect.dialect().as_ref())?;
         if let Some(mirror) = lake.mirror() {
             if let Some((i, planned)) = planned.iter().enumerate().find(|(_, p)| p.step.target().is_some_and(|t| mirror.contains(t))) {
                 return Err(JobsError::Unsupported {

@@ -19,17 +19,22 @@ fn escape(text: &str) -> String {
 pub fn svg(report: &RunReport) -> String {
     let span = report.tasks.iter().flat_map(|t| t.attempt_log.iter().map(|a| a.end_s)).fold(report.makespan_s, f64::max).max(0.001);
     let x = |s: f64| LABEL + s / span * PLOT;
-    let height = TOP + ROW * report.tasks.len() as f64 + 56.0;
+    // Below the rows: tick labels, the axis title, then the legend.
+    let height = TOP + ROW * report.tasks.len() as f64 + 76.0;
     let width = LABEL + PLOT + 30.0;
     let mut out = String::new();
     let _ = writeln!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">"#);
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
         out,
-        r#"<text x="10" y="20" font-size="14" font-weight="bold">schedule {}: makespan {:.2} s, {} aborted attempts, {:.2} task-s wasted, {} re-plans</text>"#,
+        r#"<text x="10" y="20" font-size="14" font-weight="bold">schedule {}: makespan {:.2} s, {} aborted attempts{}, {:.2} task-s wasted, {} re-plans</text>"#,
         report.schedule.name(),
         report.makespan_s,
         report.aborted_attempts,
+        match report.undone_commits {
+            0 => String::new(),
+            n => format!(" ({n} commits undone)"),
+        },
         report.wasted_task_s,
         report.replans
     );
@@ -73,11 +78,12 @@ pub fn svg(report: &RunReport) -> String {
                 n => format!("{what}; its {n} earlier commits undone"),
             };
             let (x0, x1) = (x(attempt.start_s), x(attempt.end_s));
+            let bar = (x1 - x0).max(1.5);
+            // A white edge keeps back-to-back attempts (an abort, then its retry) apart.
             let _ = writeln!(
                 out,
-                r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{fill}" rx="2"><title>{} attempt {}: {:.2}–{:.2} s, {}</title></rect>"#,
+                r#"<rect x="{x0:.1}" y="{:.1}" width="{bar:.1}" height="{:.1}" fill="{fill}" stroke="white" stroke-width="1" rx="2"><title>{} attempt {}: {:.2}–{:.2} s, {}</title></rect>"#,
                 y + 5.0,
-                (x1 - x0).max(1.5),
                 ROW - 10.0,
                 escape(&task.task),
                 n + 1,
@@ -85,6 +91,13 @@ pub fn svg(report: &RunReport) -> String {
                 attempt.end_s,
                 escape(&what)
             );
+            // An aborted attempt wide enough says why on the bar itself.
+            if let AttemptOutcome::Conflict { kind, statement } = &attempt.outcome {
+                let label = format!("{kind} (statement {statement})");
+                if bar > label.len() as f64 * 6.5 + 8.0 {
+                    let _ = writeln!(out, r#"<text x="{:.1}" y="{:.1}" fill="white" font-size="11" pointer-events="none">{}</text>"#, x0 + 4.0, y + ROW * 0.62, escape(&label));
+                }
+            }
         }
     }
     let legend_y = height - 10.0;

@@ -86,22 +86,7 @@ fn serial_pipeline(dir: &Path, order: &[String]) -> PathBuf {
 
 /// Every row of `table`, rendered and sorted.
 async fn rows_of(lake: &Lake, table: &str) -> Vec<String> {
-    let delta = lake.load(table).await.expect("load").unwrap_or_else(|| panic!("{table} exists"));
-    let ctx = deltalake_core::datafusion::prelude::SessionContext::new();
-    delta.update_datafusion_session(&ctx.state()).expect("session");
-    ctx.register_table("t", delta.table_provider().await.expect("provider")).expect("register");
-    let batches = ctx.sql("SELECT * FROM t").await.expect("plan").collect().await.expect("scan");
-    let mut rows = Vec::new();
-    for batch in &batches {
-        for row in 0..batch.num_rows() {
-            let cells: Vec<String> = (0..batch.num_columns())
-                .map(|c| deltalake_core::arrow::util::display::array_value_to_string(batch.column(c), row).expect("render"))
-                .collect();
-            rows.push(cells.join("|"));
-        }
-    }
-    rows.sort();
-    rows
+    lake.sorted_rows(table).await.expect("read").unwrap_or_else(|| panic!("{table} exists"))
 }
 
 const IOT_TABLES: [&str; 4] = ["staging.raw_events", "mart.enriched_events", "ops.pipeline_status", "ref.sensors"];
@@ -359,6 +344,7 @@ async fn a_statement_the_executor_cannot_run_is_refused_before_anything_runs() {
         ("INSERT INTO t.events PARTITION (p) SELECT 1, 2, 'a'", "dynamic partitions are not supported"),
         ("UPDATE t.events SET (v, id) = (1, 2)", "assign one column at a time"),
         ("CREATE TABLE t.other (a INT) USING PARQUET", "Delta tables only"),
+        ("INSERT OVERWRITE t.events REPLACE WHERE p = 'a' SELECT 1, 2, 'a'", "REPLACE WHERE goes with INSERT INTO"),
     ];
     for (sql, expected) in cases {
         let job = work.path().join("bad.yaml");
@@ -539,4 +525,38 @@ async fn jobs_run_on_an_s3_lake_with_real_conflicts_and_undo() {
     let v = |row: &String| row.split('|').nth(1).and_then(|v| v.parse::<i64>().ok()).expect("v");
     assert!(rows.iter().filter(|r| r.ends_with("|b")).all(|r| (1000..1010).contains(&v(r))), "{rows:?}");
     assert!(rows.iter().filter(|r| r.ends_with("|a")).all(|r| [106, 108].contains(&v(r))), "{rows:?}");
+}
+
+/// Delta's selective overwrite: the rows the predicate matches are replaced by the
+/// query's, the rest stay; rows that do not match the predicate are refused by
+/// delta-rs, naming the statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insert_replace_where_overwrites_the_rows_its_predicate_matches() {
+    let _serial = serial();
+    let work = tempfile::tempdir().expect("tempdir");
+    let lake = events_lake(work.path()).await;
+    let job = work.path().join("replace.yaml");
+    std::fs::write(
+        &job,
+        "name: r\ndialect: databricks\ntasks:\n  - id: replace_a\n    sql: \"INSERT INTO t.events REPLACE WHERE p = 'a' AND v >= 4 SELECT id, v + 100, p FROM t.events WHERE p = 'a' AND v >= 4 AND id <= 20\"\n",
+    )
+    .expect("job");
+    let report = run(&lake, &[job], &options(Schedule::Admission, 1, 0)).await;
+    assert_eq!(report.succeeded, 1, "{}", report.to_table());
+    let task = &report.tasks[0];
+    assert_eq!(task.rows_written, 6, "ids 4, 6, 8, 14, 16, 18");
+    let rows = rows_of(&lake, "t.events").await;
+    let v = |row: &String| row.split('|').nth(1).and_then(|v| v.parse::<i64>().ok()).expect("v");
+    let a: Vec<&String> = rows.iter().filter(|r| r.ends_with("|a")).collect();
+    // 12 rows of `a` had v >= 4 (4, 6, 8 in each ten); 6 came back (+100), 6 were dropped.
+    assert_eq!((rows.len(), a.len()), (34, 14), "{rows:?}");
+    assert_eq!(a.iter().filter(|r| v(r) >= 100).count(), 6, "{a:?}");
+    assert_eq!(rows.iter().filter(|r| r.ends_with("|b")).count(), 20, "partition b untouched");
+
+    let job = work.path().join("mismatch.yaml");
+    std::fs::write(&job, "name: m\ndialect: databricks\ntasks:\n  - id: wrong_rows\n    sql: \"INSERT INTO t.events REPLACE WHERE p = 'a' SELECT 999, 1, 'b'\"\n").expect("job");
+    let report = run(&lake, &[job], &options(Schedule::Admission, 1, 0)).await;
+    let error = report.tasks[0].error.clone().expect("refused");
+    assert!(error.contains("m/wrong_rows") && error.contains("statement 1") && error.contains("t.events"), "{error}");
+    assert_eq!(rows_of(&lake, "t.events").await.len(), 34, "nothing written");
 }

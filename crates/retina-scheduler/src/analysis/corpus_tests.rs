@@ -75,6 +75,21 @@ fn insert_overwrite_partition() {
 }
 
 #[test]
+fn replace_where_overwrites_what_its_predicate_matches() {
+    assert_eq!(
+        db("INSERT INTO logs REPLACE WHERE dt = '2025-01-01' SELECT * FROM staging.raw_events WHERE event_date = '2025-01-01'"),
+        vec!["OVERWRITE logs {dt=2025-01-01}", "READ staging.raw_events {event_date=2025-01-01}"]
+    );
+    // Not provable from the predicate: the whole table, as for DELETE.
+    assert_eq!(db("INSERT INTO logs REPLACE WHERE dt > '2025-01-01' SELECT * FROM staging.raw_events"), vec!["OVERWRITE logs {}", "READ staging.raw_events {}"]);
+    // Reads in the predicate count too.
+    assert_eq!(
+        db("INSERT INTO logs REPLACE WHERE dt IN (SELECT d FROM audit.days) VALUES (1)"),
+        vec!["OVERWRITE logs {}", "READ audit.days {}"]
+    );
+}
+
+#[test]
 fn blind_append_vs_self_reading_insert() {
     assert_eq!(db("INSERT INTO logs SELECT * FROM staging.raw_events"), vec!["INSERT logs {}", "READ staging.raw_events {}"]);
     // Reads its own target: not blind, analysed as MERGE. Without a PARTITION

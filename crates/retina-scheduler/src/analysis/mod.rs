@@ -44,6 +44,10 @@ impl Analyzer {
         // Spark's `CREATE TABLE … USING DELTA` clause, which sqlparser's dialect lacks,
         // says nothing about accesses.
         let (sql, _) = dialect::take_create_using(dialect.as_ref(), sql);
+        // Delta's `INSERT INTO t REPLACE WHERE p <query>`: an overwrite of what
+        // `DELETE FROM t WHERE p` would touch (Delta checks the new rows match `p`),
+        // plus what the query reads.
+        let (sql, replaced) = dialect::take_replace_where(dialect.as_ref(), &sql);
         let statements = Parser::parse_sql(dialect.as_ref(), &sql)
             .map_err(|e| {
                 // sqlparser reports "Line: L, Column: C" except at end of input.
@@ -55,12 +59,32 @@ impl Analyzer {
             })?;
         let mut out: Vec<RawAccess> = Vec::new();
         for (i, stmt) in statements.iter().enumerate() {
-            let accs = statement::accesses_of(stmt, &self.catalog).map_err(|e| SchedulerError::UnsupportedSql {
+            let unsupported = |detail: String| SchedulerError::UnsupportedSql {
                 task: task.to_string(),
                 statement: i + 1,
                 position: statement::position(stmt),
-                detail: e.0,
-            })?;
+                detail,
+            };
+            let mut accs = statement::accesses_of(stmt, &self.catalog).map_err(|e| unsupported(e.0))?;
+            if let Some(replace) = replaced.iter().find(|r| r.statement == i + 1) {
+                let sqlparser::ast::Statement::Insert(insert) = stmt else {
+                    return Err(unsupported("REPLACE WHERE outside an INSERT INTO".to_string()));
+                };
+                let delete = format!("DELETE FROM {} WHERE {}", insert.table, replace.predicate);
+                let parsed = Parser::parse_sql(dialect.as_ref(), &delete).map_err(|e| unsupported(format!("REPLACE WHERE {}: {e}", replace.predicate)))?;
+                let mut overwritten = Vec::new();
+                for statement in &parsed {
+                    overwritten.extend(statement::accesses_of(statement, &self.catalog).map_err(|e| unsupported(e.0))?);
+                }
+                let targets: Vec<String> = overwritten.iter().filter(|a| a.mode == crate::access::Mode::Delete).map(|a| a.table.clone()).collect();
+                accs.retain(|a| a.mode == crate::access::Mode::Read || !targets.contains(&a.table));
+                for mut access in overwritten {
+                    if access.mode == crate::access::Mode::Delete {
+                        access.mode = crate::access::Mode::Overwrite;
+                    }
+                    accs.push(access);
+                }
+            }
             for a in accs {
                 if !out.contains(&a) {
                     out.push(a);
