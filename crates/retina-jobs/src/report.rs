@@ -130,7 +130,7 @@ impl RunReport {
             out.push_str(&format!("arrival not loaded: {error}\n"));
         }
         out.push_str(&format!(
-            "schedule {}: makespan {:.2} s, {} aborted attempts ({} commits undone), {:.2} task-seconds wasted, {} re-plans; {} ok, {} failed, {} skipped; {} scheduler decisions at {:.1} µs each on average\n",
+            "schedule {}: makespan {:.2} s, {} aborted attempts ({} of their commits undone), {:.2} task-seconds wasted, {} re-plans; {} ok, {} failed, {} skipped; {} scheduler decisions at {:.1} µs each on average\n",
             self.schedule.name(),
             self.makespan_s,
             self.aborted_attempts,

@@ -33,11 +33,16 @@ pub fn svg(report: &RunReport) -> String {
         report.aborted_attempts,
         match report.undone_commits {
             0 => String::new(),
+            1 => " (1 commit undone)".to_string(),
             n => format!(" ({n} commits undone)"),
         },
         report.wasted_task_s,
         report.replans
     );
+    // Row stripes first, so that grid and re-plan lines run over them.
+    for row in (1..report.tasks.len()).step_by(2) {
+        let _ = writeln!(out, r##"<rect x="0" y="{}" width="{width}" height="{ROW}" fill="#f7f7f7"/>"##, TOP + ROW * row as f64);
+    }
     // Time axis: about eight ticks at a round step.
     let raw_step = span / 8.0;
     let magnitude = 10f64.powf(raw_step.log10().floor());
@@ -62,9 +67,6 @@ pub fn svg(report: &RunReport) -> String {
     }
     for (row, task) in report.tasks.iter().enumerate() {
         let y = TOP + ROW * row as f64;
-        if row % 2 == 1 {
-            let _ = writeln!(out, r##"<rect x="0" y="{y}" width="{width}" height="{ROW}" fill="#f7f7f7"/>"##);
-        }
         let _ = writeln!(out, r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#, LABEL - 8.0, y + ROW * 0.65, escape(&task.task));
         let _ = writeln!(out, r##"<circle cx="{:.1}" cy="{:.1}" r="3" fill="#555"><title>arrived at {:.2} s</title></circle>"##, x(task.arrived_s), y + ROW / 2.0, task.arrived_s);
         for (n, attempt) in task.attempt_log.iter().enumerate() {
@@ -75,6 +77,7 @@ pub fn svg(report: &RunReport) -> String {
             };
             let what = match attempt.undone_commits {
                 0 => what,
+                1 => format!("{what}; its earlier commit undone"),
                 n => format!("{what}; its {n} earlier commits undone"),
             };
             let (x0, x1) = (x(attempt.start_s), x(attempt.end_s));
@@ -93,8 +96,9 @@ pub fn svg(report: &RunReport) -> String {
             );
             // An aborted attempt wide enough says why on the bar itself.
             if let AttemptOutcome::Conflict { kind, statement } = &attempt.outcome {
-                let label = format!("{kind} (statement {statement})");
-                if bar > label.len() as f64 * 6.5 + 8.0 {
+                let long = format!("{kind:?} at statement {statement}");
+                let short = format!("{kind:?}");
+                if let Some(label) = [long, short].into_iter().find(|l| bar > l.len() as f64 * 6.2 + 8.0) {
                     let _ = writeln!(out, r#"<text x="{:.1}" y="{:.1}" fill="white" font-size="11" pointer-events="none">{}</text>"#, x0 + 4.0, y + ROW * 0.62, escape(&label));
                 }
             }
