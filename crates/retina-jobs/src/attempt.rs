@@ -29,6 +29,7 @@ use futures::TryStreamExt as _;
 use object_store::path::Path;
 use object_store::ObjectStoreExt as _;
 
+pub use crate::error::UndoError;
 use crate::lake::Lake;
 use crate::recording_store::RecordingStore;
 
@@ -38,22 +39,6 @@ pub struct Commit {
     pub table: String,
     pub version: u64,
     pub statement: usize,
-}
-
-/// Why an attempt's commits could not all be taken back.
-#[derive(Debug, thiserror::Error)]
-pub enum UndoError {
-    /// Another writer built on the attempt's data.
-    #[error("version {version} of {table} cannot be undone: {detail}")]
-    BuiltUpon { table: String, version: u64, detail: String },
-    /// Loading the table or committing the undo failed.
-    #[error("undoing version {version} of {table}: {source}")]
-    Delta {
-        table: String,
-        version: u64,
-        #[source]
-        source: DeltaTableError,
-    },
 }
 
 /// How often an undo is re-checked and re-committed when other writers commit

@@ -41,7 +41,7 @@ pub enum JobsError {
         task: String,
         cause: Box<JobsError>,
         #[source]
-        source: crate::attempt::UndoError,
+        source: UndoError,
     },
     /// A statement names a table the lake does not hold.
     #[error("task {task}, statement {statement}: table {table} does not exist under {lake}")]
@@ -75,4 +75,20 @@ impl JobsError {
             _ => None,
         }
     }
+}
+
+/// Why an attempt's commits could not all be taken back.
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    /// Another writer built on the attempt's data.
+    #[error("version {version} of {table} cannot be undone: {detail}")]
+    BuiltUpon { table: String, version: u64, detail: String },
+    /// Loading the table or committing the undo failed.
+    #[error("undoing version {version} of {table}: {source}")]
+    Delta {
+        table: String,
+        version: u64,
+        #[source]
+        source: DeltaTableError,
+    },
 }
