@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use retina_jobs::run::RunOptions;
 use retina_jobs::{Lake, RunReport, Schedule};
 use retina_scheduler::access::Mode;
-use retina_scheduler::load::LoadOptions;
 use retina_scheduler::synth::{generate, Density};
-use retina_scheduler::{Colouring, Rules};
+use retina_scheduler::Rules;
 use serde::Serialize;
 
 /// One executed run.
@@ -83,16 +82,7 @@ pub struct JobsBenchConfig {
 }
 
 fn options(config: &JobsBenchConfig, schedule: Schedule) -> RunOptions {
-    RunOptions {
-        schedule,
-        concurrency: config.concurrency,
-        retries: config.retries,
-        rules: config.rules,
-        colouring: Colouring::Dsatur,
-        load: LoadOptions::default(),
-        arrivals: Vec::new(),
-        watch: None,
-    }
+    RunOptions { retries: config.retries, rules: config.rules, ..RunOptions::new(schedule, config.concurrency) }
 }
 
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;

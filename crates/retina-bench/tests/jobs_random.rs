@@ -8,21 +8,10 @@ use std::path::Path;
 use retina_bench::jobs::{synthetic_jobs, SyntheticJobs};
 use retina_jobs::run::RunOptions;
 use retina_jobs::{Lake, RunReport, Schedule};
-use retina_scheduler::load::LoadOptions;
 use retina_scheduler::synth::Density;
-use retina_scheduler::{Colouring, RuleKind, Rules};
 
 fn options(schedule: Schedule, concurrency: usize) -> RunOptions {
-    RunOptions {
-        schedule,
-        concurrency,
-        retries: 0,
-        rules: Rules::new(RuleKind::DeltaRs, true),
-        colouring: Colouring::Dsatur,
-        load: LoadOptions::default(),
-        arrivals: Vec::new(),
-        watch: None,
-    }
+    RunOptions::new(schedule, concurrency)
 }
 
 fn run(runtime: &tokio::runtime::Runtime, lake: &Lake, file: &Path, options: &RunOptions) -> RunReport {

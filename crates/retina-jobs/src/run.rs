@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use retina_scheduler::load::LoadOptions;
-use retina_scheduler::{Colouring, Rules};
+use retina_scheduler::{Colouring, RuleKind, Rules};
 use tokio::task::JoinSet;
 
 use crate::conflict::ConflictKind;
@@ -65,6 +65,24 @@ pub struct RunOptions {
     pub load: LoadOptions,
     pub arrivals: Vec<Arrival>,
     pub watch: Option<Watch>,
+}
+
+impl RunOptions {
+    /// `schedule` at `concurrency` with what `retina jobs run` uses unless told
+    /// otherwise: no retries, delta-rs's conflict rules, DSatur colouring, the job
+    /// files' own settings, no arrivals, no watched folder.
+    pub fn new(schedule: Schedule, concurrency: usize) -> Self {
+        Self {
+            schedule,
+            concurrency,
+            retries: 0,
+            rules: Rules::new(RuleKind::DeltaRs, true),
+            colouring: Colouring::Dsatur,
+            load: LoadOptions::default(),
+            arrivals: Vec::new(),
+            watch: None,
+        }
+    }
 }
 
 /// What happens, as it happens (for progress displays).

@@ -9,21 +9,10 @@ use retina_core::{Engine, EngineConfig, RowChange, TableSchema, Value};
 use retina_jobs::lake::Mirror;
 use retina_jobs::run::RunOptions;
 use retina_jobs::{JobsError, Lake, Schedule};
-use retina_scheduler::load::LoadOptions;
-use retina_scheduler::{Colouring, RuleKind, Rules};
 use retina_storage::{ParquetLakeStore, PublishOptions};
 
 fn options() -> RunOptions {
-    RunOptions {
-        schedule: Schedule::Admission,
-        concurrency: 2,
-        retries: 0,
-        rules: Rules::new(RuleKind::DeltaRs, true),
-        colouring: Colouring::Dsatur,
-        load: LoadOptions::default(),
-        arrivals: Vec::new(),
-        watch: None,
-    }
+    RunOptions::new(Schedule::Admission, 2)
 }
 
 // A plain test: the engine and its store run their own I/O runtime, which may not be

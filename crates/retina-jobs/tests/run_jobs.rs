@@ -10,8 +10,6 @@ use std::path::{Path, PathBuf};
 use retina_jobs::report::{AttemptOutcome, TaskStatus};
 use retina_jobs::run::{Arrival, RunOptions};
 use retina_jobs::{ConflictKind, JobsError, Lake, RunReport, Schedule};
-use retina_scheduler::load::LoadOptions;
-use retina_scheduler::{Colouring, RuleKind, Rules};
 
 /// The tests of this file one at a time: the failpoint is process-wide, and
 /// `cargo test` runs the tests of a file as threads of one process.
@@ -37,16 +35,7 @@ impl Drop for Hold {
 }
 
 fn options(schedule: Schedule, concurrency: usize, retries: u32) -> RunOptions {
-    RunOptions {
-        schedule,
-        concurrency,
-        retries,
-        rules: Rules::new(RuleKind::DeltaRs, true),
-        colouring: Colouring::Dsatur,
-        load: LoadOptions::default(),
-        arrivals: Vec::new(),
-        watch: None,
-    }
+    RunOptions { retries, ..RunOptions::new(schedule, concurrency) }
 }
 
 async fn run(lake: &Lake, files: &[PathBuf], options: &RunOptions) -> RunReport {
@@ -128,6 +117,15 @@ async fn the_iot_pipeline_runs_without_conflicts_under_admission_and_batches_and
         assert_eq!(serial.succeeded, 7, "{}", serial.to_table());
         assert_eq!(iot_state(&serial_lake).await, concurrent, "{schedule:?}: the concurrent run equals the serial run in its start order");
     }
+}
+
+/// Writes job `name` with `tasks` (id, SQL; no dependencies) to `path`.
+fn job_file(path: &Path, name: &str, tasks: &[(&str, &str)]) {
+    let mut text = format!("name: {name}\ndialect: databricks\ntasks:\n");
+    for (id, sql) in tasks {
+        text.push_str(&format!("  - id: {id}\n    sql: \"{sql}\"\n"));
+    }
+    std::fs::write(path, text).expect("job");
 }
 
 /// A table `t.events` partitioned by `p`, 20 rows in `a` and 20 in `b`.
@@ -315,13 +313,9 @@ async fn an_arriving_task_that_conflicts_with_a_running_one_replans_and_waits_fo
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
     let first = work.path().join("first.yaml");
-    std::fs::write(&first, "name: first\ndialect: databricks\ntasks:\n  - id: update_a\n    sql: \"UPDATE t.events SET v = v + 1 WHERE p = 'a'\"\n").expect("job");
+    job_file(&first, "first", &[("update_a", "UPDATE t.events SET v = v + 1 WHERE p = 'a'")]);
     let second = work.path().join("second.yaml");
-    std::fs::write(
-        &second,
-        "name: second\ndialect: databricks\ntasks:\n  - id: delete_a\n    sql: \"DELETE FROM t.events WHERE p = 'a' AND v > 5\"\n  - id: update_b\n    sql: \"UPDATE t.events SET v = v + 1 WHERE p = 'b'\"\n",
-    )
-    .expect("job");
+    job_file(&second, "second", &[("delete_a", "DELETE FROM t.events WHERE p = 'a' AND v > 5"), ("update_b", "UPDATE t.events SET v = v + 1 WHERE p = 'b'")]);
     let mut options = options(Schedule::Admission, 4, 0);
     options.arrivals = vec![Arrival { file: second, after: std::time::Duration::from_millis(150) }];
     let hold = Hold::new("return(600)");
@@ -369,9 +363,9 @@ async fn a_blind_append_loses_to_a_rewrite_of_another_partition_unless_the_delta
         let work = tempfile::tempdir().expect("tempdir");
         let lake = events_lake(work.path()).await;
         let update = work.path().join("update.yaml");
-        std::fs::write(&update, "name: first\ndialect: databricks\ntasks:\n  - id: update_a\n    sql: \"UPDATE t.events SET v = v + 1 WHERE p = 'a'\"\n").expect("job");
+        job_file(&update, "first", &[("update_a", "UPDATE t.events SET v = v + 1 WHERE p = 'a'")]);
         let append = work.path().join("append.yaml");
-        std::fs::write(&append, "name: second\ndialect: databricks\ntasks:\n  - id: append_b\n    sql: \"INSERT INTO t.events SELECT 500, 5, 'b'\"\n").expect("job");
+        job_file(&append, "second", &[("append_b", "INSERT INTO t.events SELECT 500, 5, 'b'")]);
         let mut options = options(schedule, 2, 0);
         // The append takes its snapshot while the update holds, and commits after it.
         options.arrivals = vec![Arrival { file: append, after: std::time::Duration::from_millis(150) }];
@@ -398,9 +392,9 @@ async fn a_job_dropped_into_the_watched_folder_joins_the_run() {
     let watched = work.path().join("incoming");
     std::fs::create_dir_all(&watched).expect("watched folder");
     let first = work.path().join("first.yaml");
-    std::fs::write(&first, "name: first\ndialect: databricks\ntasks:\n  - id: update_a\n    sql: \"UPDATE t.events SET v = v + 1 WHERE p = 'a'\"\n").expect("job");
+    job_file(&first, "first", &[("update_a", "UPDATE t.events SET v = v + 1 WHERE p = 'a'")]);
     let staged = work.path().join("later.yaml");
-    std::fs::write(&staged, "name: later\ndialect: databricks\ntasks:\n  - id: delete_b\n    sql: \"DELETE FROM t.events WHERE p = 'b'\"\n").expect("job");
+    job_file(&staged, "later", &[("delete_b", "DELETE FROM t.events WHERE p = 'b'")]);
     let target = watched.join("later.yaml");
     let mover = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(400));
@@ -475,11 +469,7 @@ async fn an_undo_that_would_bring_back_rows_another_task_deleted_is_refused() {
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
     let job = work.path().join("job.yaml");
-    std::fs::write(
-        &job,
-        "name: j\ndialect: databricks\ntasks:\n  - id: A\n    sql: \"UPDATE t.events SET v = v + 1000 WHERE p = 'b'; UPDATE t.events SET v = v + 100 WHERE p = 'a'\"\n  - id: B\n    sql: \"DELETE FROM t.events WHERE p = 'a' AND v < 5\"\n  - id: C\n    sql: \"SELECT count(*) FROM t.events; DELETE FROM t.events WHERE p = 'b' AND v >= 1000\"\n",
-    )
-    .expect("job");
+    job_file(&job, "j", &[("A", "UPDATE t.events SET v = v + 1000 WHERE p = 'b'; UPDATE t.events SET v = v + 100 WHERE p = 'a'"), ("B", "DELETE FROM t.events WHERE p = 'a' AND v < 5"), ("C", "SELECT count(*) FROM t.events; DELETE FROM t.events WHERE p = 'b' AND v >= 1000")]);
     // A's first statement commits at once; C deletes its rows at 1.5 s; B commits at 3 s;
     // A's second statement, whose snapshot predates B's commit, commits at 5 s and loses.
     let hold = Hold::new("return(A#2=5000,B#1=3000,C#1=1500)");
@@ -507,11 +497,7 @@ async fn jobs_run_on_an_s3_lake_with_real_conflicts_and_undo() {
     assert!(lake.root().as_str().starts_with("s3://jobs/lake/"), "{}", lake.root());
     assert_eq!(rows_of(&lake, "t.events").await.len(), 40);
     let job = work.path().join("multi.yaml");
-    std::fs::write(
-        &job,
-        "name: multi\ndialect: databricks\ntasks:\n  - id: A\n    sql: \"UPDATE t.events SET v = v + 1000 WHERE p = 'b'; UPDATE t.events SET v = v + 100 WHERE p = 'a'\"\n  - id: B\n    sql: \"DELETE FROM t.events WHERE p = 'a' AND v < 5\"\n",
-    )
-    .expect("job");
+    job_file(&job, "multi", &[("A", "UPDATE t.events SET v = v + 1000 WHERE p = 'b'; UPDATE t.events SET v = v + 100 WHERE p = 'a'"), ("B", "DELETE FROM t.events WHERE p = 'a' AND v < 5")]);
     let hold = Hold::new("return(A#2=3000,B#1=1500)");
     let report = run(&lake, &[job], &options(Schedule::None, 2, 1)).await;
     drop(hold);
@@ -536,11 +522,7 @@ async fn insert_replace_where_overwrites_the_rows_its_predicate_matches() {
     let work = tempfile::tempdir().expect("tempdir");
     let lake = events_lake(work.path()).await;
     let job = work.path().join("replace.yaml");
-    std::fs::write(
-        &job,
-        "name: r\ndialect: databricks\ntasks:\n  - id: replace_a\n    sql: \"INSERT INTO t.events REPLACE WHERE p = 'a' AND v >= 4 SELECT id, v + 100, p FROM t.events WHERE p = 'a' AND v >= 4 AND id <= 20\"\n",
-    )
-    .expect("job");
+    job_file(&job, "r", &[("replace_a", "INSERT INTO t.events REPLACE WHERE p = 'a' AND v >= 4 SELECT id, v + 100, p FROM t.events WHERE p = 'a' AND v >= 4 AND id <= 20")]);
     let report = run(&lake, &[job], &options(Schedule::Admission, 1, 0)).await;
     assert_eq!(report.succeeded, 1, "{}", report.to_table());
     let task = &report.tasks[0];
@@ -554,7 +536,7 @@ async fn insert_replace_where_overwrites_the_rows_its_predicate_matches() {
     assert_eq!(rows.iter().filter(|r| r.ends_with("|b")).count(), 20, "partition b untouched");
 
     let job = work.path().join("mismatch.yaml");
-    std::fs::write(&job, "name: m\ndialect: databricks\ntasks:\n  - id: wrong_rows\n    sql: \"INSERT INTO t.events REPLACE WHERE p = 'a' SELECT 999, 1, 'b'\"\n").expect("job");
+    job_file(&job, "m", &[("wrong_rows", "INSERT INTO t.events REPLACE WHERE p = 'a' SELECT 999, 1, 'b'")]);
     let report = run(&lake, &[job], &options(Schedule::Admission, 1, 0)).await;
     let error = report.tasks[0].error.clone().expect("refused");
     assert!(error.contains("m/wrong_rows") && error.contains("statement 1") && error.contains("t.events"), "{error}");

@@ -62,7 +62,7 @@ pub fn take_create_using(dialect: &dyn Dialect, sql: &str) -> (String, Vec<Creat
     let mut out = String::with_capacity(sql.len());
     let mut formats = Vec::new();
     let (mut statement, mut in_create, mut depth, mut in_query) = (1, false, 0i32, false);
-    let significant = |i: usize| tokens[i..].iter().position(|t| !matches!(t, Token::Whitespace(_))).map(|p| p + i);
+    let significant = |i: usize| significant(&tokens, i);
     let mut i = 0;
     while i < tokens.len() {
         let token = &tokens[i];
@@ -92,6 +92,11 @@ pub fn take_create_using(dialect: &dyn Dialect, sql: &str) -> (String, Vec<Creat
     (out, formats)
 }
 
+/// The index of the first token at or after `i` that is not whitespace.
+fn significant(tokens: &[sqlparser::tokenizer::Token], i: usize) -> Option<usize> {
+    tokens.get(i..)?.iter().position(|t| !matches!(t, sqlparser::tokenizer::Token::Whitespace(_))).map(|p| p + i)
+}
+
 /// An `INSERT INTO t REPLACE WHERE <predicate> <query>` found (and its clause
 /// removed) in a job's SQL: Delta's overwrite of the rows matching the predicate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +119,7 @@ pub fn take_replace_where(dialect: &dyn Dialect, sql: &str) -> (String, Vec<Repl
     let Ok(tokens) = Tokenizer::new(dialect, sql).tokenize() else {
         return (sql.to_string(), Vec::new());
     };
-    let significant = |i: usize| tokens[i..].iter().position(|t| !matches!(t, Token::Whitespace(_))).map(|p| p + i);
+    let significant = |i: usize| significant(&tokens, i);
     let keyword = |i: Option<usize>| match i.map(|i| &tokens[i]) {
         Some(Token::Word(w)) => Some(w.keyword),
         _ => None,
