@@ -18,7 +18,7 @@
 //! tasks apart (`admission`, `batches`) rules that out, as it rules out the
 //! conflict itself.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use deltalake_core::kernel::transaction::CommitBuilder;
@@ -203,12 +203,9 @@ async fn files_of(table: &DeltaTable) -> Result<HashMap<FileKey, LogicalFileView
     let log_store = table.log_store();
     let views: Vec<LogicalFileView> = table.snapshot()?.snapshot().file_views(log_store.as_ref(), None).try_collect().await?;
     let mut out = HashMap::with_capacity(views.len());
-    let mut seen = HashSet::new();
     for view in views {
         let key = (view.path().to_string(), view.deletion_vector_descriptor().map(|dv| as_json(&dv).to_string()));
-        if seen.insert(key.clone()) {
-            out.insert(key, view);
-        }
+        out.entry(key).or_insert(view);
     }
     Ok(out)
 }

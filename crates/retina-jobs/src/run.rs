@@ -12,10 +12,10 @@ use retina_scheduler::load::LoadOptions;
 use retina_scheduler::{Colouring, RuleKind, Rules};
 use tokio::task::JoinSet;
 
+use crate::attempt::AttemptWrites;
 use crate::conflict::ConflictKind;
 use crate::dispatch::{dispatcher, Dispatcher, Schedule};
 use crate::error::{JobsError, Result};
-use crate::attempt::AttemptWrites;
 use crate::execute::{execute, StatementContext};
 use crate::lake::Lake;
 use crate::report::{AttemptOutcome, AttemptReport, Replan, RunReport, TaskReport, TaskStatus};
