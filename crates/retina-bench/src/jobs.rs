@@ -22,6 +22,8 @@ pub struct JobsBenchRow {
     pub schedule: Schedule,
     pub makespan_s: f64,
     pub aborted_attempts: usize,
+    /// Versions aborted attempts had committed, undone.
+    pub undone_commits: usize,
     pub wasted_task_s: f64,
     pub replans: usize,
     pub failed: usize,
@@ -38,6 +40,7 @@ impl JobsBenchRow {
             schedule: report.schedule,
             makespan_s: report.makespan_s,
             aborted_attempts: report.aborted_attempts,
+            undone_commits: report.undone_commits,
             wasted_task_s: report.wasted_task_s,
             replans: report.replans,
             failed: report.failed + report.skipped,
@@ -50,12 +53,13 @@ impl JobsBenchRow {
 
 pub fn format_row(row: &JobsBenchRow) -> String {
     format!(
-        "{:<22} {:>5} tasks  {:<9} makespan {:>7.2} s  aborted {:>3}  wasted {:>6.2} task-s  re-plans {:>3}  failed {:>2}  decision {:>7.1} µs mean {:>8.1} µs max",
+        "{:<22} {:>5} tasks  {:<9} makespan {:>7.2} s  aborted {:>3} (undone {:>2})  wasted {:>6.2} task-s  re-plans {:>3}  failed {:>2}  decision {:>7.1} µs mean {:>8.1} µs max",
         row.workload,
         row.tasks,
         row.schedule.name(),
         row.makespan_s,
         row.aborted_attempts,
+        row.undone_commits,
         row.wasted_task_s,
         row.replans,
         row.failed,
