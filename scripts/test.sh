@@ -25,10 +25,11 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"
 fi
 # retina-cdc's and the CLI's Kafka tests run the Kafka-protocol broker tansu (from
-# crates.io: no Kafka broker is packaged for Debian or PyPI).
+# crates.io: no Kafka broker is packaged for Debian or PyPI); its SQLite storage
+# (libsql) is the one that keeps SCRAM users, for the SASL test.
 if ! command -v tansu >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/tansu" ]; then
     echo "installing tansu (a Kafka-protocol broker) for the tests" >&2
-    cargo install tansu --version 0.6.0 --locked --features dynostore
+    cargo install tansu --version 0.6.0 --locked --features dynostore,libsql
 fi
 # The venv the client tests look for: <target dir>/py-clients.
 venv="${CARGO_TARGET_DIR:-target}/py-clients"

@@ -454,3 +454,30 @@ fn over_tls_records_are_fetched_and_offsets_committed_and_an_untrusted_certifica
     let committed = broker.committed_offsets("retina-srv").expect("committed offsets over TLS");
     assert_eq!(committed_sums(&committed), [("srv.s.a".to_string(), 1), ("srv.s.b".into(), 2), ("srv.transaction".into(), 2)], "{committed:?}");
 }
+
+#[test]
+fn over_sasl_scram_records_are_fetched_and_offsets_committed_and_a_wrong_password_is_a_clear_error() {
+    let topics = [("srv.transaction", 1), ("srv.s.a", 3), ("srv.s.b", 2)];
+    let broker = LocalKafkaBroker::start_sasl("SCRAM-SHA-256", "alice", "s3cret", &topics).unwrap_or_else(|e| panic!("{e}"));
+    for n in 1..=3 {
+        produce_transaction(&broker, n);
+    }
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let error = ingest(&engine, &uri(&broker, "?sasl_mechanism=SCRAM-SHA-256&sasl_username=alice&sasl_password=wrong-one")).expect_err("a wrong password").to_string();
+    assert!(error.contains("cannot connect") && error.contains("SASL"), "{error}");
+    assert!(!error.contains("wrong-one"), "the password is not shown: {error}");
+    let report = ingest(&engine, &uri(&broker, "?sasl_mechanism=SCRAM-SHA-256&sasl_username=alice&sasl_password=s3cret")).expect("ingest over SASL");
+    assert_eq!(report.stats.transactions_applied, 3);
+    assert_eq!((rows(&engine, "s.a").len(), rows(&engine, "s.b").len()), (3, 6));
+    let committed = broker.committed_offsets("retina-srv").expect("committed offsets over SASL");
+    assert_eq!(committed_sums(&committed), [("srv.s.a".to_string(), 3), ("srv.s.b".into(), 6), ("srv.transaction".into(), 6)], "{committed:?}");
+
+    // SCRAM-SHA-512 too.
+    let broker = LocalKafkaBroker::start_sasl("SCRAM-SHA-512", "bob", "pa55", &topics).unwrap_or_else(|e| panic!("{e}"));
+    produce_transaction(&broker, 1);
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let report = ingest(&engine, &uri(&broker, "?sasl_mechanism=SCRAM-SHA-512&sasl_username=bob&sasl_password=pa55")).expect("ingest over SCRAM-SHA-512");
+    assert_eq!(report.stats.transactions_applied, 1);
+}

@@ -7,12 +7,22 @@ use std::time::Duration;
 use super::{free_port, ServerProcess, ServiceError};
 
 /// A Kafka-protocol broker (`tansu`, from crates.io: `cargo install tansu --locked
-/// --features dynostore`) on a free loopback port with in-memory storage, stopped on
+/// --features dynostore,libsql`) on a free loopback port with in-memory storage, stopped on
 /// drop. Records are produced by `kafka-python` (PyPI; in the venv `scripts/test.sh`
 /// makes), whose default partitioner hashes keys as Kafka Connect's does.
 pub struct LocalKafkaBroker {
     process: ServerProcess,
     tls: Option<TlsFront>,
+    sasl: Option<SaslUser>,
+}
+
+/// The user a SASL broker knows, and the folder of its SQLite storage (tansu's
+/// in-memory and object-store storage keep no SCRAM credentials).
+struct SaslUser {
+    mechanism: &'static str,
+    username: String,
+    password: String,
+    storage: tempfile::TempDir,
 }
 
 /// TLS in front of the broker (tansu 0.6 takes `--cert`/`--key` but serves plain
@@ -69,10 +79,14 @@ pub struct KafkaRecord {
     pub partition: Option<i32>,
 }
 
-/// kafka-python's connection settings: TLS trusting `KAFKA_TLS_CA` when it is set.
+/// kafka-python's connection settings: TLS trusting `KAFKA_TLS_CA` when it is set,
+/// SASL with `KAFKA_SASL_MECHANISM`/`_USERNAME`/`_PASSWORD` when those are.
 const CONNECTION: &str = r#"
 import os
 connection = {"security_protocol": "SSL", "ssl_cafile": os.environ["KAFKA_TLS_CA"]} if os.environ.get("KAFKA_TLS_CA") else {}
+if os.environ.get("KAFKA_SASL_MECHANISM"):
+    connection = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": os.environ["KAFKA_SASL_MECHANISM"],
+                  "sasl_plain_username": os.environ["KAFKA_SASL_USERNAME"], "sasl_plain_password": os.environ["KAFKA_SASL_PASSWORD"]}
 "#;
 
 /// What produces the records: kafka-python, reading one JSON object per line.
@@ -111,7 +125,42 @@ impl LocalKafkaBroker {
     /// when `tansu` is missing.
     pub fn start() -> Result<Self, ServiceError> {
         let port = free_port("tansu")?;
-        Ok(Self { process: Self::start_tansu(port, port)?, tls: None })
+        Ok(Self { process: Self::start_tansu(port, port, "memory://tansu/", false, None)?, tls: None, sasl: None })
+    }
+
+    /// A broker that requires SASL SCRAM (`mechanism` `SCRAM-SHA-256` or
+    /// `SCRAM-SHA-512`) from every client, knowing one user. tansu 0.6 creates users
+    /// and topics only through an unauthenticated connection, so it first runs
+    /// without authentication to make the user and `topics` (name, partitions),
+    /// then again, on the same storage, with it.
+    pub fn start_sasl(mechanism: &'static str, username: &str, password: &str, topics: &[(&str, u32)]) -> Result<Self, ServiceError> {
+        let error = |reason: String| ServiceError::new("tansu", reason);
+        let storage = tempfile::tempdir().map_err(|e| error(format!("temp dir: {e}")))?;
+        // tansu reads `sqlite://` paths relative to its working directory.
+        let engine = "sqlite://tansu.db";
+        let tansu_mechanism = match mechanism {
+            "SCRAM-SHA-256" => "scram256",
+            "SCRAM-SHA-512" => "scram512",
+            other => return Err(error(format!("no SASL mechanism {other} in tansu (SCRAM-SHA-256, SCRAM-SHA-512)"))),
+        };
+        let port = free_port("tansu")?;
+        let setup = Self { process: Self::start_tansu(port, port, engine, false, Some(storage.path()))?, tls: None, sasl: None };
+        let output = Command::new(Self::tansu())
+            .args(["user", "create", username, password, "--mechanism", tansu_mechanism, "--broker", &setup.admin_address()])
+            .output()
+            .map_err(|e| error(format!("user create: {e}")))?;
+        if !output.status.success() {
+            return Err(error(format!(
+                "user create {username}: {} (a tansu without SQLite storage keeps no users: cargo install tansu --locked --features dynostore,libsql)",
+                String::from_utf8_lossy(&output.stderr)
+            )));
+        }
+        for (topic, partitions) in topics {
+            setup.create_topic(topic, *partitions)?;
+        }
+        drop(setup);
+        let sasl = SaslUser { mechanism, username: username.to_string(), password: password.to_string(), storage };
+        Ok(Self { process: Self::start_tansu(port, port, engine, true, Some(sasl.storage.path()))?, tls: None, sasl: Some(sasl) })
     }
 
     /// [`Self::start`] reachable only over TLS ([`Self::bootstrap`] is the TLS
@@ -140,7 +189,7 @@ impl LocalKafkaBroker {
             }
         }
         let (cert, key) = (path("cert.pem"), path("key.pem"));
-        let process = Self::start_tansu(port, front_port)?;
+        let process = Self::start_tansu(port, front_port, "memory://tansu/", false, None)?;
         let proxy = Command::new(crate::venv_python())
             .args(["-c", TLS_PROXY, &front_port.to_string(), &port.to_string()])
             .arg(&cert)
@@ -149,19 +198,27 @@ impl LocalKafkaBroker {
             .spawn()
             .map_err(|e| ServiceError::new("python3", format!("cannot start the TLS proxy: {e}")))?;
         let front = ServerProcess::listening(proxy, front_port, "tls proxy", Duration::from_secs(20))?;
-        Ok(Self { process, tls: Some(TlsFront { process: front, dir }) })
+        Ok(Self { process, tls: Some(TlsFront { process: front, dir }), sasl: None })
     }
 
-    /// tansu listening on `port`, telling clients to connect to `advertised`.
-    fn start_tansu(port: u16, advertised: u16) -> Result<ServerProcess, ServiceError> {
+    /// tansu listening on `port` with `storage`, telling clients to connect to
+    /// `advertised`; requiring SASL when `authentication`; run in `dir` when given.
+    fn start_tansu(port: u16, advertised: u16, storage: &str, authentication: bool, dir: Option<&std::path::Path>) -> Result<ServerProcess, ServiceError> {
         let (listener, advertised) = (format!("tcp://127.0.0.1:{port}"), format!("tcp://127.0.0.1:{advertised}"));
-        let child = Command::new(Self::tansu())
-            .args(["broker", "--listener-url", &listener, "--advertised-listener-url", &advertised, "--storage-engine", "memory://tansu/"])
+        let mut command = Command::new(Self::tansu());
+        command.args(["broker", "--listener-url", &listener, "--advertised-listener-url", &advertised, "--storage-engine", storage]);
+        if authentication {
+            command.arg("--authentication");
+        }
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| {
-                ServiceError::new("tansu", format!("cannot start it ({e}): run scripts/test.sh, or cargo install tansu --locked --features dynostore"))
+                ServiceError::new("tansu", format!("cannot start it ({e}): run scripts/test.sh, or cargo install tansu --locked --features dynostore,libsql"))
             })?;
         ServerProcess::listening(child, port, "tansu", Duration::from_secs(20))
     }
@@ -177,6 +234,9 @@ impl LocalKafkaBroker {
         command.args(["-c", &format!("{CONNECTION}{script}"), &self.bootstrap()]);
         if let Some(ca) = self.tls_ca() {
             command.env("KAFKA_TLS_CA", ca);
+        }
+        if let Some(user) = &self.sasl {
+            command.env("KAFKA_SASL_MECHANISM", user.mechanism).env("KAFKA_SASL_USERNAME", &user.username).env("KAFKA_SASL_PASSWORD", &user.password);
         }
         command
     }
