@@ -144,7 +144,8 @@ impl LocalKafkaBroker {
             other => return Err(error(format!("no SASL mechanism {other} in tansu (SCRAM-SHA-256, SCRAM-SHA-512)"))),
         };
         let port = free_port("tansu")?;
-        let setup = Self { process: Self::start_tansu(port, port, engine, false, Some(storage.path()))?, tls: None, sasl: None };
+        let needs_sqlite = |e: ServiceError| error(format!("{e} (SASL users need tansu's SQLite storage: cargo install tansu --locked --features dynostore,libsql)"));
+        let setup = Self { process: Self::start_tansu(port, port, engine, false, Some(storage.path())).map_err(needs_sqlite)?, tls: None, sasl: None };
         let output = Command::new(Self::tansu())
             .args(["user", "create", username, password, "--mechanism", tansu_mechanism, "--broker", &setup.admin_address()])
             .output()
