@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use retina_scheduler::analysis::dialect::{take_create_using, take_replace_where};
+use retina_scheduler::analysis::dialect::{prepare, Prepared};
 use retina_scheduler::analysis::names::normalize;
 use retina_scheduler::analysis::RawAccess;
 use retina_scheduler::jobfile::load_job_file;
@@ -54,7 +54,7 @@ pub async fn load_tasks(lake: &Lake, file: &Path, options: &LoadOptions, taken: 
         for task in &job.tasks {
             let key = format!("{}/{}", job.name, task.id);
             let sql = task.sql.as_deref().ok_or_else(|| JobsError::NoSql { task: key.clone() })?;
-            let (sql, formats) = take_create_using(dialect.dialect().as_ref(), sql);
+            let Prepared { text, formats, replaced } = prepare(dialect.dialect().as_ref(), sql);
             if let Some(other) = formats.iter().find(|f| !f.format.eq_ignore_ascii_case("delta")) {
                 return Err(JobsError::Unsupported {
                     task: key,
@@ -63,8 +63,7 @@ pub async fn load_tasks(lake: &Lake, file: &Path, options: &LoadOptions, taken: 
                     detail: format!("USING {}: the lake holds Delta tables only (USING DELTA, or no USING)", other.format),
                 });
             }
-            let (parseable, replaced) = take_replace_where(dialect.dialect().as_ref(), &sql);
-            let statements = Parser::parse_sql(dialect.dialect().as_ref(), &parseable).map_err(|e| JobsError::Parse { task: key.clone(), detail: e.to_string() })?;
+            let statements = Parser::parse_sql(dialect.dialect().as_ref(), &text).map_err(|e| JobsError::Parse { task: key.clone(), detail: e.to_string() })?;
             parsed.push((job, task, key, sql, statements, replaced));
         }
     }

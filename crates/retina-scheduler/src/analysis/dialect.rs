@@ -92,6 +92,23 @@ pub fn take_create_using(dialect: &dyn Dialect, sql: &str) -> (String, Vec<Creat
     (out, formats)
 }
 
+/// A job's SQL with the Spark/Delta clauses sqlparser lacks taken out (`USING
+/// <format>` of CREATE TABLE, `REPLACE WHERE` of INSERT): the text the parser
+/// reads, and what was taken, for callers to apply.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub text: String,
+    pub formats: Vec<CreateFormat>,
+    pub replaced: Vec<ReplaceWhere>,
+}
+
+/// [`take_create_using`], then [`take_replace_where`].
+pub fn prepare(dialect: &dyn Dialect, sql: &str) -> Prepared {
+    let (text, formats) = take_create_using(dialect, sql);
+    let (text, replaced) = take_replace_where(dialect, &text);
+    Prepared { text, formats, replaced }
+}
+
 /// The index of the first token at or after `i` that is not whitespace.
 fn significant(tokens: &[sqlparser::tokenizer::Token], i: usize) -> Option<usize> {
     tokens.get(i..)?.iter().position(|t| !matches!(t, sqlparser::tokenizer::Token::Whitespace(_))).map(|p| p + i)

@@ -41,14 +41,12 @@ impl Analyzer {
     /// deduplicated. Errors name `task`, the statement number and its position.
     pub fn analyze_raw(&self, task: &str, sql: &str) -> Result<Vec<RawAccess>> {
         let dialect = self.dialect.dialect();
-        // Spark's `CREATE TABLE … USING DELTA` clause, which sqlparser's dialect lacks,
-        // says nothing about accesses.
-        let (sql, _) = dialect::take_create_using(dialect.as_ref(), sql);
-        // Delta's `INSERT INTO t REPLACE WHERE p <query>`: an overwrite of what
+        // Spark's `CREATE TABLE … USING DELTA` clause says nothing about accesses.
+        // Delta's `INSERT INTO t REPLACE WHERE p <query>` is an overwrite of what
         // `DELETE FROM t WHERE p` would touch (Delta checks the new rows match `p`),
         // plus what the query reads.
-        let (sql, replaced) = dialect::take_replace_where(dialect.as_ref(), &sql);
-        let statements = Parser::parse_sql(dialect.as_ref(), &sql)
+        let dialect::Prepared { text, replaced, .. } = dialect::prepare(dialect.as_ref(), sql);
+        let statements = Parser::parse_sql(dialect.as_ref(), &text)
             .map_err(|e| {
                 // sqlparser reports "Line: L, Column: C" except at end of input.
                 let mut detail = e.to_string();

@@ -74,6 +74,9 @@ pub struct KafkaSource {
     /// `None` until [`MessageSource::start`].
     reassembly: Option<Reassembly>,
     heads: Vec<Head>,
+    /// Per partition, as a JSON string: the table its topic names (see [`wrap`]),
+    /// worked out once, not per record.
+    topic_tables: Vec<String>,
     paused: Vec<Arc<AtomicBool>>,
     fetched_tx: Sender<Fetched>,
     fetched: Receiver<Fetched>,
@@ -121,6 +124,7 @@ impl KafkaSource {
             client: Arc::new(client),
             reassembly: None,
             heads: Vec::new(),
+            topic_tables: Vec::new(),
             paused: Vec::new(),
             fetched_tx,
             fetched,
@@ -186,6 +190,7 @@ impl KafkaSource {
         let paused = Arc::new(AtomicBool::new(false));
         self.paused.push(Arc::clone(&paused));
         self.heads.push(Head::default());
+        self.topic_tables.push(serde_json::to_string(&self.spec.table_of(&topic)).unwrap_or_else(|_| "null".to_string()));
         self.runtime.spawn(fetch::run(client, partition, offset, fetch::Controls { sender, stop, paused, wait_ms: self.spec.fetch_wait_ms }));
         Ok(())
     }
@@ -245,7 +250,7 @@ impl KafkaSource {
                 Some(value) => {
                     let transaction = peek::transaction_id(value.as_bytes())
                         .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason: at(reason) })?;
-                    (transaction, Some(wrap(&self.spec.table_of(topic), record.key.as_deref(), value)))
+                    (transaction, Some(wrap(&self.topic_tables[partition], record.key.as_deref(), value)))
                 }
             };
             reassembly
@@ -542,15 +547,14 @@ fn connect_client(runtime: &tokio::runtime::Runtime, spec: &KafkaSpec, tls: Opti
     }
 }
 
-/// The line the sink decodes: `{"table":T,"key":K,"value":V}`, with the table the
-/// topic names (for events without a `source` block) and the key when it is a JSON
-/// object (with or without schema).
+/// The line the sink decodes: `{"table":T,"key":K,"value":V}`, with `table` (the
+/// JSON string of the table the topic names, for events without a `source` block)
+/// and the key when it is a JSON object (with or without schema).
 fn wrap(table: &str, key: Option<&[u8]>, value: String) -> String {
     let key = key.filter(|k| k.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')).and_then(|k| std::str::from_utf8(k).ok());
-    let table = serde_json::to_string(table).unwrap_or_else(|_| "null".to_string());
     let mut line = String::with_capacity(table.len() + key.map_or(0, str::len) + value.len() + 30);
     line.push_str("{\"table\":");
-    line.push_str(&table);
+    line.push_str(table);
     if let Some(key) = key {
         line.push_str(",\"key\":");
         line.push_str(key);
@@ -567,8 +571,8 @@ mod tests {
 
     #[test]
     fn the_topic_s_table_and_json_keys_wrap_the_value_and_other_keys_are_left_out() {
-        assert_eq!(wrap("s.t", Some(br#"{"id":1}"#), "{\"op\":\"c\"}".into()), r#"{"table":"s.t","key":{"id":1},"value":{"op":"c"}}"#);
-        assert_eq!(wrap("s.t", Some(b"plain-text-key"), "{}".into()), r#"{"table":"s.t","value":{}}"#);
-        assert_eq!(wrap("s.t", None, "{}".into()), r#"{"table":"s.t","value":{}}"#);
+        assert_eq!(wrap("\"s.t\"", Some(br#"{"id":1}"#), "{\"op\":\"c\"}".into()), r#"{"table":"s.t","key":{"id":1},"value":{"op":"c"}}"#);
+        assert_eq!(wrap("\"s.t\"", Some(b"plain-text-key"), "{}".into()), r#"{"table":"s.t","value":{}}"#);
+        assert_eq!(wrap("\"s.t\"", None, "{}".into()), r#"{"table":"s.t","value":{}}"#);
     }
 }
