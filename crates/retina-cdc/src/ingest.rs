@@ -354,8 +354,10 @@ struct StatusPublisher {
 }
 
 impl StatusPublisher {
+    /// Named as the source's positions are (so `retina.sources` finds them), showing
+    /// the whole (redacted) URI.
     fn new(registry: SourceRegistry, uri: &str) -> Self {
-        let status = SourceStatus::new(uri, uri);
+        let status = SourceStatus::new(&crate::source::uri::position_key(uri), uri);
         registry.update(status.clone());
         Self { registry, status }
     }

@@ -496,3 +496,84 @@ fn over_sasl_scram_records_are_fetched_and_offsets_committed_and_a_wrong_passwor
     let report = ingest_over_sasl(&engine, &uri(&broker, "?sasl_mechanism=SCRAM-SHA-512&sasl_username=bob&sasl_password=pa55"));
     assert_eq!(report.stats.transactions_applied, 1);
 }
+
+/// Waits until `topic`'s partition 0 starts at `offset` on the broker (its retention
+/// has run), as kafka-python reads it.
+fn wait_for_log_start(broker: &LocalKafkaBroker, topic: &str, offset: i64, within: Duration) {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let earliest = broker.earliest_offsets(topic).expect("earliest offsets");
+        if earliest.get(&0) == Some(&offset) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{topic} still starts at {earliest:?}, not {offset}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Ingests `uri` into `engine`, returning the report and the source's status detail.
+fn ingest_with_status(engine: &Engine, uri: &str) -> Result<(retina_cdc::ingest::IngestReport, String), retina_cdc::CdcError> {
+    let registry = SourceRegistry::new();
+    let mut source = retina_cdc::ingest::open_source(uri)?;
+    let options = DriveOptions {
+        sink: retina_cdc::ingest::options_for_uri(uri, SinkOptions::default())?,
+        stop: StopWhen::idle_for(Duration::from_millis(1500)),
+        status: Some(registry.clone()),
+    };
+    let report = drive(engine, uri, source.as_mut(), options)?;
+    let detail = registry.list().into_iter().next().and_then(|status| status.detail).unwrap_or_default();
+    Ok((report, detail))
+}
+
+#[test]
+fn records_removed_by_retention_before_they_were_applied_are_a_clear_error_unless_the_gap_is_accepted() {
+    let broker = LocalKafkaBroker::start_with_retention(Duration::from_millis(300)).unwrap_or_else(|e| panic!("{e}"));
+    let retention_ms = 15_000;
+    broker
+        .create_topic_with_config("srv.s.a", 1, &[("cleanup.policy", "delete"), ("retention.ms", &retention_ms.to_string())])
+        .expect("topic with retention");
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis() as i64;
+    let hour_ms = 3_600_000;
+    let records = |ids: std::ops::RangeInclusive<i64>| ids.map(|n| change("a", "c", n, Some("x"), None)).collect::<Vec<_>>();
+    // Offsets 0..=4 are past retention when produced; 5..=9 pass it 15 s from now.
+    broker.produce_at(&records(1..=5), now_ms - hour_ms).expect("old records");
+    broker.produce_at(&records(6..=10), now_ms).expect("recent records");
+    wait_for_log_start(&broker, "srv.s.a", 5, Duration::from_secs(10));
+
+    // A new mirror would miss offsets 0..=4.
+    let dir = tempfile::tempdir().expect("data dir");
+    let uri = uri(&broker, "");
+    {
+        let engine = open_engine(dir.path());
+        let error = ingest(&engine, &uri).expect_err("a retention gap at the start").to_string();
+        assert!(
+            error.contains("topic srv.s.a partition 0: a new mirror starts at offset 0, but the broker's log now starts at 5: records 0..4 are gone"),
+            "{error}"
+        );
+        assert!(error.contains("allow_retention_gap=true"), "{error}");
+        assert!(engine.table_id("s.a").is_none(), "nothing was applied");
+        // Accepting the gap starts where the log now starts, and the status says so.
+        let (report, detail) = ingest_with_status(&engine, &format!("{uri}?allow_retention_gap=true")).expect("ingest accepting the gap");
+        assert_eq!(report.stats.transactions_applied, 5);
+        assert!(detail.contains("topic srv.s.a partition 0 started at offset 5 (allow_retention_gap)"), "{detail}");
+        let durable = report.durable_position.expect("durable position");
+        assert!(durable.contains("srv.s.a/0=10"), "{durable}");
+        assert_eq!(rows(&engine, "s.a").len(), 5);
+    }
+
+    // The mirror stops; offsets 10..=14 are produced and, with 5..=9, pass retention
+    // before it restarts; 15..=19 stay.
+    broker.produce_at(&records(11..=15), now_ms).expect("records the mirror misses");
+    broker.produce_at(&records(16..=20), now_ms + hour_ms).expect("records that stay");
+    wait_for_log_start(&broker, "srv.s.a", 15, Duration::from_millis(retention_ms as u64 + 15_000));
+    let engine = open_engine(dir.path());
+    let error = ingest(&engine, &uri).expect_err("a retention gap after the recorded position").to_string();
+    assert!(
+        error.contains("topic srv.s.a partition 0: the recorded position resumes at offset 10, but the broker's log now starts at 15: records 10..14 are gone"),
+        "{error}"
+    );
+    assert_eq!(rows(&engine, "s.a").len(), 5, "the position did not move past the gap");
+    let (report, _) = ingest_with_status(&engine, &format!("{uri}?allow_retention_gap=true")).expect("ingest accepting the gap");
+    assert_eq!(report.stats.transactions_applied, 5);
+    assert_eq!(rows(&engine, "s.a").len(), 10);
+}

@@ -14,15 +14,16 @@ pub struct LocalKafkaBroker {
     process: ServerProcess,
     tls: Option<TlsFront>,
     sasl: Option<SaslUser>,
+    /// The folder of its SQLite storage, when it has one (dropped after the process).
+    _storage: Option<tempfile::TempDir>,
 }
 
-/// The user a SASL broker knows, and the folder of its SQLite storage (tansu's
-/// in-memory and object-store storage keep no SCRAM credentials).
+/// The user a SASL broker knows (tansu's in-memory and object-store storage keep no
+/// SCRAM credentials: a SASL broker has SQLite storage).
 struct SaslUser {
     mechanism: &'static str,
     username: String,
     password: String,
-    storage: tempfile::TempDir,
 }
 
 /// TLS in front of the broker (tansu 0.6 takes `--cert`/`--key` but serves plain
@@ -94,14 +95,26 @@ const PRODUCER: &str = r#"
 import json, sys
 from kafka import KafkaProducer
 producer = KafkaProducer(bootstrap_servers=sys.argv[1], acks="all", linger_ms=5, batch_size=262144, max_request_size=16777216, **connection)
+timestamp_ms = int(os.environ["KAFKA_TIMESTAMP_MS"]) if os.environ.get("KAFKA_TIMESTAMP_MS") else None
 count = 0
 for line in sys.stdin:
     record = json.loads(line)
     encode = lambda text: None if text is None else text.encode()
-    producer.send(record["topic"], key=encode(record["key"]), value=encode(record["value"]), partition=record.get("partition"))
+    producer.send(record["topic"], key=encode(record["key"]), value=encode(record["value"]), partition=record.get("partition"), timestamp_ms=timestamp_ms)
     count += 1
 producer.flush()
 print(count)
+"#;
+
+/// What reads where each partition of a topic now starts (its earliest offset).
+const EARLIEST_OFFSETS: &str = r#"
+import sys
+from kafka import KafkaConsumer, TopicPartition
+consumer = KafkaConsumer(bootstrap_servers=sys.argv[1], **connection)
+partitions = [TopicPartition(sys.argv[2], p) for p in sorted(consumer.partitions_for_topic(sys.argv[2]) or [])]
+for partition, offset in sorted(consumer.beginning_offsets(partitions).items()):
+    print(partition.partition, offset)
+consumer.close()
 "#;
 
 /// What reads a consumer group's committed offsets: kafka-python's consumer, one
@@ -125,7 +138,23 @@ impl LocalKafkaBroker {
     /// when `tansu` is missing.
     pub fn start() -> Result<Self, ServiceError> {
         let port = free_port("tansu")?;
-        Ok(Self { process: Self::start_tansu(port, port, "memory://tansu/", false, None)?, tls: None, sasl: None })
+        Ok(Self { process: Self::start_tansu(port, port, "memory://tansu/", false, None)?, tls: None, sasl: None, _storage: None })
+    }
+
+    /// A broker on tansu's SQLite storage whose maintenance runs every `maintenance`:
+    /// it then deletes the records of a topic created with `cleanup.policy=delete`
+    /// whose timestamp is older than the topic's `retention.ms` (see
+    /// [`Self::create_topic_with_config`], [`Self::produce_at`]), as Kafka's retention
+    /// does. (Unlike Kafka, which drops whole segments from the log's start, tansu
+    /// deletes record by record, so a test keeps timestamps in offset order.)
+    pub fn start_with_retention(maintenance: Duration) -> Result<Self, ServiceError> {
+        let error = |reason: String| ServiceError::new("tansu", reason);
+        let storage = tempfile::tempdir().map_err(|e| error(format!("temp dir: {e}")))?;
+        let engine = format!("sqlite://tansu.db?maintenance_interval={}ms", maintenance.as_millis());
+        let port = free_port("tansu")?;
+        let process = Self::start_tansu(port, port, &engine, false, Some(storage.path()))
+            .map_err(|e| error(format!("{e} (retention needs tansu's SQLite storage: cargo install tansu --locked --features dynostore,libsql)")))?;
+        Ok(Self { process, tls: None, sasl: None, _storage: Some(storage) })
     }
 
     /// A broker that requires SASL SCRAM (`mechanism` `SCRAM-SHA-256` or
@@ -145,7 +174,8 @@ impl LocalKafkaBroker {
         };
         let port = free_port("tansu")?;
         let needs_sqlite = |e: ServiceError| error(format!("{e} (SASL users need tansu's SQLite storage: cargo install tansu --locked --features dynostore,libsql)"));
-        let setup = Self { process: Self::start_tansu(port, port, engine, false, Some(storage.path())).map_err(needs_sqlite)?, tls: None, sasl: None };
+        let setup =
+            Self { process: Self::start_tansu(port, port, engine, false, Some(storage.path())).map_err(needs_sqlite)?, tls: None, sasl: None, _storage: None };
         let output = Command::new(Self::tansu())
             .args(["user", "create", username, password, "--mechanism", tansu_mechanism, "--broker", &setup.admin_address()])
             .output()
@@ -160,8 +190,9 @@ impl LocalKafkaBroker {
             setup.create_topic(topic, *partitions)?;
         }
         drop(setup);
-        let sasl = SaslUser { mechanism, username: username.to_string(), password: password.to_string(), storage };
-        Ok(Self { process: Self::start_tansu(port, port, engine, true, Some(sasl.storage.path()))?, tls: None, sasl: Some(sasl) })
+        let sasl = SaslUser { mechanism, username: username.to_string(), password: password.to_string() };
+        let process = Self::start_tansu(port, port, engine, true, Some(storage.path()))?;
+        Ok(Self { process, tls: None, sasl: Some(sasl), _storage: Some(storage) })
     }
 
     /// [`Self::start`] reachable only over TLS ([`Self::bootstrap`] is the TLS
@@ -199,7 +230,7 @@ impl LocalKafkaBroker {
             .spawn()
             .map_err(|e| ServiceError::new("python3", format!("cannot start the TLS proxy: {e}")))?;
         let front = ServerProcess::listening(proxy, front_port, "tls proxy", Duration::from_secs(20))?;
-        Ok(Self { process, tls: Some(TlsFront { process: front, dir }), sasl: None })
+        Ok(Self { process, tls: Some(TlsFront { process: front, dir }), sasl: None, _storage: None })
     }
 
     /// tansu listening on `port` with `storage`, telling clients to connect to
@@ -261,8 +292,17 @@ impl LocalKafkaBroker {
     }
 
     pub fn create_topic(&self, name: &str, partitions: u32) -> Result<(), ServiceError> {
-        let output = Command::new(Self::tansu())
-            .args(["topic", "create", name, "--partitions", &partitions.to_string(), "--broker", &self.admin_address()])
+        self.create_topic_with_config(name, partitions, &[])
+    }
+
+    /// Creates topic `name` with topic configs (`("retention.ms", "60000")`, …).
+    pub fn create_topic_with_config(&self, name: &str, partitions: u32, config: &[(&str, &str)]) -> Result<(), ServiceError> {
+        let mut command = Command::new(Self::tansu());
+        command.args(["topic", "create", name, "--partitions", &partitions.to_string(), "--broker", &self.admin_address()]);
+        for (key, value) in config {
+            command.arg("--config").arg(format!("{key}={value}"));
+        }
+        let output = command
             .output()
             .map_err(|e| ServiceError::new("tansu", format!("topic create {name}: {e}")))?;
         if !output.status.success() {
@@ -285,10 +325,23 @@ impl LocalKafkaBroker {
     /// Produces `records` in order with kafka-python (acks=all), waiting until all
     /// are stored.
     pub fn produce(&self, records: &[KafkaRecord]) -> Result<(), ServiceError> {
+        self.produce_with(records, None)
+    }
+
+    /// [`Self::produce`] with every record's timestamp set to `timestamp_ms` (ms
+    /// since the epoch) instead of the time it is sent.
+    pub fn produce_at(&self, records: &[KafkaRecord], timestamp_ms: i64) -> Result<(), ServiceError> {
+        self.produce_with(records, Some(timestamp_ms))
+    }
+
+    fn produce_with(&self, records: &[KafkaRecord], timestamp_ms: Option<i64>) -> Result<(), ServiceError> {
         use std::io::Write;
         let error = |reason: String| ServiceError::new("kafka-python", reason);
-        let mut child = self
-            .python(PRODUCER)
+        let mut command = self.python(PRODUCER);
+        if let Some(timestamp_ms) = timestamp_ms {
+            command.env("KAFKA_TIMESTAMP_MS", timestamp_ms.to_string());
+        }
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -303,6 +356,28 @@ impl LocalKafkaBroker {
             return Err(error(format!("producer failed: {}", String::from_utf8_lossy(&output.stderr))));
         }
         Ok(())
+    }
+
+    /// Where each partition of `topic` now starts, as kafka-python reads it:
+    /// partition → earliest offset.
+    pub fn earliest_offsets(&self, topic: &str) -> Result<std::collections::BTreeMap<i32, i64>, ServiceError> {
+        let error = |reason: String| ServiceError::new("kafka-python", reason);
+        let output = self
+            .python(EARLIEST_OFFSETS)
+            .arg(topic)
+            .output()
+            .map_err(|e| error(format!("cannot run Python ({e}): run scripts/test.sh, which installs kafka-python into <target dir>/py-clients")))?;
+        if !output.status.success() {
+            return Err(error(format!("reading earliest offsets failed: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        text.lines()
+            .map(|line| {
+                let mut fields = line.split_whitespace();
+                let parsed = (|| Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?)))();
+                parsed.ok_or_else(|| error(format!("unexpected line {line:?}")))
+            })
+            .collect()
     }
 
     /// The offsets committed to consumer `group`, as kafka-python's admin client

@@ -104,16 +104,22 @@ pub struct Sink<'e> {
 }
 
 impl<'e> Sink<'e> {
-    /// A sink for `source` (its URI, the name positions are recorded under). When the
-    /// engine already knows a position for it (after recovery), replay resumes after it.
+    /// A sink for `source` (its URI; positions are recorded under its
+    /// [`crate::source::uri::position_key`]). When the engine already knows a position
+    /// for it (after recovery), replay resumes after it.
     pub fn new(engine: &'e Engine, source: impl Into<String>, options: SinkOptions) -> CdcResult<Self> {
-        let source = source.into();
+        let uri = source.into();
+        let source = crate::source::uri::position_key(&uri);
         let dead_letter = options.dead_letter.as_deref().map(DeadLetterWriter::open).transpose()?;
         // After recovery the engine knows where this source's applied prefix ends:
-        // from the recovered checkpoint, or newer once replay made more visible.
-        let visible = engine.source_positions().into_iter().find(|p| p.source == source);
-        let recovered = engine.recovered_positions().iter().find(|p| p.source == source).cloned();
-        let resume = visible.or(recovered).and_then(|p| SinkPosition::decode(&p.position));
+        // from the recovered checkpoint, or newer once replay made more visible. Older
+        // data dirs recorded it under the whole URI.
+        let find = |name: &str| {
+            let visible = engine.source_positions().into_iter().find(|p| p.source == name);
+            visible.or_else(|| engine.recovered_positions().iter().find(|p| p.source == name).cloned())
+        };
+        let found = find(&source).or_else(|| if uri == source { None } else { find(&uri) });
+        let resume = found.and_then(|p| SinkPosition::decode(&p.position));
         Ok(Self {
             engine,
             tables: TableResolver::new(options.primary_keys, options.infer_schema)

@@ -2,7 +2,7 @@
 //! from where a restart resumes, pausing while the reassembly says the partition runs
 //! ahead.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,12 +21,51 @@ pub(super) struct Controls {
     pub paused: Arc<AtomicBool>,
     /// How long a fetch waits on the broker for new records (`fetch_wait_ms=`).
     pub wait_ms: i32,
+    pub stats: Arc<FetchStats>,
+}
+
+/// Where fetchers spend their time, summed over all partitions: what tells a replay
+/// that waits on the broker from one that waits on the source thread
+/// (`RETINA_KAFKA_TRACE=1` prints it when the source closes).
+#[derive(Default)]
+pub(super) struct FetchStats {
+    fetches: AtomicU64,
+    empty_fetches: AtomicU64,
+    records: AtomicU64,
+    value_bytes: AtomicU64,
+    /// Waiting for the broker's answers.
+    fetch_micros: AtomicU64,
+    /// Paused by back-pressure.
+    paused_micros: AtomicU64,
+    /// Waiting for room in the source thread's queue.
+    hand_over_micros: AtomicU64,
+}
+
+impl FetchStats {
+    pub fn describe(&self) -> String {
+        let (fetches, records) = (self.fetches.load(Relaxed), self.records.load(Relaxed));
+        let seconds = |micros: &AtomicU64| micros.load(Relaxed) as f64 / 1e6;
+        format!(
+            "{fetches} fetches ({} empty), {records} records, {:.1} MB of values ({:.0} KB a fetch with records); \
+             fetcher seconds summed over partitions: {:.2} waiting for the broker, {:.2} paused, {:.2} waiting for the source thread",
+            self.empty_fetches.load(Relaxed),
+            self.value_bytes.load(Relaxed) as f64 / 1e6,
+            self.value_bytes.load(Relaxed) as f64 / 1e3 / (fetches - self.empty_fetches.load(Relaxed)).max(1) as f64,
+            seconds(&self.fetch_micros),
+            seconds(&self.paused_micros),
+            seconds(&self.hand_over_micros),
+        )
+    }
+}
+
+fn add_elapsed(counter: &AtomicU64, since: Instant) {
+    counter.fetch_add(since.elapsed().as_micros() as u64, Relaxed);
 }
 
 /// Fetches partition `partition` from `offset` on until stopped or failed (the
 /// failure is the last thing sent).
 pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i64, controls: Controls) {
-    let Controls { sender, stop, paused, wait_ms } = controls;
+    let Controls { sender, stop, paused, wait_ms, stats } = controls;
     let (topic, number) = (client.topic().to_string(), client.partition());
     match batch_start(&client, offset).await {
         Ok(start) => offset = start,
@@ -38,14 +77,24 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
     let mut known_high_watermark = -1;
     while !stop.load(Relaxed) {
         if paused.load(Relaxed) {
+            let since = Instant::now();
             tokio::time::sleep(Duration::from_millis(5)).await;
+            add_elapsed(&stats.paused_micros, since);
             continue;
         }
         let started = Instant::now();
         let result = client.fetch_records(offset, 1..FETCH_MAX_BYTES, wait_ms).await;
+        add_elapsed(&stats.fetch_micros, started);
+        stats.fetches.fetch_add(1, Relaxed);
         let result = match result {
             Ok((mut records, high_watermark)) => {
                 let empty = records.is_empty();
+                if empty {
+                    stats.empty_fetches.fetch_add(1, Relaxed);
+                }
+                stats.records.fetch_add(records.len() as u64, Relaxed);
+                let bytes: usize = records.iter().map(|r| r.record.value.as_ref().map_or(0, Vec::len)).sum();
+                stats.value_bytes.fetch_add(bytes as u64, Relaxed);
                 // tansu 0.6 may answer with record batches out of offset order.
                 records.sort_unstable_by_key(|r| r.offset);
                 if let Some(last) = records.last() {
@@ -64,7 +113,10 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
             Err(error) => Err(describe_fetch_error(&topic, number, offset, &error)),
         };
         let failed = result.is_err();
-        if !hand_over(&sender, Fetched { partition, result }).await || failed {
+        let since = Instant::now();
+        let handed_over = hand_over(&sender, Fetched { partition, result }).await;
+        add_elapsed(&stats.hand_over_micros, since);
+        if !handed_over || failed {
             return;
         }
     }

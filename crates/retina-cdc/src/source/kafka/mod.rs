@@ -90,6 +90,9 @@ pub struct KafkaSource {
     notes: Vec<String>,
     /// Commits durable offsets to the consumer group (`None`: `commit_offsets=false`).
     group: Option<GroupCommitter>,
+    fetch_stats: Arc<fetch::FetchStats>,
+    /// How often [`MessageSource::next`] found nothing ready (for `RETINA_KAFKA_TRACE`).
+    idle_reports: u64,
 }
 
 impl KafkaSource {
@@ -136,6 +139,8 @@ impl KafkaSource {
             last_refresh: Instant::now(),
             notes: Vec::new(),
             group,
+            fetch_stats: Arc::default(),
+            idle_reports: 0,
         })
     }
 
@@ -191,7 +196,8 @@ impl KafkaSource {
         self.paused.push(Arc::clone(&paused));
         self.heads.push(Head::default());
         self.topic_tables.push(serde_json::to_string(&self.spec.table_of(&topic)).unwrap_or_else(|_| "null".to_string()));
-        self.runtime.spawn(fetch::run(client, partition, offset, fetch::Controls { sender, stop, paused, wait_ms: self.spec.fetch_wait_ms }));
+        let controls = fetch::Controls { sender, stop, paused, wait_ms: self.spec.fetch_wait_ms, stats: Arc::clone(&self.fetch_stats) };
+        self.runtime.spawn(fetch::run(client, partition, offset, controls));
         Ok(())
     }
 
@@ -450,6 +456,7 @@ impl MessageSource for KafkaSource {
             self.check_waiting()?;
             self.refresh_topics()?;
             self.reported_idle = true;
+            self.idle_reports += 1;
             return Ok(SourceEvent::Idle);
         }
     }
@@ -503,6 +510,17 @@ impl MessageSource for KafkaSource {
 impl Drop for KafkaSource {
     fn drop(&mut self) {
         self.stop.store(true, Relaxed);
+        if std::env::var_os("RETINA_KAFKA_TRACE").is_some() {
+            let peak = self.reassembly.as_ref().map_or(0, Reassembly::held_bytes_peak);
+            eprintln!(
+                "retina: source {}: {} messages handed out, {} times none was ready, {:.1} MB held at the peak; {}",
+                self.name,
+                self.sequence,
+                self.idle_reports,
+                peak as f64 / 1e6,
+                self.fetch_stats.describe()
+            );
+        }
         // The last durable offsets are what lag tools should show once this stops.
         if let Some(group) = &self.group {
             if let Err(reason) = group.flush(LAST_COMMIT_WAIT) {
