@@ -19,7 +19,7 @@ use retina_cdc::source::generator::{EncodedChunk, GeneratorSource};
 use retina_cdc::source::{MessageSource, SourceEvent};
 use retina_core::SourceRegistry;
 use retina_test_support::LocalKafkaBroker;
-use rskafka::client::partition::{Compression, UnknownTopicHandling};
+use rskafka::client::partition::{Compression, OffsetAt, UnknownTopicHandling};
 use rskafka::client::ClientBuilder;
 use rskafka::record::Record;
 use serde::Serialize;
@@ -81,6 +81,11 @@ pub struct KafkaReplayReport {
     /// The most memory the reassembly held for incomplete transactions.
     pub held_bytes_peak: u64,
     pub shards: usize,
+    /// The same records fetched again after the replay by a bare client (rskafka, one
+    /// task per partition, as the source fetches), with nothing applied: the ceiling
+    /// the broker and record decoding set on this machine.
+    pub fetch_only_seconds: f64,
+    pub fetch_only_records_per_s: f64,
 }
 
 fn bench_error(reason: String) -> CdcError {
@@ -232,6 +237,18 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
 
     let records = route(&changes)?;
     let topics = records.iter().map(|(t, _, _)| t.as_str()).collect::<std::collections::BTreeSet<_>>().len();
+    let client = runtime.block_on(ClientBuilder::new(vec![broker.clone()]).build()).map_err(|e| bench_error(format!("connect {broker}: {e}")))?;
+    let partition_list: Vec<(String, i32)> = records
+        .iter()
+        .map(|(topic, _, _)| topic.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .flat_map(|topic| {
+            let count = if topic.ends_with(".transaction") { 1 } else { partitions };
+            (0..count).map(move |p| (topic.clone(), p))
+        })
+        .collect();
+    let starts = runtime.block_on(latest_offsets(&client, &partition_list))?;
     let start = Instant::now();
     produce(&runtime, &broker, &records, partitions, false)?;
     let produce_messages_per_s = records.len() as f64 / start.elapsed().as_secs_f64();
@@ -241,6 +258,12 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
     let replayed = run(StopWhen::idle_for(IDLE_EXIT), Some(registry.clone()))?;
     let replay_seconds = start.elapsed().saturating_sub(IDLE_EXIT).as_secs_f64();
     let held_bytes_peak = registry.list().first().and_then(|s| s.held_bytes_peak).unwrap_or(0);
+    let started = Instant::now();
+    let fetched = runtime.block_on(fetch_only(&client, &partition_list, &starts))?;
+    let fetch_only_seconds = started.elapsed().as_secs_f64();
+    if fetched != records.len() as u64 {
+        return Err(bench_error(format!("the bare fetch read {fetched} records of {}", records.len())));
+    }
     drop(own);
     let row_changes: u64 = changes.iter().map(|c| c.row_changes).sum();
     if replayed.stats.row_changes_applied != row_changes {
@@ -259,7 +282,55 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
         replay_seconds,
         held_bytes_peak,
         shards: engine.config().shards,
+        fetch_only_seconds,
+        fetch_only_records_per_s: fetched as f64 / fetch_only_seconds,
     })
+}
+
+/// Each partition's next offset.
+async fn latest_offsets(client: &rskafka::client::Client, partitions: &[(String, i32)]) -> CdcResult<Vec<i64>> {
+    let mut out = Vec::with_capacity(partitions.len());
+    for (topic, partition) in partitions {
+        let partition_client = client
+            .partition_client(topic.as_str(), *partition, UnknownTopicHandling::Retry)
+            .await
+            .map_err(|e| bench_error(format!("{topic}/{partition}: {e}")))?;
+        out.push(partition_client.get_offset(OffsetAt::Latest).await.map_err(|e| bench_error(format!("{topic}/{partition}: {e}")))?);
+    }
+    Ok(out)
+}
+
+/// Fetches every partition from `starts` to its end (4 MB a fetch, as the source
+/// asks), all partitions at once; the records read.
+async fn fetch_only(client: &rskafka::client::Client, partitions: &[(String, i32)], starts: &[i64]) -> CdcResult<u64> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for ((topic, partition), start) in partitions.iter().zip(starts) {
+        let partition_client = client
+            .partition_client(topic.as_str(), *partition, UnknownTopicHandling::Retry)
+            .await
+            .map_err(|e| bench_error(format!("{topic}/{partition}: {e}")))?;
+        let mut offset = *start;
+        tasks.spawn(async move {
+            let end = partition_client.get_offset(OffsetAt::Latest).await.map_err(|e| e.to_string())?;
+            let mut records = 0u64;
+            while offset < end {
+                let (batch, _) = partition_client.fetch_records(offset, 1..(4 << 20), 0).await.map_err(|e| e.to_string())?;
+                if batch.is_empty() {
+                    return Err(format!("no record at offset {offset} below the end {end}"));
+                }
+                // tansu 0.6 may answer from a batch that starts before `offset`.
+                let fresh = batch.iter().filter(|r| r.offset >= offset).count() as u64;
+                records += fresh;
+                offset = batch.iter().map(|r| r.offset + 1).max().unwrap_or(offset).max(offset);
+            }
+            Ok::<u64, String>(records)
+        });
+    }
+    let mut total = 0;
+    while let Some(done) = tasks.join_next().await {
+        total += done.map_err(|e| bench_error(format!("fetch task: {e}")))?.map_err(|e| bench_error(format!("fetch: {e}")))?;
+    }
+    Ok(total)
 }
 
 /// `retina bench freshness --source kafka`: the generator's stream at a steady rate,

@@ -17,7 +17,6 @@ pub mod catalog;
 pub mod checkpoint;
 pub mod column_ranges;
 pub mod error;
-mod in_place_filter;
 pub mod index;
 pub mod replay;
 pub mod rows;

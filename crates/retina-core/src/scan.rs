@@ -132,11 +132,10 @@ pub fn read_split_pruned(
             // Skipped pages leave a subsequence of the rows: `_create_ts` still never
             // decreases, so the cut below stays a prefix cut.
             let ts_column = filter_ts.then(|| columns.binary_search(&create_ts).expect("read above"));
-            let (rows_skipped, bytes_fetched) = (decoded.skipped_rows(), decoded.bytes_fetched);
             Ok(SplitRead {
-                batches: mask_batches(decoded.batches, deleted.as_deref(), ts_column, &output, qts, Buffers::Owned)?,
-                rows_skipped,
-                bytes_fetched,
+                batches: mask_batches(&decoded.batches, deleted.as_deref(), ts_column, &output, qts)?,
+                rows_skipped: decoded.skipped_rows(),
+                bytes_fetched: decoded.bytes_fetched,
             })
         }
         ScanSplit::Virtual(file) => {
@@ -156,7 +155,7 @@ pub fn read_split_pruned(
             }
             let deleted = file.visibility().bitmap_at(qts, rows);
             // In-memory blocks hold rows of transactions above the snapshot too.
-            let batches = mask_batches(blocks.to_vec(), Some(deleted.as_slice()), Some(create_ts), projection, qts, Buffers::Shared)?;
+            let batches = mask_batches(blocks, Some(deleted.as_slice()), Some(create_ts), projection, qts)?;
             Ok(SplitRead { batches, ..SplitRead::default() })
         }
     }
@@ -200,22 +199,13 @@ fn deleted_among(deleted: &DeleteBitmap, selected: &[bool]) -> DeleteBitmap {
 }
 
 /// Leaves out the rows whose bit is set in `deleted` from consecutive batches of one
-/// row group, decoded for this call alone.
-pub(crate) fn drop_deleted_rows(batches: Vec<RecordBatch>, deleted: &[u64]) -> CoreResult<Vec<RecordBatch>> {
+/// row group.
+pub(crate) fn drop_deleted_rows(batches: &[RecordBatch], deleted: &[u64]) -> CoreResult<Vec<RecordBatch>> {
     let all: Vec<usize> = match batches.first() {
         Some(batch) => (0..batch.num_columns()).collect(),
         None => return Ok(Vec::new()),
     };
-    mask_batches(batches, Some(deleted), None, &all, Ts::MAX, Buffers::Owned)
-}
-
-/// Whether the batches a mask is applied to are the caller's alone (freshly
-/// decoded), so deleted rows can be squeezed out inside their buffers, or shared
-/// (the write buffer's blocks), so kept rows are copied out.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Buffers {
-    Owned,
-    Shared,
+    mask_batches(batches, Some(deleted), None, &all, Ts::MAX)
 }
 
 /// Applies the visibility mask to consecutive batches of one row group: a row is kept
@@ -226,12 +216,11 @@ enum Buffers {
 /// (a shard appends in ts order), so the create-ts filter is a prefix cut found by
 /// binary search, not a per-row comparison.
 fn mask_batches(
-    batches: Vec<RecordBatch>,
+    batches: &[RecordBatch],
     deleted: Option<&[u64]>,
     ts_column: Option<usize>,
     output: &[usize],
     qts: Ts,
-    buffers: Buffers,
 ) -> CoreResult<Vec<RecordBatch>> {
     let deleted = deleted.map(|words| Buffer::from_vec(words.iter().map(|w| w.to_le()).collect::<Vec<u64>>()));
     let mut out = Vec::with_capacity(batches.len());
@@ -244,36 +233,25 @@ fn mask_batches(
             continue;
         }
         let visible_len = match ts_column {
-            Some(column) => created_prefix_len(&batch, column, qts),
+            Some(column) => created_prefix_len(batch, column, qts),
             None => len,
         };
         if visible_len == 0 {
             break; // later batches are newer still
         }
         let projected = batch.project(output)?.slice(0, visible_len);
-        drop(batch); // the projection alone holds the buffers now
         let deleted_here = deleted.as_ref().map(|buffer| BooleanBuffer::new(buffer.clone(), offset, visible_len));
         match deleted_here {
             Some(deleted_here) if deleted_here.count_set_bits() > 0 => {
                 let keep = !&deleted_here;
                 if keep.count_set_bits() > 0 {
-                    out.push(match buffers {
-                        Buffers::Owned if !kernel_filter_forced() => crate::in_place_filter::keep_rows(projected, &keep)?,
-                        _ => filter_record_batch(&projected, &BooleanArray::new(keep, None))?,
-                    });
+                    out.push(filter_record_batch(&projected, &BooleanArray::new(keep, None))?);
                 }
             }
             _ => out.push(projected),
         }
     }
     Ok(out)
-}
-
-/// `RETINA_SCAN_FILTER=kernel`: masks decoded batches with Arrow's filter kernel
-/// instead of in place (to compare the two on one binary).
-fn kernel_filter_forced() -> bool {
-    static FORCED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(|| std::env::var("RETINA_SCAN_FILTER").is_ok_and(|v| v == "kernel"))
 }
 
 #[cfg(test)]
@@ -306,16 +284,13 @@ mod tests {
         let mut deleted = vec![0u64; 1];
         deleted[0] |= 1 << 1; // row 1
         deleted[0] |= 1 << 3; // row 3, first of the second batch
-        let out = mask_batches(batches.clone(), Some(deleted.as_slice()), Some(2), &[0, 1], Ts(4), Buffers::Shared).expect("mask");
+        let out = mask_batches(&batches, Some(deleted.as_slice()), Some(2), &[0, 1], Ts(4)).expect("mask");
         assert_eq!(ids(&out), vec![0, 2, 4]);
         assert_eq!(out[0].num_columns(), 2, "_create_ts is not in the output");
-        let without_ts = mask_batches(batches.clone(), Some(deleted.as_slice()), None, &[0], Ts(4), Buffers::Shared).expect("mask");
+        let without_ts = mask_batches(&batches, Some(deleted.as_slice()), None, &[0], Ts(4)).expect("mask");
         assert_eq!(ids(&without_ts), vec![0, 2, 4, 5]);
-        let nothing_deleted = mask_batches(batches.clone(), None, None, &[1, 0], Ts(9), Buffers::Shared).expect("mask");
-        let owned = mask_batches(batches.iter().map(|b| b.project(&[0, 1, 2]).expect("copy")).collect(), Some(deleted.as_slice()), Some(2), &[0, 1], Ts(4), Buffers::Owned)
-            .expect("mask in place");
-        assert_eq!(ids(&owned), vec![0, 2, 4]);
-        let dropped = drop_deleted_rows(batches.clone(), &deleted).expect("drop");
+        let nothing_deleted = mask_batches(&batches, None, None, &[1, 0], Ts(9)).expect("mask");
+        let dropped = drop_deleted_rows(&batches, &deleted).expect("drop");
         assert_eq!(ids(&dropped), vec![0, 2, 4, 5]);
         assert_eq!(dropped[0].num_columns(), 3);
         assert_eq!(nothing_deleted[0].schema().field(0).name(), "name", "projection order is kept");

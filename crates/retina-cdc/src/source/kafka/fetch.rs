@@ -75,6 +75,12 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
         }
     }
     let mut known_high_watermark = -1;
+    // Records are known to wait past `offset` (the last fetch returned some and the
+    // high watermark lies beyond them): the next fetch need not wait for new ones.
+    // tansu 0.6 holds a fetch for its whole wait unless it fills the maximum size,
+    // even when records are there, so a backlog read with the long-poll wait took
+    // 100 ms a fetch (measured: 79K row changes/s against 128K/s without it).
+    let mut behind = false;
     while !stop.load(Relaxed) {
         if paused.load(Relaxed) {
             let since = Instant::now();
@@ -83,7 +89,7 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
             continue;
         }
         let started = Instant::now();
-        let result = client.fetch_records(offset, 1..FETCH_MAX_BYTES, wait_ms).await;
+        let result = client.fetch_records(offset, 1..FETCH_MAX_BYTES, if behind { 0 } else { wait_ms }).await;
         add_elapsed(&stats.fetch_micros, started);
         stats.fetches.fetch_add(1, Relaxed);
         let result = match result {
@@ -100,6 +106,7 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
                 if let Some(last) = records.last() {
                     offset = offset.max(last.offset + 1);
                 }
+                behind = !empty && high_watermark > offset;
                 if empty && started.elapsed() < Duration::from_millis(2) {
                     // A broker that answers an empty fetch at once (no long poll).
                     tokio::time::sleep(Duration::from_millis(2)).await;

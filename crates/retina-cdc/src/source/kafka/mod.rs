@@ -40,8 +40,11 @@ use group::GroupCommitter;
 use options::{KafkaSpec, SaslMechanism, TopicSelection};
 use reassembly::Reassembly;
 
-/// Fetched batches waiting for the source thread, over all partitions.
-const FETCHED_QUEUE: usize = 64;
+/// Fetched batches waiting for the source thread, over all partitions. They are
+/// not yet counted against the memory budget, so this bounds how far past it the
+/// reassembly can go (up to 4 MB each): 64 let a backlog replay hold 438 MB
+/// against a 256 MB budget.
+const FETCHED_QUEUE: usize = 8;
 /// How often a running source looks for new topics (new tables).
 const TOPIC_REFRESH: Duration = Duration::from_secs(5);
 /// How long connecting to the brokers may take.

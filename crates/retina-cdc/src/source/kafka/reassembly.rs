@@ -191,6 +191,7 @@ impl Reassembly {
         }
         let Some(line) = line else {
             self.ledgers[partition].finish(offset); // a tombstone: nothing to apply
+            self.extend_last_resume();
             return Ok(());
         };
         match transaction {
@@ -241,6 +242,20 @@ impl Reassembly {
                 self.ledgers[0].finish(offset);
                 let resume = Some(self.resume_text());
                 self.ready.push_back(Ready { line, partition: 0, offset, resume });
+            }
+        }
+    }
+
+    /// After a no-op record (a tombstone) finished: when the newest line waiting for
+    /// the sink ends a mirror transaction, its resume position now covers the no-op
+    /// too, so the position (and the group's committed offset) does not stay one
+    /// record behind after Debezium's delete + tombstone pair until the next
+    /// transaction. Nothing is held between them, so the invariant holds.
+    fn extend_last_resume(&mut self) {
+        if self.ready.back().is_some_and(|last| last.resume.is_some()) {
+            let resume = self.resume_text();
+            if let Some(last) = self.ready.back_mut() {
+                last.resume = Some(resume);
             }
         }
     }
@@ -395,9 +410,25 @@ mod tests {
         r.event(0, 1, None, None).unwrap();
         r.event(0, 2, None, Some("e2".into())).unwrap();
         let lines = drain(&mut r);
-        assert_eq!(lines, [("e0".into(), Some("srv.public.t/0=1".into())), ("e2".into(), Some("srv.public.t/0=3".into()))]);
-        let error = r.event(0, 3, Some("tx9".into()), Some("e3".into())).unwrap_err();
+        // The tombstone after e0 is covered by e0's position: nothing is left between.
+        assert_eq!(lines, [("e0".into(), Some("srv.public.t/0=2".into())), ("e2".into(), Some("srv.public.t/0=3".into()))]);
+        // A tombstone after the sink took the line leaves the position as it was.
+        r.event(0, 3, None, None).unwrap();
+        assert!(drain(&mut r).is_empty());
+        let error = r.event(0, 4, Some("tx9".into()), Some("e4".into())).unwrap_err();
         assert!(error.contains("transaction tx9") && error.contains("transaction_topic="), "{error}");
+    }
+
+    #[test]
+    fn the_tombstone_after_a_transactions_last_delete_moves_its_position_past_it() {
+        let mut r = reassembly(1);
+        r.marker(0, Marker::Begin { id: "d".into() }, "begin d".into());
+        r.marker(1, Marker::End { id: "d".into(), event_count: 1 }, "end d".into());
+        // The delete completes the transaction; its tombstone is the next record.
+        r.event(1, 0, Some("d".into()), Some("delete".into())).unwrap();
+        r.event(1, 1, None, None).unwrap();
+        let lines = drain(&mut r);
+        assert_eq!(lines.last().and_then(|(_, resume)| resume.as_deref()), Some("srv.public.t0/0=2,srv.transaction/0=2"));
     }
 
     #[test]

@@ -79,7 +79,7 @@ impl EngineShared {
         let rows = old.meta.row_count as usize;
         let all_columns: Vec<usize> = (0..=schema.create_ts_index()).collect();
         let decoded = self.store.read_file(&schema, &old.meta, &all_columns, &[])?.batches;
-        let live: Vec<RecordBatch> = crate::scan::drop_deleted_rows(decoded, deleted)?;
+        let live: Vec<RecordBatch> = crate::scan::drop_deleted_rows(&decoded, deleted)?;
         let old_offsets: Vec<u32> =
             (0..rows).filter(|&row| deleted.get(row / 64).is_none_or(|w| w >> (row % 64) & 1 == 0)).map(|r| r as u32).collect();
         let mut moves = Vec::with_capacity(old_offsets.len());
