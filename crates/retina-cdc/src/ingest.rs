@@ -357,7 +357,7 @@ impl StatusPublisher {
     /// Named as the source's positions are (so `retina.sources` finds them), showing
     /// the whole (redacted) URI.
     fn new(registry: SourceRegistry, uri: &str) -> Self {
-        let status = SourceStatus::new(&crate::source::uri::position_key(uri), uri);
+        let status = SourceStatus::new(&crate::position::position_key(uri), uri);
         registry.update(status.clone());
         Self { registry, status }
     }

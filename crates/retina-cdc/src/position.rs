@@ -122,9 +122,56 @@ impl SinkPosition {
     }
 }
 
+/// Options that change how a source connects, paces or reacts, not which messages it
+/// reads: leaving them out of the name positions are recorded under lets a user
+/// change them (follow an error's advice to pass `allow_retention_gap=true`, rotate a
+/// password, tune `fetch_wait_ms=`) and resume where the mirror stands, instead of
+/// starting a new mirror of the same stream.
+const NOT_IDENTITY: [&str; 12] = [
+    "on_absent_row",
+    "tls",
+    "tls_ca",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password",
+    "group",
+    "commit_offsets",
+    "fetch_wait_ms",
+    "transaction_timeout_s",
+    "memory_budget_mb",
+    "allow_retention_gap",
+];
+
+/// The name a source's positions are recorded under: its URI without the options in
+/// [`NOT_IDENTITY`], the others in a fixed order. (Data dirs written before this
+/// recorded the whole redacted URI: the sink looks under that name too.)
+pub fn position_key(uri: &str) -> String {
+    let split = if uri.starts_with("file:") { uri.rsplit_once('?') } else { uri.split_once('?') };
+    let Some((base, query)) = split else { return uri.to_string() };
+    let mut kept: Vec<&str> = query.split('&').filter(|pair| !pair.is_empty()).filter(|pair| !NOT_IDENTITY.contains(&pair.split_once('=').map_or(*pair, |(k, _)| k))).collect();
+    kept.sort_unstable();
+    if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn positions_are_keyed_by_what_a_source_reads_not_how() {
+        assert_eq!(position_key("kafka://b:9092/srv?allow_retention_gap=true&fetch_wait_ms=5&sasl_password=x"), "kafka://b:9092/srv");
+        assert_eq!(position_key("kafka://b:9092/srv?topics=srv.a&table=t"), position_key("kafka://b:9092/srv?table=t&topics=srv.a&tls=true"));
+        assert_ne!(position_key("kafka://b:9092/srv?topics=srv.a"), position_key("kafka://b:9092/srv?topics=srv.b"));
+        assert_eq!(position_key("nats://h:4222/cdc?durable=d1&on_absent_row=upsert"), "nats://h:4222/cdc?durable=d1");
+        assert_eq!(position_key("file:/tmp/x.jsonl?on_absent_row=upsert"), "file:/tmp/x.jsonl");
+        assert_eq!(position_key("file:/tmp/x.jsonl"), "file:/tmp/x.jsonl");
+        assert_eq!(position_key("-"), "-");
+    }
+
 
     #[test]
     fn sink_position_round_trips_and_rejects_garbage() {

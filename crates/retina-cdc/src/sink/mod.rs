@@ -105,11 +105,11 @@ pub struct Sink<'e> {
 
 impl<'e> Sink<'e> {
     /// A sink for `source` (its URI; positions are recorded under its
-    /// [`crate::source::uri::position_key`]). When the engine already knows a position
+    /// [`crate::position::position_key`]). When the engine already knows a position
     /// for it (after recovery), replay resumes after it.
     pub fn new(engine: &'e Engine, source: impl Into<String>, options: SinkOptions) -> CdcResult<Self> {
         let uri = source.into();
-        let source = crate::source::uri::position_key(&uri);
+        let source = crate::position::position_key(&uri);
         let dead_letter = options.dead_letter.as_deref().map(DeadLetterWriter::open).transpose()?;
         // After recovery the engine knows where this source's applied prefix ends:
         // from the recovered checkpoint, or newer once replay made more visible. Older
