@@ -361,45 +361,36 @@ impl LocalKafkaBroker {
     /// Where each partition of `topic` now starts, as kafka-python reads it:
     /// partition → earliest offset.
     pub fn earliest_offsets(&self, topic: &str) -> Result<std::collections::BTreeMap<i32, i64>, ServiceError> {
-        let error = |reason: String| ServiceError::new("kafka-python", reason);
-        let output = self
-            .python(EARLIEST_OFFSETS)
-            .arg(topic)
-            .output()
-            .map_err(|e| error(format!("cannot run Python ({e}): run scripts/test.sh, which installs kafka-python into <target dir>/py-clients")))?;
-        if !output.status.success() {
-            return Err(error(format!("reading earliest offsets failed: {}", String::from_utf8_lossy(&output.stderr))));
-        }
-        let text = String::from_utf8_lossy(&output.stdout);
-        text.lines()
-            .map(|line| {
-                let mut fields = line.split_whitespace();
-                let parsed = (|| Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?)))();
-                parsed.ok_or_else(|| error(format!("unexpected line {line:?}")))
-            })
-            .collect()
+        self.offsets_script(EARLIEST_OFFSETS, topic, "reading earliest offsets", |fields| Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?)))
     }
 
     /// The offsets committed to consumer `group`, as kafka-python's admin client
     /// reads them (an independent client): (topic, partition) → offset.
     pub fn committed_offsets(&self, group: &str) -> Result<std::collections::BTreeMap<(String, i32), i64>, ServiceError> {
+        self.offsets_script(GROUP_OFFSETS, group, "reading committed offsets", |fields| {
+            Some(((fields.next()?.to_string(), fields.next()?.parse().ok()?), fields.next()?.parse().ok()?))
+        })
+    }
+
+    /// Runs a kafka-python `script` with `argument` and parses each line it prints.
+    fn offsets_script<K: Ord>(
+        &self,
+        script: &str,
+        argument: &str,
+        what: &str,
+        parse: impl Fn(&mut std::str::SplitWhitespace<'_>) -> Option<(K, i64)>,
+    ) -> Result<std::collections::BTreeMap<K, i64>, ServiceError> {
         let error = |reason: String| ServiceError::new("kafka-python", reason);
         let output = self
-            .python(GROUP_OFFSETS)
-            .arg(group)
+            .python(script)
+            .arg(argument)
             .output()
             .map_err(|e| error(format!("cannot run Python ({e}): run scripts/test.sh, which installs kafka-python into <target dir>/py-clients")))?;
         if !output.status.success() {
-            return Err(error(format!("reading committed offsets failed: {}", String::from_utf8_lossy(&output.stderr))));
+            return Err(error(format!("{what} failed: {}", String::from_utf8_lossy(&output.stderr))));
         }
         let text = String::from_utf8_lossy(&output.stdout);
-        text.lines()
-            .map(|line| {
-                let mut fields = line.split_whitespace();
-                let parsed = (|| Some(((fields.next()?.to_string(), fields.next()?.parse().ok()?), fields.next()?.parse().ok()?)))();
-                parsed.ok_or_else(|| error(format!("unexpected line {line:?}")))
-            })
-            .collect()
+        text.lines().map(|line| parse(&mut line.split_whitespace()).ok_or_else(|| error(format!("unexpected line {line:?}")))).collect()
     }
 }
 
