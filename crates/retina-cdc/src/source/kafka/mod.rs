@@ -516,7 +516,7 @@ impl Drop for KafkaSource {
         if std::env::var_os("RETINA_KAFKA_TRACE").is_some() {
             let peak = self.reassembly.as_ref().map_or(0, Reassembly::held_bytes_peak);
             eprintln!(
-                "retina: source {}: {} messages handed out, {} times none was ready, {:.1} MB held at the peak; {}",
+                "retina: source {}: message sequence at {} (continued from the recorded position), {} times none was ready, {:.1} MB held at the peak; {}",
                 self.name,
                 self.sequence,
                 self.idle_reports,
