@@ -1,15 +1,10 @@
 //! The `retina` command line (ARCHITECTURE.md §5). Each subcommand lives in its own
 //! module under `commands/`; this file only parses arguments and dispatches.
 
+mod allocator;
 mod commands;
 
 use clap::{Parser, Subcommand};
-
-/// Replay allocates rows on the submitting thread and frees them on shard threads;
-/// glibc's arenas serialize such cross-thread frees on a lock (measured: a third of
-/// replay time in futex calls), mimalloc does not.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(name = "retina", version, about = "Retina: a real-time transactional lakehouse")]
@@ -37,6 +32,7 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    allocator::configure();
     let cli = Cli::parse();
     match cli.command {
         Command::Demo(args) => commands::demo::run(args),
