@@ -142,7 +142,8 @@ impl Value {
 
 /// Encodes the primary key of a table from its key values, in key-column order.
 pub fn encode_key<'a>(values: impl IntoIterator<Item = &'a Value>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(16);
+    // 24: four 32-bit key columns encode to 20 bytes, and growing costs a reallocation.
+    let mut out = Vec::with_capacity(24);
     for value in values {
         value.encode_key_part(&mut out);
     }

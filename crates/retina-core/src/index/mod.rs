@@ -2,8 +2,10 @@
 //! key to row id, versioned by ts, and a main index from row-id ranges to locations.
 //! Each replayer shard owns the index entries of the keys that hash to it.
 
+mod key;
 mod main_index;
 mod single_point;
 
+pub use key::{shard_of, stable_key_hash, HashedKey};
 pub use main_index::{MainIndex, MainIndexEntry};
 pub use single_point::{KeyVersions, SinglePointIndex, INDEX_PARTS};

@@ -1,7 +1,9 @@
 //! Single-point index: primary-key bytes -> row id, versioned by ts, with tombstones.
 
-use hashbrown::HashMap;
+use hashbrown::hash_table::{Entry, OccupiedEntry, VacantEntry};
+use hashbrown::HashTable;
 
+use super::key::{stable_key_hash, HashedKey, StoredKey};
 use crate::types::{RowId, Ts};
 
 /// The versions of one key, oldest first: `(ts, Some(row))` is a live row written at
@@ -71,28 +73,66 @@ impl KeyVersions {
 /// 20–25 ms, a visible freshness bump every time it ran).
 pub const INDEX_PARTS: usize = 16;
 
+/// One key and its versions.
+pub(crate) struct KeyEntry {
+    key: StoredKey,
+    versions: KeyVersions,
+}
+
 /// One shard's single-point index for one table.
 ///
-/// Invariant: a key lives in part [`part_of`] of it, and only there.
+/// Invariant: a key lives in part [`part_of`] of its [`table_hash`], and only there.
 pub struct SinglePointIndex {
-    parts: Box<[HashMap<Box<[u8]>, KeyVersions>]>,
+    parts: Box<[HashTable<KeyEntry>]>,
 }
 
 impl Default for SinglePointIndex {
     fn default() -> Self {
-        Self { parts: (0..INDEX_PARTS).map(|_| HashMap::new()).collect() }
+        Self { parts: (0..INDEX_PARTS).map(|_| HashTable::new()).collect() }
     }
 }
 
-/// The part of `key`, from its last bytes (where encoded keys vary most: the low
-/// bytes of integers, the end of strings before their terminator).
+/// The hash table position of a key from its [`stable_key_hash`], which the router
+/// already computed. Its low bits are the same for all keys of a shard when the shard
+/// count is a power of two (`hash % shards` picked the shard), and hashbrown takes
+/// the bucket from the low bits: rotated, those bits land at 47..50, which neither the
+/// bucket (low bits), the control byte (top seven) nor [`part_of`] (32..36) uses.
 #[inline]
-fn part_of(key: &[u8]) -> usize {
-    let mut hash = 0u32;
-    for &byte in key.iter().rev().take(12) {
-        hash = hash.wrapping_mul(31) ^ u32::from(byte);
+fn table_hash(stable_hash: u64) -> u64 {
+    stable_hash.rotate_right(17)
+}
+
+/// The part of a key with table hash `hash`.
+#[inline]
+fn part_of(hash: u64) -> usize {
+    (hash >> 32) as usize % INDEX_PARTS
+}
+
+/// One key's place in the index, found with one hash and one probe: what replay
+/// reads (the newest version) and then writes (a new version) at the same key.
+pub(crate) enum KeySlot<'a> {
+    Present(OccupiedEntry<'a, KeyEntry>),
+    Absent(VacantEntry<'a, KeyEntry>, &'a StoredKey),
+}
+
+impl KeySlot<'_> {
+    /// The live row of the key as of its newest version.
+    pub fn latest(&self) -> Option<RowId> {
+        match self {
+            KeySlot::Present(entry) => entry.get().versions.latest().1,
+            KeySlot::Absent(..) => None,
+        }
     }
-    hash as usize % INDEX_PARTS
+
+    /// Records that the key points to `row` (`None`: a tombstone) from `ts` on.
+    pub fn write(self, ts: Ts, row: Option<RowId>) {
+        match self {
+            KeySlot::Present(mut entry) => entry.get_mut().versions.push(ts, row),
+            KeySlot::Absent(entry, key) => {
+                entry.insert(KeyEntry { key: key.clone(), versions: KeyVersions::One(ts, row) });
+            }
+        }
+    }
 }
 
 impl SinglePointIndex {
@@ -100,31 +140,52 @@ impl SinglePointIndex {
         Self::default()
     }
 
-    fn part(&self, key: &[u8]) -> &HashMap<Box<[u8]>, KeyVersions> {
-        &self.parts[part_of(key)]
+    fn find(&self, key: &[u8]) -> Option<&KeyVersions> {
+        let hash = table_hash(stable_key_hash(key));
+        let key = StoredKey::new(key);
+        self.parts[part_of(hash)].find(hash, |entry| entry.key == key).map(|entry| &entry.versions)
+    }
+
+    /// The place of `key`, to read and then write it with one probe and no hashing.
+    pub(crate) fn slot<'a>(&'a mut self, key: &'a HashedKey) -> KeySlot<'a> {
+        self.slot_at(key.stored(), key.hash())
+    }
+
+    /// [`Self::slot`] of `key`, whose [`stable_key_hash`] is `stable_hash`.
+    fn slot_at<'a>(&'a mut self, key: &'a StoredKey, stable_hash: u64) -> KeySlot<'a> {
+        let hash = table_hash(stable_hash);
+        let rehash = |entry: &KeyEntry| table_hash(stable_key_hash(entry.key.as_bytes()));
+        match self.parts[part_of(hash)].entry(hash, |entry| entry.key == *key, rehash) {
+            Entry::Occupied(entry) => KeySlot::Present(entry),
+            Entry::Vacant(entry) => KeySlot::Absent(entry, key),
+        }
     }
 
     /// The live row of `key` as of the newest version (what replay needs).
     pub fn latest(&self, key: &[u8]) -> Option<RowId> {
-        self.part(key).get(key).and_then(|versions| versions.latest().1)
+        self.find(key).and_then(|versions| versions.latest().1)
     }
 
     /// The live row of `key` visible at snapshot `ts`.
     pub fn lookup_at(&self, key: &[u8], ts: Ts) -> Option<RowId> {
-        self.part(key).get(key).and_then(|versions| versions.at(ts))
+        self.find(key).and_then(|versions| versions.at(ts))
     }
 
     /// Records that `key` points to `row` from `ts` on.
     pub fn insert(&mut self, key: &[u8], row: RowId, ts: Ts) {
-        self.write(key, ts, Some(row));
+        self.slot(&HashedKey::from_bytes(key)).write(ts, Some(row));
     }
 
     /// Points `key`'s newest version from row `from` to row `to`, keeping its ts (the
     /// row moved to another file, its content did not change). Returns whether the
     /// newest version was `from`.
     pub fn repoint(&mut self, key: &[u8], from: RowId, to: RowId) -> bool {
-        let Some(versions) = self.parts[part_of(key)].get_mut(key) else { return false };
-        let newest = match versions {
+        let hash = table_hash(stable_key_hash(key));
+        let key = StoredKey::new(key);
+        let Some(entry) = self.parts[part_of(hash)].find_mut(hash, |entry| entry.key == key) else {
+            return false;
+        };
+        let newest = match &mut entry.versions {
             KeyVersions::One(_, row) => row,
             KeyVersions::Many(list) => &mut list.last_mut().expect("Many holds at least two versions").1,
         };
@@ -138,17 +199,7 @@ impl SinglePointIndex {
 
     /// Records a tombstone for `key` at `ts`.
     pub fn delete(&mut self, key: &[u8], ts: Ts) {
-        self.write(key, ts, None);
-    }
-
-    fn write(&mut self, key: &[u8], ts: Ts, row: Option<RowId>) {
-        let part = &mut self.parts[part_of(key)];
-        match part.get_mut(key) {
-            Some(versions) => versions.push(ts, row),
-            None => {
-                part.insert(key.into(), KeyVersions::One(ts, row));
-            }
-        }
+        self.slot(&HashedKey::from_bytes(key)).write(ts, None);
     }
 
     /// Index GC: drops versions invisible to every snapshot at or above `lwm`, and
@@ -161,15 +212,15 @@ impl SinglePointIndex {
 
     /// [`Self::collect_garbage`] over part `part % INDEX_PARTS` only.
     pub fn collect_garbage_part(&mut self, lwm: Ts, part: usize) {
-        self.parts[part % INDEX_PARTS].retain(|_, versions| versions.prune(lwm));
+        self.parts[part % INDEX_PARTS].retain(|entry| entry.versions.prune(lwm));
     }
 
     pub fn len(&self) -> usize {
-        self.parts.iter().map(HashMap::len).sum()
+        self.parts.iter().map(HashTable::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.parts.iter().all(HashMap::is_empty)
+        self.parts.iter().all(HashTable::is_empty)
     }
 
     /// Iterates over keys with a live newest version (for checkpoints and tests).
@@ -177,7 +228,7 @@ impl SinglePointIndex {
         self.parts
             .iter()
             .flat_map(|part| part.iter())
-            .filter_map(|(key, versions)| versions.latest().1.map(|row| (key.as_ref(), row)))
+            .filter_map(|entry| entry.versions.latest().1.map(|row| (entry.key.as_bytes(), row)))
     }
 }
 
@@ -236,6 +287,72 @@ mod tests {
         assert_eq!(index.lookup_at(b"a", Ts(5)), Some(RowId(2)));
     }
 
+    /// Keys on both sides of the inline limit, and a slot read then written.
+    #[test]
+    fn long_and_short_keys_and_slots_answer_like_the_versions_they_hold() {
+        let mut index = SinglePointIndex::new();
+        let keys: Vec<Vec<u8>> = [0usize, 1, 21, 22, 23, 64].iter().map(|&len| (0..len as u8).collect()).collect();
+        let keys: Vec<HashedKey> = keys.iter().map(|key| HashedKey::from_bytes(key)).collect();
+        for (row, key) in keys.iter().enumerate() {
+            let slot = index.slot(key);
+            assert_eq!(slot.latest(), None);
+            slot.write(Ts(1), Some(RowId(row as u64)));
+        }
+        for (row, key) in keys.iter().enumerate() {
+            assert_eq!(index.latest(key.bytes()), Some(RowId(row as u64)), "key of {} bytes", key.bytes().len());
+            let slot = index.slot(key);
+            assert_eq!(slot.latest(), Some(RowId(row as u64)));
+            slot.write(Ts(2), None);
+            assert_eq!(index.lookup_at(key.bytes(), Ts(1)), Some(RowId(row as u64)));
+            assert_eq!(index.lookup_at(key.bytes(), Ts(2)), None);
+        }
+        let mut live: Vec<&[u8]> = index.live_entries().map(|(key, _)| key).collect();
+        assert!(live.is_empty());
+        index.insert(keys[5].bytes(), RowId(9), Ts(3));
+        live = index.live_entries().map(|(key, _)| key).collect();
+        assert_eq!(live, vec![keys[5].bytes()], "a heap-stored key comes back whole");
+    }
+
+    proptest::proptest! {
+        /// Any sequence of writes answers every snapshot lookup as a plain list of
+        /// versions per key does, before and after GC.
+        #[test]
+        fn index_agrees_with_a_list_of_versions(ops in proptest::collection::vec((0u8..40, 0usize..3, proptest::bool::ANY), 1..200)) {
+            let mut index = SinglePointIndex::new();
+            let mut model: std::collections::HashMap<Vec<u8>, Vec<(Ts, Option<RowId>)>> = Default::default();
+            let key_of = |k: u8, width: usize| -> Vec<u8> { std::iter::repeat_n(k, [3, 22, 30][width]).collect() };
+            for (at, &(k, width, live)) in ops.iter().enumerate() {
+                let (key, ts) = (key_of(k, width), Ts(at as u64 + 1));
+                let row = live.then_some(RowId(at as u64));
+                match at % 3 {
+                    0 => index.slot(&HashedKey::from_bytes(&key)).write(ts, row),
+                    1 => match row {
+                        Some(row) => index.insert(&key, row, ts),
+                        None => index.delete(&key, ts),
+                    },
+                    _ => index.slot_at(&StoredKey::new(&key), stable_key_hash(&key)).write(ts, row),
+                }
+                model.entry(key).or_default().push((ts, row));
+            }
+            let last = ops.len() as u64 + 1;
+            for (key, versions) in &model {
+                for ts in 0..=last {
+                    let expected = versions.iter().rev().find(|(written, _)| written.0 <= ts).and_then(|(_, row)| *row);
+                    proptest::prop_assert_eq!(index.lookup_at(key, Ts(ts)), expected);
+                }
+                proptest::prop_assert_eq!(index.latest(key), versions.last().and_then(|(_, row)| *row));
+            }
+            let lwm = Ts(last / 2);
+            index.collect_garbage(lwm);
+            for (key, versions) in &model {
+                for ts in lwm.0..=last {
+                    let expected = versions.iter().rev().find(|(written, _)| written.0 <= ts).and_then(|(_, row)| *row);
+                    proptest::prop_assert_eq!(index.lookup_at(key, Ts(ts)), expected);
+                }
+            }
+        }
+    }
+
     /// GC part by part ends where a full pass ends; keys spread over the parts.
     #[test]
     fn gc_by_parts_equals_a_full_pass_and_keys_spread_over_parts() {
@@ -258,7 +375,7 @@ mod tests {
         }
         assert_eq!(full.len(), by_parts.len());
         assert_eq!(full.len(), 2_000 - 667, "old tombstones are gone");
-        let busiest = by_parts.parts.iter().map(HashMap::len).max().unwrap_or(0);
+        let busiest = by_parts.parts.iter().map(HashTable::len).max().unwrap_or(0);
         assert!(busiest < by_parts.len() / 4, "one part holds {busiest} of {} keys", by_parts.len());
         // One part only: the others keep their tombstones.
         let mut one = build();

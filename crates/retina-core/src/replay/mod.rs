@@ -27,5 +27,5 @@ pub use durability::source_progress::SourcePosition;
 pub use engine::Engine;
 pub use gc::storage::StorageGcReport;
 pub use hot_path::operation::RowChange;
-pub use hot_path::routing::shard_of;
+pub use crate::index::shard_of;
 pub use stats::EngineStats;

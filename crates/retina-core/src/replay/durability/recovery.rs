@@ -17,7 +17,7 @@ use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
 
 use crate::replay::durability::source_progress::SourcePosition;
-use crate::replay::hot_path::routing::shard_of;
+use crate::index::shard_of;
 use crate::replay::messages::FlushJob;
 use crate::replay::messages::RestoredShardTable;
 use crate::replay::shared::TableRegistry;

@@ -21,7 +21,7 @@ use crate::replay::gc::memory::collect_garbage;
 use crate::replay::gc::storage::StorageGcReport;
 use crate::replay::hot_path::commit_group::CommitGroup;
 use crate::replay::hot_path::operation::{IfAbsent, RowChange, ShardOp, ShardTxn};
-use crate::replay::hot_path::routing::shard_of;
+use crate::index::HashedKey;
 use crate::replay::messages::{FlushMessage, ShardMessage};
 use crate::replay::shared::EngineShared;
 use crate::replay::stats::EngineStats;
@@ -226,21 +226,21 @@ impl Engine {
             let schema = &*table.schema();
             match change {
                 RowChange::Insert { table: id, row } => {
-                    let key = row_key(schema, &row)?;
-                    routed.push((shard_of(&key, shards), ShardOp::Insert { table: id, key, row, replace: false }));
+                    let key = HashedKey::from_bytes(&row_key(schema, &row)?);
+                    routed.push((key.shard(shards), ShardOp::Insert { table: id, key, row, replace: false }));
                 }
                 RowChange::Upsert { table: id, row } => {
-                    let key = row_key(schema, &row)?;
-                    routed.push((shard_of(&key, shards), ShardOp::Insert { table: id, key, row, replace: true }));
+                    let key = HashedKey::from_bytes(&row_key(schema, &row)?);
+                    routed.push((key.shard(shards), ShardOp::Insert { table: id, key, row, replace: true }));
                 }
                 RowChange::Delete { table: id, key } => {
-                    let key = key_bytes(schema, &key)?;
-                    routed.push((shard_of(&key, shards), ShardOp::Delete { table: id, key, operation: "delete", if_absent: IfAbsent::Fail }));
+                    let key = HashedKey::from_bytes(&key_bytes(schema, &key)?);
+                    routed.push((key.shard(shards), ShardOp::Delete { table: id, key, operation: "delete", if_absent: IfAbsent::Fail }));
                 }
                 RowChange::DeleteIfPresent { table: id, key } => {
-                    let key = key_bytes(schema, &key)?;
+                    let key = HashedKey::from_bytes(&key_bytes(schema, &key)?);
                     let if_absent = IfAbsent::CountIgnoredDelete;
-                    routed.push((shard_of(&key, shards), ShardOp::Delete { table: id, key, operation: "delete", if_absent }));
+                    routed.push((key.shard(shards), ShardOp::Delete { table: id, key, operation: "delete", if_absent }));
                 }
                 RowChange::Update { table: id, key, row } => route_update(&mut routed, schema, shards, id, &key, row, IfAbsent::Fail)?,
                 RowChange::UpdateOrInsert { table: id, key, row } => {
@@ -262,7 +262,8 @@ impl Engine {
                     if let Some(&bad) = keep.iter().find(|&&c| c >= schema.column_count()) {
                         return Err(CoreError::ArityMismatch { table: schema.name().to_string(), expected: schema.column_count(), actual: bad + 1 });
                     }
-                    routed.push((shard_of(&old, shards), ShardOp::UpdateKeeping { table: id, key: old, row, keep }));
+                    let key = HashedKey::from_bytes(&old);
+                    routed.push((key.shard(shards), ShardOp::UpdateKeeping { table: id, key, row, keep }));
                 }
             }
         }
@@ -453,10 +454,12 @@ fn route_update(
     row: crate::value::Row,
     if_absent: IfAbsent,
 ) -> CoreResult<()> {
-    let old = key_bytes(schema, key)?;
+    let old = HashedKey::from_bytes(&key_bytes(schema, key)?);
     let new = row_key(schema, &row)?;
-    routed.push((shard_of(&old, shards), ShardOp::Delete { table, key: old, operation: "update", if_absent }));
-    routed.push((shard_of(&new, shards), ShardOp::Insert { table, key: new, row, replace: false }));
+    // Most updates keep their key: then its hash is not computed twice.
+    let new = if new == old.bytes() { old.clone() } else { HashedKey::from_bytes(&new) };
+    routed.push((old.shard(shards), ShardOp::Delete { table, key: old, operation: "update", if_absent }));
+    routed.push((new.shard(shards), ShardOp::Insert { table, key: new, row, replace: false }));
     Ok(())
 }
 

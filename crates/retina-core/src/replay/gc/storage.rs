@@ -20,7 +20,7 @@ use arrow_array::RecordBatch;
 use crossbeam_channel::{bounded, Sender};
 
 use crate::replay::durability::flusher::create_ts_range;
-use crate::replay::hot_path::routing::shard_of;
+use crate::index::shard_of;
 use crate::replay::messages::ShardMessage;
 use crate::replay::messages::{FileSwap, RetiredFile};
 use crate::replay::shared::EngineShared;

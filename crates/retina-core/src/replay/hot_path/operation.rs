@@ -1,5 +1,6 @@
 //! The data-change operations a mirror transaction carries.
 
+use crate::index::HashedKey;
 use crate::types::{TableId, Ts};
 use crate::value::{Row, Value};
 
@@ -82,10 +83,10 @@ pub(crate) enum IfAbsent {
 #[derive(Debug)]
 pub(crate) enum ShardOp {
     /// `replace`: a live row with the same key is deleted first (an upsert).
-    Insert { table: TableId, key: Vec<u8>, row: Row, replace: bool },
-    Delete { table: TableId, key: Vec<u8>, operation: &'static str, if_absent: IfAbsent },
+    Insert { table: TableId, key: HashedKey, row: Row, replace: bool },
+    Delete { table: TableId, key: HashedKey, operation: &'static str, if_absent: IfAbsent },
     /// [`RowChange::UpdateKeeping`] with an unchanged key: both halves in one shard.
-    UpdateKeeping { table: TableId, key: Vec<u8>, row: Row, keep: Vec<usize> },
+    UpdateKeeping { table: TableId, key: HashedKey, row: Row, keep: Vec<usize> },
 }
 
 /// The part of one mirror transaction that falls to one shard.

@@ -11,7 +11,7 @@ use crate::replay::hot_path::operation::{IfAbsent, ShardOp, ShardTxn};
 use crate::replay::messages::{FlushJob, RestoredShardTable, ShardMessage};
 use crate::replay::shared::EngineShared;
 use crate::error::{CoreError, CoreResult};
-use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
+use crate::index::{HashedKey, MainIndex, MainIndexEntry, SinglePointIndex};
 use crate::schema::TableSchema;
 use crate::table::TableRuntime;
 use crate::rows::value_at;
@@ -124,7 +124,7 @@ impl Shard {
         Ok(self.tables[slot].as_mut().expect("filled above"))
     }
 
-    fn insert(&mut self, table_id: TableId, key: &[u8], row: Row, ts: Ts) -> CoreResult<()> {
+    fn insert(&mut self, table_id: TableId, key: &HashedKey, row: Row, ts: Ts) -> CoreResult<()> {
         let shared = Arc::clone(&self.shared);
         let table = self.table_mut(table_id)?;
         if table.runtime.column_count() != table.schema.column_count() {
@@ -134,10 +134,12 @@ impl Shard {
             }
         }
         validate_row(&table.schema, &row).map_err(|e| at_ts(e, ts))?;
-        if table.index.latest(key).is_some() {
+        // One hash and probe of the key for the check and the write below.
+        let slot = table.index.slot(key);
+        if slot.latest().is_some() {
             return Err(CoreError::DuplicateKey {
                 table: table.runtime.name().to_string(),
-                key: display_key(key),
+                key: display_key(key.bytes()),
                 ts,
             });
         }
@@ -165,21 +167,22 @@ impl Shard {
         let buffer = table.buffer.as_mut().expect("created above");
         let offset = buffer.append(&row, ts);
         let row_id = RowId(buffer.file().first_row_id().0 + offset as u64);
-        table.index.insert(key, row_id, ts);
+        slot.write(ts, Some(row_id));
         if !self.dirty.contains(&table_id) {
             self.dirty.push(table_id);
         }
         Ok(())
     }
 
-    fn delete(&mut self, table_id: TableId, key: &[u8], operation: &'static str, if_absent: IfAbsent, ts: Ts) -> CoreResult<()> {
+    fn delete(&mut self, table_id: TableId, key: &HashedKey, operation: &'static str, if_absent: IfAbsent, ts: Ts) -> CoreResult<()> {
         let table = self.table_mut(table_id)?;
-        let Some(row_id) = table.index.latest(key) else {
+        let slot = table.index.slot(key);
+        let Some(row_id) = slot.latest() else {
             let counter = match if_absent {
                 IfAbsent::Fail => {
                     return Err(CoreError::MissingKey {
                         table: table.runtime.name().to_string(),
-                        key: display_key(key),
+                        key: display_key(key.bytes()),
                         operation,
                         ts,
                     })
@@ -194,24 +197,24 @@ impl Shard {
         let (location, visibility) =
             table.main.locate_mut(row_id).expect("every row id in the single-point index has a main-index range");
         visibility.delete(location.offset, ts);
-        table.index.delete(key, ts);
+        slot.write(ts, None);
         Ok(())
     }
 
     /// An update keeping the columns `keep` of the row it replaces: their values are
     /// read from where that row is (this shard's write buffer, another virtual file
     /// of the table, or a data file), then it is an update like any other.
-    fn update_keeping(&mut self, table_id: TableId, key: &[u8], mut row: Row, keep: &[usize], ts: Ts) -> CoreResult<()> {
+    fn update_keeping(&mut self, table_id: TableId, key: &HashedKey, mut row: Row, keep: &[usize], ts: Ts) -> CoreResult<()> {
         let shared = Arc::clone(&self.shared);
         let table = self.table_mut(table_id)?;
         let unavailable = |table: &ShardTable, reason| CoreError::UnavailableValue {
             table: table.runtime.name().to_string(),
             column: keep.first().map_or_else(String::new, |&c| column_name(&table.schema, c)),
-            key: display_key(key),
+            key: display_key(key.bytes()),
             ts,
             reason,
         };
-        let Some(row_id) = table.index.latest(key) else {
+        let Some(row_id) = table.index.latest(key.bytes()) else {
             return Err(unavailable(table, "the row is not in the mirror"));
         };
         let (location, _) =
