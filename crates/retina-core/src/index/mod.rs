@@ -8,4 +8,4 @@ mod single_point;
 
 pub use key::{shard_of, stable_key_hash, HashedKey};
 pub use main_index::{MainIndex, MainIndexEntry};
-pub use single_point::{KeyVersions, SinglePointIndex, INDEX_PARTS};
+pub use single_point::{KeyVersions, SinglePointIndex, Version, INDEX_PARTS};

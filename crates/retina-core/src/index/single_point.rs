@@ -6,49 +6,73 @@ use hashbrown::HashTable;
 use super::key::{stable_key_hash, HashedKey, StoredKey};
 use crate::types::{RowId, Ts};
 
-/// The versions of one key, oldest first: `(ts, Some(row))` is a live row written at
-/// ts, `(ts, None)` a tombstone written at ts.
+/// One version of a key: from `ts` on it points to a row, or is a tombstone.
+///
+/// Packed into 16 bytes, a tombstone being row `u64::MAX` (row ids count up from 0
+/// per table and never get there): `(Ts, Option<RowId>)` took 24, and with it a key
+/// with one version no longer fits a 48-byte table entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Version {
+    ts: Ts,
+    row: u64,
+}
+
+const TOMBSTONE: u64 = u64::MAX;
+
+impl Version {
+    fn new(ts: Ts, row: Option<RowId>) -> Self {
+        debug_assert!(row != Some(RowId(TOMBSTONE)), "row id u64::MAX is the tombstone");
+        Self { ts, row: row.map_or(TOMBSTONE, |row| row.0) }
+    }
+
+    fn row(self) -> Option<RowId> {
+        (self.row != TOMBSTONE).then_some(RowId(self.row))
+    }
+}
+
+/// The versions of one key, oldest first.
 ///
 /// Invariant: timestamps strictly increase along the versions. The common case of a
 /// single version is stored inline, without a heap allocation.
 #[derive(Clone, Debug, PartialEq)]
 pub enum KeyVersions {
-    One(Ts, Option<RowId>),
-    Many(Vec<(Ts, Option<RowId>)>),
+    One(Version),
+    Many(Vec<Version>),
 }
 
 impl KeyVersions {
-    fn latest(&self) -> (Ts, Option<RowId>) {
+    fn latest(&self) -> Version {
         match self {
-            KeyVersions::One(ts, row) => (*ts, *row),
+            KeyVersions::One(version) => *version,
             KeyVersions::Many(versions) => *versions.last().expect("Many holds at least two versions"),
         }
     }
 
     fn at(&self, ts: Ts) -> Option<RowId> {
         match self {
-            KeyVersions::One(written, row) => (*written <= ts).then_some(*row).flatten(),
+            KeyVersions::One(version) => (version.ts <= ts).then(|| version.row()).flatten(),
             KeyVersions::Many(versions) => {
-                let index = versions.partition_point(|(written, _)| *written <= ts);
-                index.checked_sub(1).and_then(|i| versions[i].1)
+                let index = versions.partition_point(|version| version.ts <= ts);
+                index.checked_sub(1).and_then(|i| versions[i].row())
             }
         }
     }
 
     fn push(&mut self, ts: Ts, row: Option<RowId>) {
+        let new = Version::new(ts, row);
         match self {
-            KeyVersions::One(old_ts, old_row) => {
-                debug_assert!(*old_ts <= ts);
-                if *old_ts == ts {
+            KeyVersions::One(old) => {
+                debug_assert!(old.ts <= ts);
+                if old.ts == ts {
                     // Same transaction (e.g. delete then re-insert): keep the last write.
-                    *old_row = row;
+                    *old = new;
                 } else {
-                    *self = KeyVersions::Many(vec![(*old_ts, *old_row), (ts, row)]);
+                    *self = KeyVersions::Many(vec![*old, new]);
                 }
             }
             KeyVersions::Many(versions) => match versions.last_mut() {
-                Some(last) if last.0 == ts => last.1 = row,
-                _ => versions.push((ts, row)),
+                Some(last) if last.ts == ts => *last = new,
+                _ => versions.push(new),
             },
         }
     }
@@ -58,13 +82,13 @@ impl KeyVersions {
     fn prune(&mut self, lwm: Ts) -> bool {
         if let KeyVersions::Many(versions) = self {
             // The newest version at or below lwm is the oldest one anyone can see.
-            let visible_from = versions.partition_point(|(ts, _)| *ts <= lwm).saturating_sub(1);
+            let visible_from = versions.partition_point(|version| version.ts <= lwm).saturating_sub(1);
             versions.drain(..visible_from);
             if versions.len() == 1 {
-                *self = KeyVersions::One(versions[0].0, versions[0].1);
+                *self = KeyVersions::One(versions[0]);
             }
         }
-        !matches!(self, KeyVersions::One(ts, None) if *ts <= lwm)
+        !matches!(self, KeyVersions::One(version) if version.row == TOMBSTONE && version.ts <= lwm)
     }
 }
 
@@ -119,7 +143,7 @@ impl KeySlot<'_> {
     /// The live row of the key as of its newest version.
     pub fn latest(&self) -> Option<RowId> {
         match self {
-            KeySlot::Present(entry) => entry.get().versions.latest().1,
+            KeySlot::Present(entry) => entry.get().versions.latest().row(),
             KeySlot::Absent(..) => None,
         }
     }
@@ -129,7 +153,7 @@ impl KeySlot<'_> {
         match self {
             KeySlot::Present(mut entry) => entry.get_mut().versions.push(ts, row),
             KeySlot::Absent(entry, key) => {
-                entry.insert(KeyEntry { key: key.clone(), versions: KeyVersions::One(ts, row) });
+                entry.insert(KeyEntry { key: key.clone(), versions: KeyVersions::One(Version::new(ts, row)) });
             }
         }
     }
@@ -163,7 +187,7 @@ impl SinglePointIndex {
 
     /// The live row of `key` as of the newest version (what replay needs).
     pub fn latest(&self, key: &[u8]) -> Option<RowId> {
-        self.find(key).and_then(|versions| versions.latest().1)
+        self.find(key).and_then(|versions| versions.latest().row())
     }
 
     /// The live row of `key` visible at snapshot `ts`.
@@ -186,11 +210,11 @@ impl SinglePointIndex {
             return false;
         };
         let newest = match &mut entry.versions {
-            KeyVersions::One(_, row) => row,
-            KeyVersions::Many(list) => &mut list.last_mut().expect("Many holds at least two versions").1,
+            KeyVersions::One(version) => version,
+            KeyVersions::Many(list) => list.last_mut().expect("Many holds at least two versions"),
         };
-        if *newest == Some(from) {
-            *newest = Some(to);
+        if newest.row() == Some(from) {
+            *newest = Version::new(newest.ts, Some(to));
             true
         } else {
             false
@@ -228,7 +252,7 @@ impl SinglePointIndex {
         self.parts
             .iter()
             .flat_map(|part| part.iter())
-            .filter_map(|entry| entry.versions.latest().1.map(|row| (entry.key.as_bytes(), row)))
+            .filter_map(|entry| entry.versions.latest().row().map(|row| (entry.key.as_bytes(), row)))
     }
 }
 
@@ -285,6 +309,15 @@ mod tests {
         index.collect_garbage(Ts(5));
         assert_eq!(index.live_entries().count(), 1);
         assert_eq!(index.lookup_at(b"a", Ts(5)), Some(RowId(2)));
+    }
+
+    /// A key with one version fits 48 bytes: what a probe reads is a cache line or
+    /// two, not three.
+    #[test]
+    fn an_entry_takes_48_bytes() {
+        assert_eq!(std::mem::size_of::<Version>(), 16);
+        assert_eq!(std::mem::size_of::<KeyVersions>(), 24);
+        assert_eq!(std::mem::size_of::<KeyEntry>(), 48);
     }
 
     /// Keys on both sides of the inline limit, and a slot read then written.
