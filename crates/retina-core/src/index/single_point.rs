@@ -166,8 +166,7 @@ impl SinglePointIndex {
 
     fn find(&self, key: &[u8]) -> Option<&KeyVersions> {
         let hash = table_hash(stable_key_hash(key));
-        let key = StoredKey::new(key);
-        self.parts[part_of(hash)].find(hash, |entry| entry.key == key).map(|entry| &entry.versions)
+        self.parts[part_of(hash)].find(hash, |entry| entry.key.as_bytes() == key).map(|entry| &entry.versions)
     }
 
     /// The place of `key`, to read and then write it with one probe and no hashing.
@@ -205,8 +204,7 @@ impl SinglePointIndex {
     /// newest version was `from`.
     pub fn repoint(&mut self, key: &[u8], from: RowId, to: RowId) -> bool {
         let hash = table_hash(stable_key_hash(key));
-        let key = StoredKey::new(key);
-        let Some(entry) = self.parts[part_of(hash)].find_mut(hash, |entry| entry.key == key) else {
+        let Some(entry) = self.parts[part_of(hash)].find_mut(hash, |entry| entry.key.as_bytes() == key) else {
             return false;
         };
         let newest = match &mut entry.versions {
