@@ -115,7 +115,58 @@ impl DeletionVectorDescriptor {
     }
 }
 
-/// One DV file being assembled: every DV a publication writes for one table.
+/// Bytes past which a publication starts its next DV file.
+///
+/// delta-kernel (under DuckDB's `delta_scan`, delta-rs and Polars) reads a DV's
+/// whole file to take one DV out of it, so one file per publication made a scan
+/// read that file once per data file: O(files²) bytes (a 10M-row table with 1%
+/// hidden: 157 DVs in one 206 KB file, 32 MB read per scan). Spark and Trino read
+/// only the DV's bytes; for them more files cost only more opens.
+pub(crate) const DV_FILE_TARGET_BYTES: usize = 32 * 1024;
+
+/// The DV files one publication writes for one table: DVs go into the current
+/// file until it passes [`DV_FILE_TARGET_BYTES`], then into a new one, so a reader
+/// that reads a DV's whole file reads a bounded number of bytes per DV.
+pub(crate) struct DeletionVectorFiles {
+    target_bytes: usize,
+    files: Vec<DeletionVectorFile>,
+}
+
+impl DeletionVectorFiles {
+    pub fn new() -> Self {
+        Self::with_target(DV_FILE_TARGET_BYTES)
+    }
+
+    pub fn with_target(target_bytes: usize) -> Self {
+        Self { target_bytes, files: Vec::new() }
+    }
+
+    /// Appends `rows` to the current file (a new one if that is full) and returns
+    /// the descriptor that points at it.
+    pub fn push(&mut self, rows: &HiddenRows) -> DeletionVectorDescriptor {
+        match self.files.last_mut() {
+            Some(file) if file.bytes.len() < self.target_bytes => file.push(rows),
+            _ => {
+                let mut file = DeletionVectorFile::new();
+                let descriptor = file.push(rows);
+                self.files.push(file);
+                descriptor
+            }
+        }
+    }
+
+    /// DVs pushed, over all files.
+    pub fn len(&self) -> usize {
+        self.files.iter().map(DeletionVectorFile::len).sum()
+    }
+
+    /// Each file's name and bytes.
+    pub fn into_files(self) -> impl Iterator<Item = (String, Vec<u8>)> {
+        self.files.into_iter().map(|file| (file.file_name(), file.into_bytes()))
+    }
+}
+
+/// One DV file being assembled.
 pub(crate) struct DeletionVectorFile {
     uuid: uuid::Uuid,
     bytes: Vec<u8>,
@@ -210,6 +261,29 @@ mod tests {
         corrupt[7] ^= 0xff;
         assert!(read_from_file(&corrupt, &a).expect_err("corrupt").contains("CRC"));
         assert_eq!(&HiddenRows::default().encode()[..4], &PORTABLE_ROARING_MAGIC.to_le_bytes());
+    }
+
+    #[test]
+    fn a_publication_rolls_to_a_new_dv_file_past_the_target_size() {
+        let mut rows = HiddenRows::default();
+        rows.insert_range(0..3);
+        let one = rows.encode().len() + 8; // length and CRC around the data
+        let mut files = DeletionVectorFiles::with_target(1 + 2 * one);
+        let descriptors: Vec<_> = (0..5).map(|_| files.push(&rows)).collect();
+        assert_eq!(files.len(), 5);
+        let names: Vec<String> = descriptors.iter().map(|d| d.file_name().expect("name")).collect();
+        assert_eq!(names[0], names[1]);
+        assert_ne!(names[1], names[2], "two DVs fill a file");
+        assert_eq!(names[2], names[3]);
+        assert_ne!(names[3], names[4]);
+        assert_eq!((descriptors[2].offset, descriptors[3].offset), (1, 1 + one as u64));
+        let written: Vec<(String, Vec<u8>)> = files.into_files().collect();
+        assert_eq!(written.len(), 3);
+        for (descriptor, name) in descriptors.iter().zip(&names) {
+            let (_, bytes) = written.iter().find(|(file, _)| file == name).expect("the descriptor's file is written");
+            assert!(bytes.len() <= 1 + 2 * one);
+            assert_eq!(read_from_file(bytes, descriptor).expect("readable"), rows);
+        }
     }
 
     #[test]

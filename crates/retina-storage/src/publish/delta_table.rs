@@ -1,6 +1,6 @@
 //! The next Delta Lake version of a published table: the files whose hidden rows
 //! changed get `remove` (old DV) and `add` (new DV) in one commit, with the DVs of
-//! the commit in one DV file; a checkpoint every few versions; files and DV files
+//! the commit in DV files of bounded size; a checkpoint every few versions; files and DV files
 //! leaving the table are handed to the retention.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use retina_core::column_ranges::RangeValue;
 use retina_core::TableSchema;
 use serde_json::{json, Value};
 
-use super::deletion_vector::DeletionVectorFile;
+use super::deletion_vector::DeletionVectorFiles;
 use super::delta_log::{self, Action, Add, Remove, Txn};
 use super::state::{PublishedFile, PublishedTable};
 use super::{delta_checkpoint, Publishing, WantedFile};
@@ -27,7 +27,7 @@ pub(super) fn commit_table(
 ) -> Result<bool, StorageError> {
     let (io, ts, now_ms) = (publishing.io, publishing.ts, publishing.now_ms);
     let mut actions = Vec::new();
-    let mut dv_file = DeletionVectorFile::new();
+    let mut dv_files = DeletionVectorFiles::new();
     let mut next_files = BTreeMap::new();
     let (mut added, mut removed) = (0, 0);
     for (path, file) in wanted {
@@ -43,7 +43,7 @@ pub(super) fn commit_table(
             actions.push(Action::Remove(remove_action(path, old, now_ms)));
             removed += 1;
         }
-        let dv = (!file.hidden.is_empty()).then(|| dv_file.push(&file.hidden));
+        let dv = (!file.hidden.is_empty()).then(|| dv_files.push(&file.hidden));
         let stats = Some(stats(schema, file, dv.is_some()).to_string());
         let published_file = PublishedFile { size: file.size, records: file.records, fingerprint, dv, stats };
         actions.push(Action::Add(add_action(path, &published_file, now_ms)));
@@ -76,9 +76,9 @@ pub(super) fn commit_table(
     }
     head.push(Action::Txn(Txn { app_id: delta_log::TXN_APP_ID.into(), version: ts.0, last_updated: now_ms }));
     head.extend(actions);
-    let dvs = (dv_file.len(), dv_file.file_name());
-    if dvs.0 > 0 {
-        io.overwrite(&format!("{root}/{}", dvs.1), dv_file.into_bytes())?;
+    let dvs = dv_files.len();
+    for (name, bytes) in dv_files.into_files() {
+        io.overwrite(&format!("{root}/{name}"), bytes)?;
     }
     let version = published.version.map_or(0, |v| v + 1);
     delta_log::commit(io, root, version, &head)?;
@@ -110,7 +110,7 @@ pub(super) fn commit_table(
     report.tables_committed += 1;
     report.files_added += added;
     report.files_removed += removed;
-    report.deletion_vectors += dvs.0;
+    report.deletion_vectors += dvs;
     Ok(true)
 }
 
