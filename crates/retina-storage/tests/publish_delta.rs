@@ -306,7 +306,11 @@ fn every_cut_is_one_snapshot_across_tables_while_replay_goes_on() {
     const ACCOUNTS: i64 = 20;
     const OPENING: i128 = 100_000;
     let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, store) = open(dir.path());
+    // Every DV in a file of its own: the readers below also read publications
+    // spread over several DV files (the other tests read one file per publication).
+    let options = PublishOptions { dv_file_target_bytes: 1, ..PublishOptions::every_checkpoint(RETENTION) };
+    let store = Arc::new(ParquetLakeStore::open(dir.path().to_str().expect("utf-8 path")).expect("store").publishing(Some(options)));
+    let engine = Engine::open(config(), Arc::clone(&store) as _).expect("open");
     let engine = Arc::new(engine);
     let accounts = engine.create_table(accounts_schema()).expect("accounts");
     let transfers = engine.create_table(transfers_schema()).expect("transfers");
@@ -371,6 +375,20 @@ fn every_cut_is_one_snapshot_across_tables_while_replay_goes_on() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let submitted = writer.join().expect("writer");
+    // With a 1-byte target, no two DVs of one commit share a file (3 runs here had
+    // commits with 2-3 DVs, so the readers above read commits spread over files).
+    for log in std::fs::read_dir(dir.path().join("tables/bank.accounts/_delta_log")).expect("log").flatten() {
+        if log.path().extension().is_some_and(|e| e == "json") {
+            let text = std::fs::read_to_string(log.path()).expect("commit");
+            let dvs: Vec<String> = text
+                .lines()
+                .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+                .filter_map(|action| action["add"]["deletionVector"]["pathOrInlineDv"].as_str().map(str::to_string))
+                .collect();
+            let files: std::collections::BTreeSet<&String> = dvs.iter().collect();
+            assert_eq!(files.len(), dvs.len(), "one DV per file in {}", log.path().display());
+        }
+    }
     assert!(seen_transfers.windows(2).all(|w| w[0] <= w[1]) && seen_transfers.last() > seen_transfers.first(), "cuts advance: {seen_transfers:?}");
     assert!(submitted as usize >= *seen_transfers.last().expect("cuts"), "{submitted} submitted, {seen_transfers:?}");
     drop(store);

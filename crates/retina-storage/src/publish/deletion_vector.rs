@@ -133,10 +133,6 @@ pub(crate) struct DeletionVectorFiles {
 }
 
 impl DeletionVectorFiles {
-    pub fn new() -> Self {
-        Self::with_target(DV_FILE_TARGET_BYTES)
-    }
-
     pub fn with_target(target_bytes: usize) -> Self {
         Self { target_bytes, files: Vec::new() }
     }

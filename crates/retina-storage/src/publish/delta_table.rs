@@ -27,7 +27,7 @@ pub(super) fn commit_table(
 ) -> Result<bool, StorageError> {
     let (io, ts, now_ms) = (publishing.io, publishing.ts, publishing.now_ms);
     let mut actions = Vec::new();
-    let mut dv_files = DeletionVectorFiles::new();
+    let mut dv_files = DeletionVectorFiles::with_target(publishing.dv_file_target_bytes);
     let mut next_files = BTreeMap::new();
     let (mut added, mut removed) = (0, 0);
     for (path, file) in wanted {

@@ -98,12 +98,20 @@ pub struct PublishOptions {
     /// `publish_pending` publishes the latest one at shutdown, so a clean stop
     /// always leaves its last state published.
     pub interval: std::time::Duration,
+    /// Bytes past which a publication starts its next Delta DV file (default 32
+    /// KiB: delta-kernel readers read a DV's whole file for each DV in it).
+    pub dv_file_target_bytes: usize,
 }
 
 impl PublishOptions {
     /// Both formats, every checkpoint, versions kept for `retention`.
     pub fn every_checkpoint(retention: std::time::Duration) -> Self {
-        Self { iceberg: true, retention, interval: std::time::Duration::ZERO }
+        Self {
+            iceberg: true,
+            retention,
+            interval: std::time::Duration::ZERO,
+            dv_file_target_bytes: deletion_vector::DV_FILE_TARGET_BYTES,
+        }
     }
 }
 
@@ -114,6 +122,7 @@ pub(crate) struct Publisher {
     retention_ms: i64,
     iceberg: bool,
     interval: std::time::Duration,
+    dv_file_target_bytes: usize,
     /// When the last publication started, and whether a checkpoint since was left
     /// unpublished by the interval.
     schedule: Mutex<(Option<std::time::Instant>, bool)>,
@@ -128,6 +137,7 @@ pub(super) struct Publishing<'a> {
     keep_until_ms: i64,
     report: &'a mut PublicationReport,
     retention: &'a mut Retention,
+    dv_file_target_bytes: usize,
 }
 
 /// A file as the new version should list it.
@@ -142,7 +152,14 @@ pub(super) struct WantedFile {
 impl Publisher {
     pub fn new(options: PublishOptions) -> Self {
         let retention_ms = options.retention.as_millis().min(i64::MAX as u128) as i64;
-        Self { state: Mutex::new(None), retention_ms, iceberg: options.iceberg, interval: options.interval, schedule: Mutex::new((None, false)) }
+        Self {
+            state: Mutex::new(None),
+            retention_ms,
+            iceberg: options.iceberg,
+            interval: options.interval,
+            dv_file_target_bytes: options.dv_file_target_bytes,
+            schedule: Mutex::new((None, false)),
+        }
     }
 
     /// Whether the checkpoint just taken is to be published now (the interval has
@@ -241,7 +258,7 @@ impl Publisher {
             let (published, retention) = state.table(io, table.schema.name(), &root)?;
             let wanted = wanted_files(io, files, table, checkpoint.ts, &root, published)?;
             let mut publishing =
-                Publishing { io, ts: checkpoint.ts, now_ms, keep_until_ms, report: &mut report, retention };
+                Publishing { io, ts: checkpoint.ts, now_ms, keep_until_ms, report: &mut report, retention, dv_file_target_bytes: self.dv_file_target_bytes };
             let committed = delta_table::commit_table(&mut publishing, &table.schema, &root, published, &wanted, self.retention_ms)?;
             if committed && self.iceberg {
                 // The Iceberg snapshot lists the same visible files with the same DVs.

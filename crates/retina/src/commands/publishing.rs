@@ -53,7 +53,7 @@ pub fn publish_options(formats: &[PublishFormat], retention: Duration, interval:
     if iceberg && !delta {
         anyhow::bail!("--publish iceberg needs delta beside it (--publish delta,iceberg): the Delta commit decides which files changed");
     }
-    Ok(Some(PublishOptions { iceberg, retention, interval }))
+    Ok(Some(PublishOptions { iceberg, retention, interval, ..PublishOptions::every_checkpoint(retention) }))
 }
 
 /// A flag's seconds as a duration (zero or more, finite).
