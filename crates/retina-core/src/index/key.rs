@@ -2,6 +2,10 @@
 //! the one hash that picks the shard owning a key and places the key in that shard's
 //! single-point index, computed once per change.
 
+use std::cell::RefCell;
+
+use crate::value::Value;
+
 /// A stable 64-bit hash of primary-key bytes. Stable across runs and versions
 /// (unlike std's or hashbrown's hashers), because shard ownership is persisted.
 pub fn stable_key_hash(key: &[u8]) -> u64 {
@@ -43,6 +47,26 @@ pub struct HashedKey {
 impl HashedKey {
     pub fn from_bytes(bytes: &[u8]) -> Self {
         Self { key: StoredKey::new(bytes), hash: stable_key_hash(bytes) }
+    }
+
+    /// The key that [`crate::value::encode_key`] makes of `values`, encoded in a
+    /// buffer each thread reuses: routing encodes the key of every change, and a
+    /// `Vec` per key was an allocation and a free on that path. A key equal to
+    /// `known` (an update that keeps its key) is `known` again, not hashed twice.
+    pub fn encode<'a>(values: impl IntoIterator<Item = &'a Value>, known: Option<&HashedKey>) -> Self {
+        thread_local! {
+            static BUFFER: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+        }
+        BUFFER.with_borrow_mut(|buffer| {
+            buffer.clear();
+            for value in values {
+                value.encode_key_part(buffer);
+            }
+            match known {
+                Some(known) if known.bytes() == buffer.as_slice() => known.clone(),
+                _ => Self::from_bytes(buffer),
+            }
+        })
     }
 
     pub fn bytes(&self) -> &[u8] {
@@ -116,5 +140,11 @@ mod tests {
         assert!(counts.iter().all(|&c| c > 2_000), "{counts:?}");
         let key = HashedKey::from_bytes(b"abc");
         assert_eq!((key.hash(), key.shard(3)), (stable_key_hash(b"abc"), shard_of(b"abc", 3)));
+        let values = [Value::Int32(7), Value::Utf8("x".into())];
+        let encoded = HashedKey::encode(&values, None);
+        assert_eq!(encoded, HashedKey::from_bytes(&crate::value::encode_key(&values)));
+        assert_eq!(HashedKey::encode(&values, Some(&encoded)), encoded);
+        let other = HashedKey::encode(&[Value::Int32(8)], Some(&encoded));
+        assert_eq!(other, HashedKey::from_bytes(&crate::value::encode_key(&[Value::Int32(8)])), "a different key is not the known one");
     }
 }

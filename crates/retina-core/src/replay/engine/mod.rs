@@ -32,7 +32,7 @@ use crate::storage::{DataFiles, LakeStore};
 use crate::table::TableRuntime;
 use crate::txn::{Snapshot, TransactionService};
 use crate::types::{TableId, Ts};
-use crate::value::{encode_key, Value};
+use crate::value::Value;
 
 /// Transactions collected for the next group commit.
 pub(super) struct PendingBatch {
@@ -217,7 +217,8 @@ impl Engine {
         let tables = &registry.tables;
         let shards = self.shard_inboxes.len();
         // Route first, so a bad change rejects the transaction before it gets a ts.
-        let mut routed: Vec<(usize, ShardOp)> = Vec::with_capacity(changes.len() + 2);
+        // An update routes two operations.
+        let mut routed: Vec<(usize, ShardOp)> = Vec::with_capacity(2 * changes.len());
         let change_count = changes.len();
         for change in changes {
             let table = tables
@@ -226,19 +227,19 @@ impl Engine {
             let schema = &*table.schema();
             match change {
                 RowChange::Insert { table: id, row } => {
-                    let key = HashedKey::from_bytes(&row_key(schema, &row)?);
+                    let key = row_key(schema, &row, None)?;
                     routed.push((key.shard(shards), ShardOp::Insert { table: id, key, row, replace: false }));
                 }
                 RowChange::Upsert { table: id, row } => {
-                    let key = HashedKey::from_bytes(&row_key(schema, &row)?);
+                    let key = row_key(schema, &row, None)?;
                     routed.push((key.shard(shards), ShardOp::Insert { table: id, key, row, replace: true }));
                 }
                 RowChange::Delete { table: id, key } => {
-                    let key = HashedKey::from_bytes(&key_bytes(schema, &key)?);
+                    let key = key_of(schema, &key)?;
                     routed.push((key.shard(shards), ShardOp::Delete { table: id, key, operation: "delete", if_absent: IfAbsent::Fail }));
                 }
                 RowChange::DeleteIfPresent { table: id, key } => {
-                    let key = HashedKey::from_bytes(&key_bytes(schema, &key)?);
+                    let key = key_of(schema, &key)?;
                     let if_absent = IfAbsent::CountIgnoredDelete;
                     routed.push((key.shard(shards), ShardOp::Delete { table: id, key, operation: "delete", if_absent }));
                 }
@@ -247,14 +248,14 @@ impl Engine {
                     route_update(&mut routed, schema, shards, id, &key, row, IfAbsent::CountUpsert)?
                 }
                 RowChange::UpdateKeeping { table: id, key, row, keep } => {
-                    let old = key_bytes(schema, &key)?;
-                    let new = row_key(schema, &row)?;
+                    let old = key_of(schema, &key)?;
+                    let new = row_key(schema, &row, Some(&old))?;
                     if old != new {
                         let column = keep.first().map_or_else(String::new, |&c| column_name(schema, c));
                         return Err(CoreError::UnavailableValue {
                             table: schema.name().to_string(),
                             column,
-                            key: hex(&old),
+                            key: hex(old.bytes()),
                             ts: Ts(0),
                             reason: "the update changes the primary key",
                         });
@@ -262,19 +263,27 @@ impl Engine {
                     if let Some(&bad) = keep.iter().find(|&&c| c >= schema.column_count()) {
                         return Err(CoreError::ArityMismatch { table: schema.name().to_string(), expected: schema.column_count(), actual: bad + 1 });
                     }
-                    let key = HashedKey::from_bytes(&old);
-                    routed.push((key.shard(shards), ShardOp::UpdateKeeping { table: id, key, row, keep }));
+                    routed.push((old.shard(shards), ShardOp::UpdateKeeping { table: id, key: old, row, keep }));
                 }
             }
         }
         drop(registry);
+        // Each shard's part is allocated once at its size, not grown op by op.
+        let mut per_shard = vec![0usize; shards];
+        for &(shard, _) in &routed {
+            per_shard[shard] += 1;
+        }
         let mut pending = self.pending.lock();
         let ts = self.shared.txn.allocate()?;
         for (shard, op) in routed {
             let txns = &mut pending.per_shard[shard];
             match txns.last_mut() {
                 Some(txn) if txn.ts == ts => txn.ops.push(op),
-                _ => txns.push(ShardTxn { ts, ops: vec![op] }),
+                _ => {
+                    let mut ops = Vec::with_capacity(per_shard[shard]);
+                    ops.push(op);
+                    txns.push(ShardTxn { ts, ops });
+                }
             }
         }
         if let Some((source, position)) = origin {
@@ -308,7 +317,9 @@ impl Engine {
             if txns.is_empty() {
                 continue;
             }
-            let message = ShardMessage::Apply { group: Arc::clone(&group), txns: std::mem::take(txns) };
+            // The next batch is about as long as this one.
+            let txns = std::mem::replace(txns, Vec::with_capacity(txns.len()));
+            let message = ShardMessage::Apply { group: Arc::clone(&group), txns };
             self.shard_inboxes[shard].send(message).map_err(|_| self.stopped("a shard thread exited"))?;
         }
         Ok(())
@@ -454,10 +465,9 @@ fn route_update(
     row: crate::value::Row,
     if_absent: IfAbsent,
 ) -> CoreResult<()> {
-    let old = HashedKey::from_bytes(&key_bytes(schema, key)?);
-    let new = row_key(schema, &row)?;
+    let old = key_of(schema, key)?;
     // Most updates keep their key: then its hash is not computed twice.
-    let new = if new == old.bytes() { old.clone() } else { HashedKey::from_bytes(&new) };
+    let new = row_key(schema, &row, Some(&old))?;
     routed.push((old.shard(shards), ShardOp::Delete { table, key: old, operation: "update", if_absent }));
     routed.push((new.shard(shards), ShardOp::Insert { table, key: new, row, replace: false }));
     Ok(())
@@ -472,8 +482,8 @@ fn hex(key: &[u8]) -> String {
     key.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Encodes the primary key taken from a full row image.
-fn row_key(schema: &TableSchema, row: &[Value]) -> CoreResult<Vec<u8>> {
+/// The primary key taken from a full row image (`known` when equal to it).
+fn row_key(schema: &TableSchema, row: &[Value], known: Option<&HashedKey>) -> CoreResult<HashedKey> {
     if row.len() != schema.column_count() {
         return Err(CoreError::ArityMismatch {
             table: schema.name().to_string(),
@@ -481,12 +491,12 @@ fn row_key(schema: &TableSchema, row: &[Value]) -> CoreResult<Vec<u8>> {
             actual: row.len(),
         });
     }
-    Ok(encode_key(schema.primary_key().iter().map(|&i| &row[i])))
+    Ok(HashedKey::encode(schema.primary_key().iter().map(|&i| &row[i]), known))
 }
 
-/// Encodes a primary key given as key-column values, checking them against the key
-/// columns so that a mistyped key is reported as such, not as a missing row.
-fn key_bytes(schema: &TableSchema, key: &[Value]) -> CoreResult<Vec<u8>> {
+/// A primary key given as key-column values, checked against the key columns so
+/// that a mistyped key is reported as such, not as a missing row.
+fn key_of(schema: &TableSchema, key: &[Value]) -> CoreResult<HashedKey> {
     if key.len() != schema.primary_key().len() {
         return Err(CoreError::ArityMismatch {
             table: format!("{} (primary key)", schema.name()),
@@ -508,5 +518,5 @@ fn key_bytes(schema: &TableSchema, key: &[Value]) -> CoreResult<Vec<u8>> {
             });
         }
     }
-    Ok(encode_key(key))
+    Ok(HashedKey::encode(key, None))
 }

@@ -81,22 +81,26 @@ impl Shard {
         }
     }
 
-    fn apply(&mut self, txns: Vec<ShardTxn>) -> CoreResult<()> {
+    fn apply(&mut self, mut txns: Vec<ShardTxn>) -> CoreResult<()> {
         // Every tile delete pins the epoch; pinned here once, those pins are nested
         // and cost a counter increment each.
         let _pinned = crossbeam_epoch::pin();
-        for txn in txns {
-            for op in txn.ops {
+        for first in 0..PREFETCH_DISTANCE {
+            self.prefetch(op_ahead(&[], &txns, first));
+        }
+        for at in 0..txns.len() {
+            let ts = txns[at].ts;
+            let mut ops = std::mem::take(&mut txns[at].ops).into_iter();
+            while let Some(op) = ops.next() {
+                self.prefetch(op_ahead(ops.as_slice(), &txns[at + 1..], PREFETCH_DISTANCE - 1));
                 match op {
-                    ShardOp::Insert { table, key, row, replace: false } => self.insert(table, &key, row, txn.ts)?,
+                    ShardOp::Insert { table, key, row, replace: false } => self.insert(table, &key, row, ts)?,
                     ShardOp::Insert { table, key, row, replace: true } => {
-                        self.delete(table, &key, "upsert", IfAbsent::Ignore, txn.ts)?;
-                        self.insert(table, &key, row, txn.ts)?
+                        self.delete(table, &key, "upsert", IfAbsent::Ignore, ts)?;
+                        self.insert(table, &key, row, ts)?
                     }
-                    ShardOp::Delete { table, key, operation, if_absent } => {
-                        self.delete(table, &key, operation, if_absent, txn.ts)?
-                    }
-                    ShardOp::UpdateKeeping { table, key, row, keep } => self.update_keeping(table, &key, row, &keep, txn.ts)?,
+                    ShardOp::Delete { table, key, operation, if_absent } => self.delete(table, &key, operation, if_absent, ts)?,
+                    ShardOp::UpdateKeeping { table, key, row, keep } => self.update_keeping(table, &key, row, &keep, ts)?,
                 }
             }
         }
@@ -108,6 +112,15 @@ impl Shard {
             }
         }
         Ok(())
+    }
+
+    /// Starts loading the index memory `op` will probe (see [`SinglePointIndex::prefetch`]).
+    fn prefetch(&self, op: Option<&ShardOp>) {
+        let Some(op) = op else { return };
+        let (ShardOp::Insert { table, key, .. } | ShardOp::Delete { table, key, .. } | ShardOp::UpdateKeeping { table, key, .. }) = op;
+        if let Some(Some(table)) = self.tables.get(table.0 as usize) {
+            table.index.prefetch(key);
+        }
     }
 
     fn table_mut(&mut self, id: TableId) -> CoreResult<&mut ShardTable> {
@@ -240,6 +253,27 @@ impl Shard {
     }
 }
 
+/// How many operations ahead of the one being applied a shard prefetches index
+/// memory: enough for a few misses to be in flight at once, few enough that the
+/// lines are still cached when their operation comes.
+const PREFETCH_DISTANCE: usize = 6;
+
+/// The operation `n` places after the current one: in `rest` (what remains of the
+/// current transaction), then in the transactions after it.
+fn op_ahead<'a>(rest: &'a [ShardOp], later: &'a [ShardTxn], mut n: usize) -> Option<&'a ShardOp> {
+    if let Some(op) = rest.get(n) {
+        return Some(op);
+    }
+    n -= rest.len();
+    for txn in later {
+        match txn.ops.get(n) {
+            Some(op) => return Some(op),
+            None => n -= txn.ops.len(),
+        }
+    }
+    None
+}
+
 /// The values of `columns` of the row stored at `location`: from a virtual file's
 /// published blocks, else from the data file in lake storage. `None` when the file
 /// is in neither list (it cannot be while the index points at it).
@@ -296,3 +330,35 @@ fn at_ts(error: CoreError, ts: Ts) -> CoreError {
     CoreError::InTransaction { ts, source: Box::new(error) }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delete(n: u8) -> ShardOp {
+        ShardOp::Delete { table: TableId(0), key: HashedKey::from_bytes(&[n]), operation: "delete", if_absent: IfAbsent::Fail }
+    }
+
+    fn key_of(op: Option<&ShardOp>) -> Option<u8> {
+        match op {
+            Some(ShardOp::Delete { key, .. }) => Some(key.bytes()[0]),
+            _ => None,
+        }
+    }
+
+    /// The prefetch cursor counts across transaction boundaries, skips empty ones and
+    /// stops at the end of the batch.
+    #[test]
+    fn the_op_ahead_walks_into_later_transactions() {
+        let rest = [delete(1), delete(2)];
+        let later = [
+            ShardTxn { ts: Ts(2), ops: vec![delete(3)] },
+            ShardTxn { ts: Ts(3), ops: vec![] },
+            ShardTxn { ts: Ts(4), ops: vec![delete(4), delete(5)] },
+        ];
+        let ahead: Vec<Option<u8>> = (0..6).map(|n| key_of(op_ahead(&rest, &later, n))).collect();
+        assert_eq!(ahead, vec![Some(1), Some(2), Some(3), Some(4), Some(5), None]);
+        assert_eq!(key_of(op_ahead(&[], &later, 0)), Some(3));
+        assert_eq!(key_of(op_ahead(&[], &[], 0)), None);
+    }
+}
