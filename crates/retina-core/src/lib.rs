@@ -18,6 +18,7 @@ pub mod checkpoint;
 pub mod column_ranges;
 pub mod error;
 pub mod index;
+mod prefetch;
 pub mod replay;
 pub mod rows;
 pub mod scan;

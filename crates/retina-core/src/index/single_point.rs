@@ -4,6 +4,7 @@ use hashbrown::hash_table::{Entry, OccupiedEntry, VacantEntry};
 use hashbrown::HashTable;
 
 use super::key::{stable_key_hash, HashedKey, StoredKey};
+use crate::prefetch::prefetch_line;
 use crate::types::{RowId, Ts};
 
 /// One version of a key: from `ts` on it points to a row, or is a tombstone.
@@ -108,11 +109,16 @@ pub(crate) struct KeyEntry {
 /// Invariant: a key lives in part [`part_of`] of its [`table_hash`], and only there.
 pub struct SinglePointIndex {
     parts: Box<[HashTable<KeyEntry>]>,
+    /// Per part, where its control bytes were at the last probe that found a key
+    /// (0: not known yet), so [`Self::prefetch`] can name a bucket's memory without
+    /// reading any of it. Only a hint: after the part grows it is stale, and a
+    /// prefetch of a stale address is wasted, not wrong, until the next probe.
+    control: [usize; INDEX_PARTS],
 }
 
 impl Default for SinglePointIndex {
     fn default() -> Self {
-        Self { parts: (0..INDEX_PARTS).map(|_| HashTable::new()).collect() }
+        Self { parts: (0..INDEX_PARTS).map(|_| HashTable::new()).collect(), control: [0; INDEX_PARTS] }
     }
 }
 
@@ -130,20 +136,6 @@ fn table_hash(stable_hash: u64) -> u64 {
 #[inline]
 fn part_of(hash: u64) -> usize {
     (hash >> 32) as usize % INDEX_PARTS
-}
-
-/// Asks the CPU to bring the cache line holding `at` into its caches.
-#[inline]
-fn prefetch_line(at: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint, not a memory access: it never faults and has
-    // no effect on what the program computes, for any address whatever (Intel SDM,
-    // PREFETCHh), so no argument a caller passes can make it unsound.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
 }
 
 /// One key's place in the index, found with one hash and one probe: what replay
@@ -188,8 +180,15 @@ impl SinglePointIndex {
         let (hash, key) = (table_hash(key.hash()), key.stored());
         // Only when the table grows: entries do not keep their hash (8 bytes each).
         let rehash = |entry: &KeyEntry| table_hash(stable_key_hash(entry.key.as_bytes()));
-        match self.parts[part_of(hash)].entry(hash, |entry| entry.key == *key, rehash) {
-            Entry::Occupied(entry) => KeySlot::Present(entry),
+        let part = part_of(hash);
+        match self.parts[part].entry(hash, |entry| entry.key == *key, rehash) {
+            Entry::Occupied(entry) => {
+                // hashbrown keeps bucket `i` just below its control bytes, at `-(i + 1)`
+                // entries.
+                let at = std::ptr::from_ref(entry.get()).addr();
+                self.control[part] = at.wrapping_add((entry.bucket_index() + 1) * std::mem::size_of::<KeyEntry>());
+                KeySlot::Present(entry)
+            }
             Entry::Vacant(entry) => KeySlot::Absent(entry, key),
         }
     }
@@ -200,20 +199,27 @@ impl SinglePointIndex {
     /// probe was 31% of a shard's time on a million keys, nearly all of it waiting
     /// for memory).
     ///
-    /// hashbrown starts probing at bucket `hash & (buckets - 1)` and stores bucket
-    /// `i + 1` just below bucket `i`; an entry displaced by collisions lies a few
-    /// buckets further on. If hashbrown changed its layout, this would prefetch the
-    /// wrong lines: slower, never wrong.
+    /// hashbrown starts probing at bucket `hash & (buckets - 1)`, reads a group of
+    /// control bytes from there, and stores bucket `i` at `-(i + 1)` entries from
+    /// the control bytes (an entry displaced by collisions lies further on, and is
+    /// left to the probe). Nothing is read here: reading the bucket's control byte to find
+    /// the entry was itself a miss that stalled (57% of the prefetching loop's
+    /// samples). If hashbrown changed its layout, this would prefetch the wrong
+    /// lines: slower, never wrong.
     #[inline]
     pub(crate) fn prefetch(&self, key: &HashedKey) {
         let hash = table_hash(key.hash());
-        let part = &self.parts[part_of(hash)];
-        let Some(mask) = part.num_buckets().checked_sub(1) else { return };
-        if let Some(entry) = part.get_bucket(hash as usize & mask) {
-            let at = std::ptr::from_ref(entry).cast::<u8>();
-            prefetch_line(at);
-            prefetch_line(at.wrapping_add(std::mem::size_of::<KeyEntry>() - 1));
-            prefetch_line(at.wrapping_sub(std::mem::size_of::<KeyEntry>()));
+        let part = part_of(hash);
+        let control = self.control[part];
+        let Some(mask) = self.parts[part].num_buckets().checked_sub(1) else { return };
+        if control == 0 {
+            return;
+        }
+        let bucket = hash as usize & mask;
+        let size = std::mem::size_of::<KeyEntry>();
+        let entry = control.wrapping_sub((bucket + 1) * size);
+        for address in [control.wrapping_add(bucket), entry, entry.wrapping_add(size - 1)] {
+            prefetch_line(address);
         }
     }
 
@@ -429,10 +435,21 @@ mod tests {
             index.prefetch(key);
             index.prefetch(&keys[(row * 7 + 1) % keys.len()]);
         }
-        for (row, key) in keys.iter().enumerate() {
-            assert_eq!(index.latest(key.bytes()), Some(RowId(row as u64)));
+        // Probes that find their key record where the control bytes are; prefetches
+        // from that hint, made stale again by growth, still change nothing.
+        for (row, key) in keys.iter().enumerate().rev() {
+            index.prefetch(&keys[(row * 13 + 5) % keys.len()]);
+            let slot = index.slot(key);
+            assert_eq!(slot.latest(), Some(RowId(row as u64)));
+            slot.write(Ts(2), Some(RowId(row as u64 + 10_000)));
+            index.slot(&HashedKey::from_bytes(&(row as u32 + 100_000).to_be_bytes())).write(Ts(2), Some(RowId(0)));
         }
-        assert_eq!(index.len(), keys.len());
+        assert!(index.control.iter().any(|&control| control != 0), "probes that found keys left hints");
+        for (row, key) in keys.iter().enumerate() {
+            index.prefetch(key);
+            assert_eq!(index.latest(key.bytes()), Some(RowId(row as u64 + 10_000)));
+        }
+        assert_eq!(index.len(), 2 * keys.len());
     }
 
     /// GC part by part ends where a full pass ends; keys spread over the parts.

@@ -12,6 +12,7 @@ use crate::replay::messages::{FlushJob, RestoredShardTable, ShardMessage};
 use crate::replay::shared::EngineShared;
 use crate::error::{CoreError, CoreResult};
 use crate::index::{HashedKey, MainIndex, MainIndexEntry, SinglePointIndex};
+use crate::prefetch::prefetch_slice;
 use crate::schema::TableSchema;
 use crate::table::TableRuntime;
 use crate::rows::value_at;
@@ -114,12 +115,17 @@ impl Shard {
         Ok(())
     }
 
-    /// Starts loading the index memory `op` will probe (see [`SinglePointIndex::prefetch`]).
+    /// Starts loading the index memory `op` will probe (see [`SinglePointIndex::prefetch`])
+    /// and the values of the row it writes, which validation and the append read
+    /// first (rows arrive from the routing thread's core, or from memory).
     fn prefetch(&self, op: Option<&ShardOp>) {
         let Some(op) = op else { return };
         let (ShardOp::Insert { table, key, .. } | ShardOp::Delete { table, key, .. } | ShardOp::UpdateKeeping { table, key, .. }) = op;
         if let Some(Some(table)) = self.tables.get(table.0 as usize) {
             table.index.prefetch(key);
+        }
+        if let ShardOp::Insert { row, .. } | ShardOp::UpdateKeeping { row, .. } = op {
+            prefetch_slice(row, ROW_PREFETCH_BYTES);
         }
     }
 
@@ -257,6 +263,10 @@ impl Shard {
 /// memory: enough for a few misses to be in flight at once, few enough that the
 /// lines are still cached when their operation comes.
 const PREFETCH_DISTANCE: usize = 6;
+
+/// How much of a row's values a prefetch asks for: the values themselves (not the
+/// strings they point to) of a row of up to ~10 columns.
+const ROW_PREFETCH_BYTES: usize = 256;
 
 /// The operation `n` places after the current one: in `rest` (what remains of the
 /// current transaction), then in the transactions after it.
