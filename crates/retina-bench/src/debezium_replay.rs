@@ -343,7 +343,9 @@ impl MessageSource for ChunkSource<'_> {
                 self.offset = 0;
                 continue;
             }
-            let end = rest.find('\n').unwrap_or(rest.len());
+            // The vectorized search `LineSource` reads files with (std's is several
+            // times slower on ~2 KB lines).
+            let end = memchr::memchr(b'\n', rest.as_bytes()).unwrap_or(rest.len());
             buffer.clear();
             buffer.push_str(&rest[..end]);
             self.offset += (end + 1).min(rest.len());
