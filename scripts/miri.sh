@@ -11,4 +11,4 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/retina-miri}"
 export MIRIFLAGS="-Zmiri-tree-borrows -Zmiri-permissive-provenance -Zmiri-disable-isolation -Zmiri-ignore-leaks"
 cargo +nightly miri test -p retina-core --lib visibility::
-cargo +nightly miri test -p retina-core --lib -- index::single_point::tests::prefetching_changes_no_answer replay::hot_path::shard::tests
+cargo +nightly miri test -p retina-core --lib -- prefetch:: index::single_point::tests::prefetching_changes_no_answer replay::hot_path::shard::tests

@@ -340,7 +340,6 @@ fn at_ts(error: CoreError, ts: Ts) -> CoreError {
     CoreError::InTransaction { ts, source: Box::new(error) }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
