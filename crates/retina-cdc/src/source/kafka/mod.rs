@@ -559,7 +559,17 @@ fn connect_client(runtime: &tokio::runtime::Runtime, spec: &KafkaSpec, tls: Opti
     }
     let brokers = spec.brokers.join(",");
     match runtime.block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, builder.build()).await }) {
-        Ok(built) => built.map_err(|e| format!("cannot connect to {brokers}: {e}")),
+        Ok(built) => built.map_err(|e| {
+            // rskafka's text says "Sasl handshake failed" or only "invalid proof",
+            // depending on where the broker refused: name the cause either way.
+            let reason = e.to_string();
+            match &spec.sasl {
+                Some(sasl) if reason.to_lowercase().contains("sasl") => {
+                    format!("cannot connect to {brokers}: SASL authentication as {:?} failed: {reason}", sasl.username)
+                }
+                _ => format!("cannot connect to {brokers}: {reason}"),
+            }
+        }),
         Err(_) => {
             let connect = group::Connect { brokers: spec.brokers.clone(), tls: tls.cloned(), sasl: spec.sasl.clone() };
             let why = runtime.block_on(group::diagnose(&connect)).map_or_else(String::new, |why| format!(" ({why})"));
