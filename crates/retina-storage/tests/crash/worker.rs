@@ -49,7 +49,9 @@ pub fn main() -> ! {
     match run() {
         Ok(()) => std::process::exit(0),
         Err(message) => {
-            eprintln!("crash_worker: {message}");
+            // One write: `eprintln!` writes its pieces one by one, and a kill between
+            // them left "crash_worker: " without the lease refusal the test looks for.
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("crash_worker: {message}\n").as_bytes());
             std::process::exit(2)
         }
     }
