@@ -77,14 +77,14 @@ impl ObjectIo {
 
     /// Writes `bytes` at `relative` under `mode`; returns the new object's version.
     /// Object-store puts are atomic: readers see the old object or the new one.
-    pub fn put(&self, relative: &str, bytes: Vec<u8>, mode: PutMode) -> Result<UpdateVersion, object_store::Error> {
+    pub fn put(&self, relative: &str, bytes: impl Into<PutPayload>, mode: PutMode) -> Result<UpdateVersion, object_store::Error> {
         let path = self.path(relative);
         let options = PutOptions::from(mode);
-        self.runtime.block_on(self.store.put_opts(&path, PutPayload::from(bytes), options)).map(UpdateVersion::from)
+        self.runtime.block_on(self.store.put_opts(&path, bytes.into(), options)).map(UpdateVersion::from)
     }
 
     /// [`Self::put`] that overwrites, with the error named.
-    pub fn overwrite(&self, relative: &str, bytes: Vec<u8>) -> Result<(), StorageError> {
+    pub fn overwrite(&self, relative: &str, bytes: impl Into<PutPayload>) -> Result<(), StorageError> {
         self.put(relative, bytes, PutMode::Overwrite).map(|_| ()).map_err(|source| self.error("writing", &self.path(relative), source))
     }
 

@@ -13,6 +13,7 @@ mod manifest;
 mod parquet_files;
 mod publish;
 mod ranged_reads;
+mod recycled;
 mod store;
 mod versioned;
 

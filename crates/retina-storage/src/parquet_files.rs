@@ -12,6 +12,7 @@ use parquet::basic::Compression;
 use parquet::errors::ParquetError;
 use retina_core::schema_evolution::StoredColumns;
 use retina_core::TableSchema;
+use crate::recycled::{RecycledBuffer, ENCODE_BUFFERS};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 /// Rows per decoded batch when reading.
@@ -28,7 +29,7 @@ const DICTIONARY_PAGE_BYTES: usize = 64 * 1024;
 /// Encodes `batches` as one Parquet file with a single row group (the virtual file's
 /// row group, so row offsets stay valid), page-level statistics and a page index so
 /// readers can prune by `_create_ts` and by predicates.
-pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>, parquet::errors::ParquetError> {
+pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecycledBuffer, parquet::errors::ParquetError> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let properties = WriterProperties::builder()
         .set_max_row_group_row_count(Some(rows.max(1)))
@@ -37,8 +38,10 @@ pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<
         .set_compression(Compression::SNAPPY)
         .set_created_by(format!("retina {}", env!("CARGO_PKG_VERSION")))
         .build();
-    let mut out = Vec::with_capacity(rows * 16);
-    let mut writer = ArrowWriter::try_new(&mut out, schema.clone(), Some(properties))?;
+    // Encoded pages are rarely larger than the arrays they come from.
+    let expected = batches.iter().map(RecordBatch::get_array_memory_size).sum();
+    let mut out = ENCODE_BUFFERS.take(expected);
+    let mut writer = ArrowWriter::try_new(out.as_mut_vec(), schema.clone(), Some(properties))?;
     for batch in batches {
         writer.write(batch)?;
     }
