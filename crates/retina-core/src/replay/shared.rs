@@ -92,6 +92,14 @@ impl EngineShared {
         }
     }
 
+    /// Waits until the flusher has written every file queued so far; `false` when
+    /// there is no flusher to wait for (it exited, or the engine is read-only).
+    pub(crate) fn wait_for_queued_flushes(&self) -> bool {
+        let (reply, done) = crossbeam_channel::bounded(1);
+        let sent = self.flusher.lock().as_ref().is_some_and(|flusher| flusher.send(FlushMessage::Barrier(reply)).is_ok());
+        sent && done.recv().is_ok()
+    }
+
     pub(crate) fn has_failed(&self) -> bool {
         self.failed.load(SeqCst)
     }

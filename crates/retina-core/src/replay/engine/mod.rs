@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use arrow_array::RecordBatch;
-use crossbeam_channel::{bounded, Sender};
+use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 use crate::replay::config::EngineConfig;
@@ -22,7 +22,7 @@ use crate::replay::gc::storage::StorageGcReport;
 use crate::replay::hot_path::commit_group::CommitGroup;
 use crate::replay::hot_path::operation::{IfAbsent, RowChange, ShardOp, ShardTxn};
 use crate::index::HashedKey;
-use crate::replay::messages::{FlushMessage, ShardMessage};
+use crate::replay::messages::ShardMessage;
 use crate::replay::shared::EngineShared;
 use crate::replay::stats::EngineStats;
 use crate::error::{CoreError, CoreResult};
@@ -358,11 +358,9 @@ impl Engine {
     /// `sync`, then waits until every virtual file completed so far is flushed.
     pub fn wait_for_flushes(&self) -> CoreResult<()> {
         self.sync()?;
-        let (reply, done) = bounded(1);
-        if let Some(flusher) = self.shared.flusher.lock().as_ref() {
-            flusher.send(FlushMessage::Barrier(reply)).map_err(|_| self.stopped("the flusher exited"))?;
+        if !self.shared.wait_for_queued_flushes() {
+            return Err(self.stopped("the flusher exited"));
         }
-        done.recv().map_err(|_| self.stopped("the flusher exited"))?;
         match self.shared.failure() {
             Some(error) => Err(error),
             None => Ok(()),

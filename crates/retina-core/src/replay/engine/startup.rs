@@ -184,6 +184,9 @@ impl Engine {
                     if stop.load(SeqCst) || checkpoint_shared.has_failed() {
                         break;
                     }
+                    // Full files the flusher has queued are written by it, not also
+                    // as this checkpoint's segments (which encoded them twice).
+                    checkpoint_shared.wait_for_queued_flushes();
                     let result = checkpoint_shared.checkpoint();
                     *checkpoint_shared.last_checkpoint_error.lock() = result.err().map(|e| e.to_string());
                 }
