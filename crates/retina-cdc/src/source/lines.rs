@@ -15,19 +15,26 @@ pub struct LineSource {
     line: u64,
 }
 
+/// Bytes read from the file or stdin at a time. One buffer only: a second, 8-KB one
+/// around it (as `from_reader` once added) copied every byte once more and split
+/// most 4-KB Debezium lines across two refills.
+const READ_BUFFER_BYTES: usize = 1 << 20;
+
 impl LineSource {
     pub fn open_file(path: &Path) -> CdcResult<Self> {
         let file = File::open(path)
             .map_err(|e| CdcError::Source { source_name: format!("file:{}", path.display()), reason: e.to_string() })?;
-        Ok(Self::from_reader(format!("file:{}", path.display()), BufReader::with_capacity(1 << 20, file)))
+        Ok(Self::from_reader(format!("file:{}", path.display()), file))
     }
 
     pub fn stdin() -> Self {
-        Self::from_reader("-".into(), BufReader::with_capacity(1 << 20, std::io::stdin()))
+        Self::from_reader("-".into(), std::io::stdin())
     }
 
+    /// Lines of `reader`, which is read through this source's own buffer (pass an
+    /// unbuffered reader).
     pub fn from_reader(name: String, reader: impl Read + Send + 'static) -> Self {
-        Self { name, reader: Box::new(BufReader::new(reader)), line: 0 }
+        Self { name, reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader)), line: 0 }
     }
 }
 
