@@ -182,12 +182,7 @@ pub fn drive(engine: &Engine, uri: &str, source: &mut dyn MessageSource, options
             // also write those still queued as checkpoint segments, encoding and
             // writing them twice (measured: a fifth of the driver's time in a
             // 400K-change `retina ingest`).
-            engine
-                .wait_for_flushes()
-                .and_then(|()| engine.checkpoint())
-                .map_err(crate::CdcError::from)
-                .and_then(|_| acknowledge(&sink, source))
-                .map(|()| ended)
+            engine.flush_and_checkpoint().map_err(crate::CdcError::from).and_then(|_| acknowledge(&sink, source)).map(|()| ended)
         }
         Err(error) => {
             // Stop at the bad transaction, but let everything before it become
