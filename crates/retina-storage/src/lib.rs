@@ -4,6 +4,7 @@
 //! every checkpoint published as Delta Lake tables over the same files ([`publish`]).
 
 mod checkpoint_files;
+mod column_encoding;
 mod error;
 mod io;
 mod lease;

@@ -1,7 +1,7 @@
 //! Encoding a virtual file as Parquet, and planning how a projection of one is read
 //! back (the reading itself is [`crate::ranged_reads`]).
 
-use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
 use parquet::arrow::arrow_reader::{ArrowReaderBuilder, RowSelection};
 use parquet::file::metadata::ParquetMetaData;
@@ -12,7 +12,9 @@ use parquet::basic::Compression;
 use parquet::errors::ParquetError;
 use retina_core::schema_evolution::StoredColumns;
 use retina_core::TableSchema;
+use crate::column_encoding;
 use crate::recycled::{RecycledBuffer, ENCODE_BUFFERS};
+use parquet::schema::types::ColumnPath;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 /// Rows per decoded batch when reading.
@@ -28,16 +30,28 @@ const DICTIONARY_PAGE_BYTES: usize = 64 * 1024;
 
 /// Encodes `batches` as one Parquet file with a single row group (the virtual file's
 /// row group, so row offsets stay valid), page-level statistics and a page index so
-/// readers can prune by `_create_ts` and by predicates.
+/// readers can prune by `_create_ts` and by predicates. Each column's compression and
+/// dictionary follow a sample of its values ([`column_encoding`]).
 pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecycledBuffer, parquet::errors::ParquetError> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    let properties = WriterProperties::builder()
+    let mut properties = WriterProperties::builder()
         .set_max_row_group_row_count(Some(rows.max(1)))
         .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES)
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_compression(Compression::SNAPPY)
-        .set_created_by(format!("retina {}", env!("CARGO_PKG_VERSION")))
-        .build();
+        .set_created_by(format!("retina {}", env!("CARGO_PKG_VERSION")));
+    for (index, field) in schema.fields().iter().enumerate() {
+        let arrays: Vec<&ArrayRef> = batches.iter().filter_map(|batch| batch.columns().get(index)).collect();
+        let choice = column_encoding::choose(&arrays);
+        let path = ColumnPath::new(vec![field.name().clone()]);
+        if !choice.compress {
+            properties = properties.set_column_compression(path.clone(), Compression::UNCOMPRESSED);
+        }
+        if !choice.dictionary {
+            properties = properties.set_column_dictionary_enabled(path, false);
+        }
+    }
+    let properties = properties.build();
     // Encoded pages are rarely larger than the arrays they come from.
     let expected = batches.iter().map(RecordBatch::get_array_memory_size).sum();
     let mut out = ENCODE_BUFFERS.take(expected);
