@@ -74,7 +74,7 @@ fn schema() -> CoreResult<TableSchema> {
 }
 
 fn row(id: i64, balance: i64) -> Vec<Value> {
-    vec![Value::Int64(id), Value::Int64(balance), Value::Utf8(format!("account {id}"))]
+    vec![Value::Int64(id), Value::Int64(balance), Value::Utf8(format!("account {id}").into())]
 }
 
 /// Bytes of the publication's own files under `dir` (logs, DVs, Iceberg metadata).

@@ -59,7 +59,7 @@ fn row(id: u64, version: i64) -> Vec<Value> {
         Value::Int64(id as i64),
         Value::Int32((id % 100) as i32),
         Value::Float64(id as f64 * 0.5),
-        Value::Utf8(format!("tag-{}", id % 50)),
+        Value::Utf8(format!("tag-{}", id % 50).into()),
         Value::Int64(version),
     ]
 }

@@ -41,4 +41,4 @@ pub use source_apply::{submit_source_transaction, SourceChange, Submitted};
 pub use source_status::{PartitionLag, SourceRegistry, SourceStatus};
 pub use txn::{EmbeddedTransactionService, Snapshot, TransactionService};
 pub use types::{FileId, RowId, RowLocation, TableId, Ts};
-pub use value::{Row, Value};
+pub use value::{CompactString, Row, Value};

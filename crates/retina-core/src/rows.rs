@@ -23,7 +23,7 @@ pub fn value_at(array: &dyn Array, row: usize) -> CoreResult<Value> {
         DataType::Int64 => Value::Int64(array.as_primitive::<Int64Type>().value(row)),
         DataType::Float32 => Value::Float32(array.as_primitive::<Float32Type>().value(row)),
         DataType::Float64 => Value::Float64(array.as_primitive::<Float64Type>().value(row)),
-        DataType::Utf8 => Value::Utf8(array.as_string::<i32>().value(row).to_string()),
+        DataType::Utf8 => Value::Utf8(array.as_string::<i32>().value(row).into()),
         DataType::Binary => Value::Binary(array.as_binary::<i32>().value(row).to_vec()),
         DataType::Date32 => Value::Date32(array.as_primitive::<Date32Type>().value(row)),
         DataType::Timestamp(TimeUnit::Microsecond, _) => {

@@ -1,6 +1,7 @@
 //! Row values as they arrive from a decoder, and the primary-key byte encoding.
 
 use arrow_schema::{DataType, TimeUnit};
+pub use compact_str::CompactString;
 
 /// One column value of a row image. The variant must match the column's Arrow type
 /// (checked when the row is appended to a write buffer).
@@ -13,7 +14,10 @@ pub enum Value {
     Int64(i64),
     Float32(f32),
     Float64(f64),
-    Utf8(String),
+    /// Inline up to 24 bytes. A decoded row is built on a decoding thread and dropped
+    /// on a shard after its values are copied into the write buffer; with `String`
+    /// each short text value was one allocation there and one cross-thread free here.
+    Utf8(CompactString),
     Binary(Vec<u8>),
     /// Days since 1970-01-01.
     Date32(i32),

@@ -48,7 +48,7 @@ impl Fixture {
         let rows = (1..=20)
             .map(|id: i64| RowChange::Insert {
                 table,
-                row: vec![Value::Int64(id), Value::Utf8(format!("item {id}")), Value::Int32((id * 10) as i32)],
+                row: vec![Value::Int64(id), Value::Utf8(format!("item {id}").into()), Value::Int32((id * 10) as i32)],
             })
             .collect();
         engine.submit(rows).expect("load");

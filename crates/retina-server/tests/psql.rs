@@ -180,7 +180,7 @@ fn row(table: TableId, id: i64) -> RowChange {
             Value::Int64(id),
             Value::Int32((id % 10) as i32),
             Value::Decimal128(id as i128 * 125),
-            if id % 50 == 0 { Value::Null } else { Value::Utf8(format!("item {id}")) },
+            if id % 50 == 0 { Value::Null } else { Value::Utf8(format!("item {id}").into()) },
             Value::Boolean(id % 2 == 0),
             Value::Float64(id as f64 / 4.0),
         ],

@@ -39,7 +39,7 @@ fn a_data_dir_on_s3_holds_files_checkpoints_and_catalog_and_recovers() {
     let engine = Engine::open(config(), Arc::new(ParquetLakeStore::open(&location).expect("s3 store"))).expect("engine");
     let table = engine.create_table(schema()).expect("table");
     for id in 0..150 {
-        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}"))] }]).expect("insert");
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}").into())] }]).expect("insert");
     }
     engine.submit((0..10).map(|id| RowChange::Delete { table, key: vec![Value::Int64(id)] }).collect()).expect("delete");
     engine.wait_for_flushes().expect("flush to s3");
@@ -192,7 +192,7 @@ fn transient_server_errors_are_retried() {
     let engine = Engine::open(config(), Arc::new(ParquetLakeStore::open(&lake).expect("store through 503s"))).expect("engine");
     let table = engine.create_table(schema()).expect("table");
     for id in 0..100 {
-        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}"))] }]).expect("insert");
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}").into())] }]).expect("insert");
     }
     engine.wait_for_flushes().expect("flush through 503s");
     engine.close().expect("checkpoint through 503s");

@@ -31,7 +31,7 @@ fn flushed_files_are_standard_parquet_with_create_ts_statistics() {
     let table = engine.create_table(schema()).expect("table");
     for id in 0..100 {
         engine
-            .submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}"))] }])
+            .submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}").into())] }])
             .expect("submit");
     }
     engine.wait_for_flushes().expect("flush");
@@ -137,7 +137,7 @@ fn a_version_1_catalog_gets_its_column_ranges_recorded_once() {
     let engine = Engine::open(config.clone(), Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("engine");
     let table = engine.create_table(schema()).expect("table");
     for id in 0..200 {
-        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}"))] }]).expect("insert");
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}").into())] }]).expect("insert");
     }
     engine.wait_for_flushes().expect("flush");
     engine.close().expect("close");
@@ -180,7 +180,7 @@ fn a_lake_from_before_versioned_commits_opens_and_moves_to_versions() {
     let engine = Engine::open(config.clone(), Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("engine");
     let table = engine.create_table(schema()).expect("table");
     for id in 0..100 {
-        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}"))] }]).expect("insert");
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}").into())] }]).expect("insert");
     }
     engine.close().expect("close");
     // Rewind the layout: the latest versions become the legacy objects.

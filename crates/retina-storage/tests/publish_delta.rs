@@ -64,7 +64,7 @@ fn transfers_schema() -> TableSchema {
 }
 
 fn account(table: TableId, id: i64, cents: i128) -> Vec<Value> {
-    let owner = if id % 7 == 0 { Value::Null } else { Value::Utf8(format!("owner {id}")) };
+    let owner = if id % 7 == 0 { Value::Null } else { Value::Utf8(format!("owner {id}").into()) };
     let _ = table;
     vec![Value::Int64(id), owner, Value::Decimal128(cents), Value::Date32(19_000 + id as i32)]
 }
@@ -79,7 +79,7 @@ fn text(value: &Value, data_type: &DataType) -> String {
         (Value::Null, _) => String::new(),
         (Value::Int64(v), _) => v.to_string(),
         (Value::Int32(v), _) => v.to_string(),
-        (Value::Utf8(v), _) => v.clone(),
+        (Value::Utf8(v), _) => v.to_string(),
         (Value::Decimal128(v), DataType::Decimal128(_, scale)) => {
             let scale = *scale as u32;
             let (whole, fraction) = (v / 10i128.pow(scale), (v % 10i128.pow(scale)).abs());

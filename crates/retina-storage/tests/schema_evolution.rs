@@ -51,7 +51,7 @@ fn rows(engine: &Engine, table: TableId) -> Vec<(i64, i32, Option<String>)> {
                 ref other => panic!("qty {other:?}"),
             };
             let note = match row.get(2) {
-                Some(Value::Utf8(v)) => Some(v.clone()),
+                Some(Value::Utf8(v)) => Some(v.to_string()),
                 Some(Value::Null) | None => None,
                 Some(other) => panic!("note {other:?}"),
             };
@@ -108,7 +108,7 @@ fn an_added_column_reads_null_for_old_rows_everywhere_and_survives_recovery() {
 
     // New rows, and updates of old rows (in files, in segments) with the new shape.
     for id in 200..230i64 {
-        engine.submit(vec![insert(table, id, vec![Value::Int32(id as i32), Value::Utf8(format!("n{id}"))])]).expect("insert");
+        engine.submit(vec![insert(table, id, vec![Value::Int32(id as i32), Value::Utf8(format!("n{id}").into())])]).expect("insert");
     }
     for id in [0i64, 5, 150, 199] {
         engine

@@ -40,7 +40,7 @@ pub fn value_of(kind: &DebeziumType, scalar: &Scalar<'_>) -> Result<Value, Strin
         Scalar::Str(v) => visitor.visit_str(v),
         Scalar::VariableDecimal { scale, value } => match kind {
             DebeziumType::VariableScaleDecimal => {
-                decimal_from_base64(value).and_then(|u| variable_decimal_text(u, *scale)).map(Value::Utf8).map_err(de::Error::custom)
+                decimal_from_base64(value).and_then(|u| variable_decimal_text(u, *scale)).map(|text| Value::Utf8(text.into())).map_err(de::Error::custom)
             }
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         },
@@ -164,7 +164,7 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
         match self.0 {
-            DebeziumType::Utf8 => Ok(Value::Utf8(v.to_string())),
+            DebeziumType::Utf8 => Ok(Value::Utf8(v.into())),
             DebeziumType::Binary => BASE64.decode(v).map(Value::Binary).map_err(|e| E::custom(format_args!("invalid base64: {e}"))),
             DebeziumType::Float32 | DebeziumType::Float64 => {
                 let float = match v {

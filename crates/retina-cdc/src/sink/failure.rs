@@ -91,7 +91,7 @@ pub fn decode_key(mut bytes: &[u8]) -> Option<Vec<Value>> {
             7 | 8 => {
                 let length = u32::from_be_bytes(take(4, rest)?.0.try_into().ok()?) as usize;
                 let body = rest.get(4..4 + length)?.to_vec();
-                let value = if tag == 7 { Value::Utf8(String::from_utf8(body).ok()?) } else { Value::Binary(body) };
+                let value = if tag == 7 { Value::Utf8(String::from_utf8(body).ok()?.into()) } else { Value::Binary(body) };
                 (value, 4 + length)
             }
             9 => (Value::Date32(i32::from_be_bytes(take(4, rest)?.0.try_into().ok()?)), 4),

@@ -248,7 +248,7 @@ mod tests {
         builder.validate(&row).expect("valid");
         builder.append(&row, Ts(7));
         builder.append(&[Value::Int64(2), Value::Null, Value::Null, Value::Null], Ts(8));
-        builder.append(&[Value::Int64(3), Value::Utf8(String::new()), Value::Null, Value::Null], Ts(9));
+        builder.append(&[Value::Int64(3), Value::Utf8("".into()), Value::Null, Value::Null], Ts(9));
         let batch = builder.finish();
         assert_eq!(batch.num_rows(), 3);
         assert_eq!(batch.num_columns(), 5);

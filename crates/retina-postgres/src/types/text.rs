@@ -26,7 +26,7 @@ pub fn parse_value(kind: &PgType, text: &[u8]) -> Result<Value, String> {
         PgType::Time => Value::Time64Micros(parse_time(text)?),
         PgType::Timestamp => Value::TimestampMicros(parse_timestamp(text, false)?),
         PgType::TimestampTz => Value::TimestampMicros(parse_timestamp(text, true)?),
-        PgType::Text => Value::Utf8(text.to_string()),
+        PgType::Text => Value::Utf8(text.into()),
     })
 }
 

@@ -118,7 +118,7 @@ pub fn render_value(value: &Value) -> String {
         Value::Int16(v) => v.to_string(),
         Value::Int32(v) => v.to_string(),
         Value::Int64(v) => v.to_string(),
-        Value::Utf8(v) => v.clone(),
+        Value::Utf8(v) => v.to_string(),
         Value::Boolean(v) => if *v { "t" } else { "f" }.to_string(),
         // The tests' numeric columns have scale 2.
         Value::Decimal128(v) => cents(*v),

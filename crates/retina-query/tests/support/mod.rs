@@ -71,14 +71,14 @@ pub fn items_table(engine: &Engine, name: &str) -> TableId {
 }
 
 pub fn item(table: TableId, id: i64, qty: i32) -> RowChange {
-    RowChange::Insert { table, row: vec![Value::Int64(id), Value::Int32(qty), Value::Utf8(format!("item-{id}"))] }
+    RowChange::Insert { table, row: vec![Value::Int64(id), Value::Int32(qty), Value::Utf8(format!("item-{id}").into())] }
 }
 
 pub fn update(table: TableId, id: i64, qty: i32) -> RowChange {
     RowChange::Update {
         table,
         key: vec![Value::Int64(id)],
-        row: vec![Value::Int64(id), Value::Int32(qty), Value::Utf8(format!("item-{id}"))],
+        row: vec![Value::Int64(id), Value::Int32(qty), Value::Utf8(format!("item-{id}").into())],
     }
 }
 

@@ -80,14 +80,14 @@ pub fn schemas() -> [TableSchema; 2] {
 pub fn key_values(table: usize, key: u8) -> Vec<Value> {
     match table {
         0 => vec![Value::Int64(key as i64)],
-        _ => vec![Value::Int32((key % 7) as i32), Value::Utf8(format!("c{}", key / 7))],
+        _ => vec![Value::Int32((key % 7) as i32), Value::Utf8(format!("c{}", key / 7).into())],
     }
 }
 
 pub fn row(table: usize, key: u8, val: i64) -> Vec<Value> {
     match table {
         0 => {
-            let name = if val % 5 == 0 { Value::Null } else { Value::Utf8(format!("item-{val}")) };
+            let name = if val % 5 == 0 { Value::Null } else { Value::Utf8(format!("item-{val}").into()) };
             vec![Value::Int64(key as i64), name, Value::Int64(val)]
         }
         _ => {

@@ -107,7 +107,7 @@ fn money(cents: i64) -> Value {
 }
 
 fn text(s: String) -> Value {
-    Value::Utf8(s)
+    Value::Utf8(s.into())
 }
 
 impl ChBenchGenerator {
