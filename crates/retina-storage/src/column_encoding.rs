@@ -13,7 +13,8 @@
 use std::collections::HashSet;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef};
+use arrow_array::types::ByteArrayType;
+use arrow_array::{Array, ArrayRef, GenericByteArray};
 use arrow_schema::DataType;
 
 /// Value bytes sampled per column: small beside a file's column (megabytes), large
@@ -74,22 +75,10 @@ impl Sample {
     /// a type that is not sampled.
     fn add(&mut self, array: &ArrayRef) -> Option<()> {
         match array.data_type() {
-            DataType::Utf8 => {
-                let strings = array.as_string::<i32>();
-                self.add_variable(strings.value_data(), strings.value_offsets().iter().map(|&o| o.max(0) as usize));
-            }
-            DataType::LargeUtf8 => {
-                let strings = array.as_string::<i64>();
-                self.add_variable(strings.value_data(), strings.value_offsets().iter().map(|&o| o.max(0) as usize));
-            }
-            DataType::Binary => {
-                let binary = array.as_binary::<i32>();
-                self.add_variable(binary.value_data(), binary.value_offsets().iter().map(|&o| o.max(0) as usize));
-            }
-            DataType::LargeBinary => {
-                let binary = array.as_binary::<i64>();
-                self.add_variable(binary.value_data(), binary.value_offsets().iter().map(|&o| o.max(0) as usize));
-            }
+            DataType::Utf8 => self.add_bytes(array.as_string::<i32>()),
+            DataType::LargeUtf8 => self.add_bytes(array.as_string::<i64>()),
+            DataType::Binary => self.add_bytes(array.as_binary::<i32>()),
+            DataType::LargeBinary => self.add_bytes(array.as_binary::<i64>()),
             data_type => {
                 let width = data_type.primitive_width()?;
                 let data = array.to_data();
@@ -105,17 +94,15 @@ impl Sample {
         Some(())
     }
 
-    /// Variable-width values given by their `offsets` into `data`.
-    fn add_variable(&mut self, data: &[u8], offsets: impl Iterator<Item = usize>) {
-        let mut start = None;
-        for end in offsets {
-            if let Some(start) = start.replace(end) {
-                let Some(value) = data.get(start..end) else { return };
-                if self.bytes.len() + value.len() > SAMPLE_BYTES {
-                    return;
-                }
-                self.push(value);
+    /// The leading values of a string or binary array.
+    /// (A null's slot is sampled as the empty value it holds.)
+    fn add_bytes<T: ByteArrayType>(&mut self, array: &GenericByteArray<T>) {
+        for index in 0..array.len() {
+            let value: &[u8] = array.value(index).as_ref();
+            if self.bytes.len() + value.len() > SAMPLE_BYTES {
+                return;
             }
+            self.push(value);
         }
     }
 
