@@ -1,6 +1,8 @@
 //! Row values as they arrive from a decoder, and the primary-key byte encoding.
 
 use arrow_schema::{DataType, TimeUnit};
+/// `Value::Utf8`'s payload, re-exported so callers can name it without depending on
+/// `compact_str` themselves.
 pub use compact_str::CompactString;
 
 /// One column value of a row image. The variant must match the column's Arrow type

@@ -63,7 +63,7 @@ pub(crate) fn choose(arrays: &[&ArrayRef]) -> ColumnEncoding {
 }
 
 /// The leading values of a column: their bytes (copied, about [`SAMPLE_BYTES`]) and
-/// where each value ends in them.
+/// where each of the first [`DISTINCT_SAMPLE_VALUES`] ends in them.
 #[derive(Default)]
 struct Sample {
     bytes: Vec<u8>,
@@ -106,9 +106,13 @@ impl Sample {
         }
     }
 
+    /// Only the first [`DISTINCT_SAMPLE_VALUES`] ends are kept: the distinct count
+    /// reads no more.
     fn push(&mut self, value: &[u8]) {
         self.bytes.extend_from_slice(value);
-        self.ends.push(self.bytes.len());
+        if self.ends.len() < DISTINCT_SAMPLE_VALUES {
+            self.ends.push(self.bytes.len());
+        }
     }
 }
 
@@ -127,7 +131,7 @@ fn mostly_distinct(sample: &Sample) -> bool {
     let mut seen = HashSet::with_capacity(DISTINCT_SAMPLE_VALUES);
     let mut start = 0;
     let mut count = 0usize;
-    for &end in sample.ends.iter().take(DISTINCT_SAMPLE_VALUES) {
+    for &end in &sample.ends {
         seen.insert(&sample.bytes[start..end]);
         start = end;
         count += 1;
