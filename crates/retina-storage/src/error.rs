@@ -8,6 +8,8 @@ pub enum StorageError {
     Location { location: String, reason: String },
     #[error("lake {location}: {operation} {path}: {source}")]
     ObjectStore { location: String, operation: &'static str, path: String, source: Box<object_store::Error> },
+    #[error("lake {location}: writing {path} directly: {source}")]
+    DirectWrite { location: String, path: String, source: std::io::Error },
     #[error("parquet file {path}: {source}")]
     Parquet { path: String, source: parquet::errors::ParquetError },
     #[error("catalog manifest: {reason}")]

@@ -5,6 +5,7 @@
 
 mod checkpoint_files;
 mod column_encoding;
+mod direct_write;
 mod error;
 mod io;
 mod lease;

@@ -12,6 +12,7 @@ use retina_core::checkpoint::CheckpointManifest;
 use retina_core::storage::{CatalogStore, CheckpointStore, DataFiles, DecodedRows, PageBound, Publication, PublishedTable, StoredFile};
 use retina_core::{CoreError, CoreResult, FileId, TableSchema, Ts};
 
+use crate::direct_write::{DirectWriter, Written};
 use crate::error::StorageError;
 use crate::io::ObjectIo;
 use crate::lease::Lease;
@@ -45,6 +46,8 @@ pub struct ParquetLakeStore {
     checkpoint_version: Mutex<Option<u64>>,
     /// On an object store, not a local directory.
     remote: bool,
+    /// Writes data files around the page cache, on a local directory.
+    direct: Option<DirectFiles>,
     /// Publishes each checkpoint as Delta tables, when turned on.
     publisher: Option<Publisher>,
     publication: Mutex<PublicationStatus>,
@@ -67,6 +70,32 @@ pub struct PublicationStatus {
     pub max_millis: f64,
 }
 
+/// A local lake's files written with [`DirectWriter`], at the paths object_store's
+/// local store reads them from.
+struct DirectFiles {
+    paths: object_store::local::LocalFileSystem,
+    writer: DirectWriter,
+}
+
+impl DirectFiles {
+    fn new(dir: &std::path::Path) -> Result<Self, StorageError> {
+        let paths = object_store::local::LocalFileSystem::new_with_prefix(dir)
+            .map_err(|error| StorageError::Location { location: dir.display().to_string(), reason: error.to_string() })?;
+        Ok(Self { paths, writer: DirectWriter::new() })
+    }
+
+    /// Writes `bytes` at the lake path `relative`, unless the file system refuses.
+    fn write(&self, io: &ObjectIo, relative: &str, bytes: &[u8]) -> Result<Written, StorageError> {
+        let location = io.path(relative);
+        let path = self.paths.path_to_filesystem(&location).map_err(|source| io.error("writing", &location, source))?;
+        self.writer.write(&path, bytes).map_err(|source| StorageError::DirectWrite {
+            location: io.location().to_string(),
+            path: path.display().to_string(),
+            source,
+        })
+    }
+}
+
 /// Files a scan reads at once from an object store ([`DataFiles::parallel_reads`]).
 const REMOTE_PARALLEL_READS: usize = 8;
 
@@ -80,7 +109,10 @@ impl ParquetLakeStore {
         let lock = opened.local_dir.as_deref().map(location::lock_local).transpose()?;
         let io = Arc::new(ObjectIo::new(opened.store, opened.prefix, location::redacted(location), opened.base_uri)?);
         let lease = if opened.needs_lease { Some(Lease::acquire(Arc::clone(&io), opened.lease)?) } else { None };
-        Ok(Self::new(io, Access::Writer { _lock: lock, lease }, opened.local_dir.is_none()).with_published_cut())
+        let direct = opened.local_dir.as_deref().map(DirectFiles::new).transpose()?;
+        let mut store = Self::new(io, Access::Writer { _lock: lock, lease }, opened.local_dir.is_none());
+        store.direct = direct;
+        Ok(store.with_published_cut())
     }
 
     /// Opens a lake to read it while its writer may be running elsewhere: no lock,
@@ -109,6 +141,7 @@ impl ParquetLakeStore {
             catalog_version,
             checkpoint_version,
             remote,
+            direct: None,
             publisher: None,
             publication: Mutex::new(PublicationStatus::default()),
             legacy_segments_swept: std::sync::atomic::AtomicBool::new(false),
@@ -199,7 +232,13 @@ impl ParquetLakeStore {
         let bytes = parquet_files::encode(&table.stored_schema(), batches)
             .map_err(|source| StorageError::Parquet { path: path.clone(), source })?;
         let size_bytes = bytes.len() as u64;
-        self.io.overwrite(&path, bytes)?;
+        let written = match &self.direct {
+            Some(direct) => direct.write(&self.io, &path, bytes.as_ref())?,
+            None => Written::Unsupported,
+        };
+        if written == Written::Unsupported {
+            self.io.overwrite(&path, bytes)?;
+        }
         Ok(StoredFile { path, size_bytes })
     }
 
