@@ -220,7 +220,7 @@ fn a_second_writer_on_s3_is_refused_then_takes_over_from_a_killed_one() {
 fn assert_final_state(location: &str, transactions: usize, context: &str) {
     let store = ParquetLakeStore::open(location).expect("store");
     let config = EngineConfig { gc_interval: None, checkpoint_interval: None, ..EngineConfig::default() };
-    let engine = Engine::open(config, Arc::new(store)).expect("open after the runs");
+    let engine = Engine::open(config, Arc::new(store)).unwrap_or_else(|e| panic!("open {context}: {e}"));
     let ids: Vec<TableId> = schemas().iter().map(|s| engine.table_id(s.name()).expect("table")).collect();
     let tables = ChBenchTables::from_ids(&ids);
     let expected = expected(&tables, transactions);
