@@ -119,12 +119,25 @@ impl TableRuntime {
     }
 
     /// Swaps a virtual file for its flushed copy.
+    ///
+    /// Idempotent: a flush retried after its catalog save failed finds the file
+    /// already flushed and replaces that entry. A second entry would be a second
+    /// copy of its rows (storage GC rewrote both, and every live row was then
+    /// visible twice).
     pub(crate) fn replace_with_flushed(&self, file_id: FileId, flushed: FlushedFile) {
         let _guard = self.files_update.lock();
         let mut files = TableFiles::clone(&self.files.load());
         files.virtual_files.retain(|v| v.file_id() != file_id);
-        files.flushed.push(flushed);
+        match files.flushed.iter_mut().find(|f| f.meta.file_id == file_id) {
+            Some(entry) => *entry = flushed,
+            None => files.flushed.push(flushed),
+        }
         self.files.store(Arc::new(files));
+    }
+
+    /// Whether a flushed file with this id is in the table's list.
+    pub(crate) fn has_flushed(&self, file_id: FileId) -> bool {
+        self.files.load().flushed.iter().any(|f| f.meta.file_id == file_id)
     }
 
     /// Swaps a flushed file for the file storage GC rewrote it into (or drops it

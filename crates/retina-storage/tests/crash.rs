@@ -218,9 +218,10 @@ fn a_second_writer_on_s3_is_refused_then_takes_over_from_a_killed_one() {
 /// Opens the lakehouse at `location` and compares every table with the stream
 /// applied once.
 fn assert_final_state(location: &str, transactions: usize, context: &str) {
-    let store = ParquetLakeStore::open(location).expect("store");
+    let store = Arc::new(ParquetLakeStore::open(location).expect("store"));
     let config = EngineConfig { gc_interval: None, checkpoint_interval: None, ..EngineConfig::default() };
-    let engine = Engine::open(config, Arc::new(store)).unwrap_or_else(|e| panic!("open {context}: {e}"));
+    let engine = Engine::open(config, Arc::clone(&store) as _)
+        .unwrap_or_else(|e| panic!("open {context}: {e}\n{}", describe_lake(store.as_ref())));
     let ids: Vec<TableId> = schemas().iter().map(|s| engine.table_id(s.name()).expect("table")).collect();
     let tables = ChBenchTables::from_ids(&ids);
     let expected = expected(&tables, transactions);
@@ -236,6 +237,47 @@ fn assert_final_state(location: &str, transactions: usize, context: &str) {
         assert_eq!(got.len(), expected[&table].len(), "{}: row count {context}", schema.name());
         assert!(got == expected[&table], "{}: rows differ {context}", schema.name());
     }
+}
+
+/// The catalog's and the latest checkpoint's files of every table, for a failure
+/// that recovery reports: which files the rows it names came from, and how.
+fn describe_lake(store: &ParquetLakeStore) -> String {
+    use retina_core::storage::{CatalogStore, CheckpointStore};
+    let mut out = String::new();
+    let checkpoint = store.load_checkpoint();
+    match store.load_catalog() {
+        Ok(Some(catalog)) => {
+            for table in &catalog.tables {
+                out += &format!("catalog, table {} (next file id {}):\n", table.schema.name(), catalog.next_file_id);
+                for f in &table.files {
+                    out += &format!(
+                        "  file {} rows {}..{} create ts {}..{} replaces {:?}\n",
+                        f.file_id.0, f.first_row_id.0, f.first_row_id.0 + f.row_count, f.min_create_ts.0, f.max_create_ts.0,
+                        f.replaces.iter().map(|id| id.0).collect::<Vec<_>>()
+                    );
+                }
+            }
+        }
+        other => out += &format!("catalog: {other:?}\n"),
+    }
+    match checkpoint {
+        Ok(Some(checkpoint)) => {
+            out += &format!("checkpoint at ts {}:\n", checkpoint.ts.0);
+            for table in &checkpoint.tables {
+                out += &format!("  table {} (next row id {}):\n", table.schema.name(), table.next_row_id);
+                for f in &table.files {
+                    let deleted: u32 = f.deleted.iter().map(|w| w.count_ones()).sum();
+                    out += &format!(
+                        "    file {} rows {}..{} (capacity {}) deleted {deleted} {}\n",
+                        f.file_id.0, f.first_row_id.0, f.first_row_id.0 + f.rows, f.capacity,
+                        if f.is_buffered() { format!("in {} segments", f.segments.len()) } else { "flushed".into() }
+                    );
+                }
+            }
+        }
+        other => out += &format!("checkpoint: {other:?}\n"),
+    }
+    out
 }
 
 /// Each risky step, hit deterministically: the worker aborts when it reaches the

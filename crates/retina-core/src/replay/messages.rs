@@ -45,7 +45,8 @@ pub(crate) struct FileSwap {
     /// (key, offset in the old file, offset in the new file) of every live row.
     pub(crate) moves: Vec<(Vec<u8>, u32, u32)>,
     pub(crate) rewritten_at: Ts,
-    pub(crate) done: Sender<()>,
+    /// `true` once swapped; `false` when the old file was no longer in the table.
+    pub(crate) done: Sender<bool>,
 }
 
 /// An old file waiting to be deleted.

@@ -73,7 +73,11 @@ fn flush(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
     };
     job.table
         .replace_with_flushed(file.file_id(), FlushedFile { meta, visibility: Arc::clone(file.visibility()) });
-    fail::fail_point!("flush::before-catalog");
+    // `return` makes this attempt's catalog save fail (the flush is retried);
+    // `panic` is a crash at this step.
+    fail::fail_point!("flush::before-catalog", |_| Err(crate::error::CoreError::Storage(
+        "failpoint flush::before-catalog: the catalog save failed".into()
+    )));
     shared.save_catalog()?;
     shared.stats.files_flushed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     Ok(())

@@ -115,6 +115,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
         let mut next_row_id = checkpointed.get(&entry.id).map_or(0, |t| t.next_row_id);
         let mut indexes: Vec<SinglePointIndex> = (0..shards).map(|_| SinglePointIndex::new()).collect();
         let mut main_entries = Vec::new();
+        let mut origins = Vec::new();
         let mut files = TableFiles::default();
 
         for mut meta in flushed_files_at(&entry.files, &saved) {
@@ -138,8 +139,9 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             mask_created_after(&key_rows, schema, ts, &mut deleted);
             let writer = RgWriter::from_bitmap(rows, &deleted, ts);
             let visibility = Arc::clone(writer.visibility());
+            origins.push(RowOrigin { first_row_id: meta.first_row_id, rows: meta.row_count, file_id: meta.file_id, source: "a flushed file" });
             let (scanned, restored, owner) =
-                index_visible_rows(schema, &key_rows, &deleted, meta.first_row_id, shards, &mut indexes)?;
+                index_visible_rows(schema, &key_rows, &deleted, meta.first_row_id, shards, &mut indexes, (ts, &origins))?;
             rows_scanned += scanned;
             keys += restored;
             main_entries.push((owner, MainIndexEntry { first_row_id: meta.first_row_id, rows: rows as u64, file_id: meta.file_id, writer }));
@@ -184,8 +186,9 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
                 batches,
             ));
             let key_rows = project_key_columns(schema, &file.blocks())?;
+            origins.push(RowOrigin { first_row_id: saved.first_row_id, rows: saved.rows, file_id: saved.file_id, source: "checkpoint segments" });
             let (scanned, restored, owner) =
-                index_visible_rows(schema, &key_rows, &saved.deleted, saved.first_row_id, shards, &mut indexes)?;
+                index_visible_rows(schema, &key_rows, &saved.deleted, saved.first_row_id, shards, &mut indexes, (ts, &origins))?;
             rows_scanned += scanned;
             keys += restored;
             main_entries.push((owner, MainIndexEntry { first_row_id: saved.first_row_id, rows: saved.capacity, file_id: saved.file_id, writer }));
@@ -305,9 +308,29 @@ fn mask_created_after(key_rows: &[RecordBatch], schema: &TableSchema, ts: Ts, de
     }
 }
 
+/// Where recovered rows came from, for errors that name a row.
+struct RowOrigin {
+    first_row_id: RowId,
+    rows: u64,
+    file_id: FileId,
+    source: &'static str,
+}
+
+/// A row id as an error shows it: its file, the row's offset there and where the
+/// file was read from.
+fn describe_row(row: RowId, origins: &[RowOrigin]) -> String {
+    match origins.iter().rev().find(|o| row.0 >= o.first_row_id.0 && row.0 < o.first_row_id.0 + o.rows) {
+        Some(origin) => {
+            format!("row id {} (row {} of file {}, from {})", row.0, row.0 - origin.first_row_id.0, origin.file_id.0, origin.source)
+        }
+        None => format!("row id {} (in no recovered file)", row.0),
+    }
+}
+
 /// Adds every row not set in `deleted` to the index of the shard owning its key.
 /// Returns (rows read, keys added, the shard owning the file's keys: shard 0 when it
-/// has no live key).
+/// has no live key). `(checkpoint ts, origins of the files read so far)` name rows
+/// in errors.
 fn index_visible_rows(
     schema: &TableSchema,
     key_rows: &[RecordBatch],
@@ -315,6 +338,7 @@ fn index_visible_rows(
     first_row_id: RowId,
     shards: usize,
     indexes: &mut [SinglePointIndex],
+    (checkpoint_ts, origins): (Ts, &[RowOrigin]),
 ) -> CoreResult<(u64, u64, usize)> {
     let mut owner = None;
     let key_columns = schema.primary_key().len();
@@ -332,12 +356,16 @@ fn index_visible_rows(
             let key = encode_key(&values);
             let shard = shard_of(&key, shards);
             owner.get_or_insert(shard);
-            if let Some(existing) = indexes[shard].latest(&key) {
+            if let Some((existing, existing_created)) = indexes[shard].latest_since(&key) {
+                let duplicate = RowId(first_row_id.0 + at as u64);
                 return Err(CoreError::Storage(format!(
-                    "recovery: table {} has two visible rows with the same primary key (row ids {} and {})",
+                    "recovery: table {} has two visible rows with the same primary key at checkpoint ts {}: {} created at ts {} and {} created at ts {}",
                     schema.name(),
-                    existing.0,
-                    first_row_id.0 + at as u64
+                    checkpoint_ts.0,
+                    describe_row(existing, origins),
+                    existing_created.0,
+                    describe_row(duplicate, origins),
+                    created[row] as u64
                 )));
             }
             indexes[shard].insert(&key, RowId(first_row_id.0 + at as u64), Ts(created[row] as u64));
@@ -346,4 +374,40 @@ fn index_visible_rows(
         offset += batch.num_rows();
     }
     Ok((scanned, added, owner.unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{ArrayRef, Int64Array};
+    use arrow_schema::{DataType, Field, Schema};
+
+    /// Two visible rows of one key (a lake recovery cannot trust): the error names
+    /// the table, the checkpoint and, for each row, its file, offset, source and
+    /// create ts.
+    #[test]
+    fn two_visible_rows_of_one_key_are_named_with_their_files() {
+        let schema = TableSchema::new("t", Schema::new(vec![Field::new("id", DataType::Int64, false)]), vec![0]).expect("schema");
+        let keys: ArrayRef = Arc::new(Int64Array::from(vec![1, 7, 1]));
+        let created: ArrayRef = Arc::new(Int64Array::from(vec![10, 11, 12]));
+        let key_rows = vec![RecordBatch::try_from_iter([("id", keys), ("_create_ts", created)]).expect("batch")];
+        let origins = [
+            RowOrigin { first_row_id: RowId(0), rows: 4096, file_id: FileId(3), source: "a flushed file" },
+            RowOrigin { first_row_id: RowId(4096), rows: 3, file_id: FileId(9), source: "checkpoint segments" },
+        ];
+        let mut indexes: Vec<SinglePointIndex> = (0..2).map(|_| SinglePointIndex::new()).collect();
+        let (scanned, added, _) = index_visible_rows(&schema, &key_rows, &[0b100], RowId(4096), 2, &mut indexes, (Ts(20), &origins))
+            .expect("the third row is deleted: no duplicate");
+        assert_eq!((scanned, added), (3, 2));
+        let mut indexes: Vec<SinglePointIndex> = (0..2).map(|_| SinglePointIndex::new()).collect();
+        let message = index_visible_rows(&schema, &key_rows, &[0], RowId(4096), 2, &mut indexes, (Ts(20), &origins))
+            .expect_err("key 1 is visible twice")
+            .to_string();
+        assert!(message.contains("table t"), "{message}");
+        assert!(message.contains("checkpoint ts 20"), "{message}");
+        assert!(message.contains("row id 4096 (row 0 of file 9, from checkpoint segments) created at ts 10"), "{message}");
+        assert!(message.contains("row id 4098 (row 2 of file 9, from checkpoint segments) created at ts 12"), "{message}");
+        assert_eq!(describe_row(RowId(5), &origins), "row id 5 (row 5 of file 3, from a flushed file)");
+        assert_eq!(describe_row(RowId(9999), &origins), "row id 9999 (in no recovered file)");
+    }
 }

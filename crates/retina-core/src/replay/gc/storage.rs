@@ -59,7 +59,9 @@ impl EngineShared {
                 if rows == 0 || stale as f64 / rows as f64 <= threshold {
                     continue;
                 }
-                let kept = self.rewrite(table, file, &deleted, g, shards)?;
+                let Some(kept) = self.rewrite(table, file, &deleted, g, shards)? else {
+                    continue; // swapped meanwhile: nothing of it is rewritten twice
+                };
                 drop(hold);
                 report.files_rewritten += 1;
                 report.rows_kept += kept;
@@ -74,7 +76,10 @@ impl EngineShared {
         Ok(report)
     }
 
-    fn rewrite(&self, table: &Arc<TableRuntime>, old: &FlushedFile, deleted: &[u64], g: Ts, shards: &[Sender<ShardMessage>]) -> CoreResult<u64> {
+    /// Rewrites `old` with its rows live at `g` and swaps the result in; `None` when
+    /// the owning shard found `old` already gone from the table (the new file is
+    /// deleted again).
+    fn rewrite(&self, table: &Arc<TableRuntime>, old: &FlushedFile, deleted: &[u64], g: Ts, shards: &[Sender<ShardMessage>]) -> CoreResult<Option<u64>> {
         let schema = table.schema();
         let rows = old.meta.row_count as usize;
         let all_columns: Vec<usize> = (0..=schema.create_ts_index()).collect();
@@ -129,17 +134,24 @@ impl EngineShared {
             let writer = RgWriter::new(kept);
             Some((FlushedFile { meta, visibility: Arc::clone(writer.visibility()) }, writer))
         };
-        fail::fail_point!("storage_gc::before-swap", |_| Ok(0));
+        fail::fail_point!("storage_gc::before-swap", |_| Ok(Some(0)));
+        let new_path = new.as_ref().map(|(file, _)| file.meta.path.clone());
         let (done, swapped) = bounded(1);
         let swap = FileSwap { table: table.id(), old: old.clone(), new, moves, rewritten_at: g, done };
         shards[shard].send(ShardMessage::SwapFile(Box::new(swap))).map_err(|_| CoreError::EngineStopped { reason: "a shard exited".into() })?;
-        swapped.recv().map_err(|_| CoreError::EngineStopped { reason: "a shard exited during a file swap".into() })?;
+        let swapped = swapped.recv().map_err(|_| CoreError::EngineStopped { reason: "a shard exited during a file swap".into() })?;
+        if !swapped {
+            if let Some(path) = new_path {
+                self.store.delete_file(&path)?;
+            }
+            return Ok(None);
+        }
         self.retired.lock().push(RetiredFile {
             meta: old.meta.clone(),
             readers: Arc::downgrade(&old.visibility),
             checkpoint_seq: self.checkpoint_started.load(std::sync::atomic::Ordering::SeqCst) + 1,
         });
-        Ok(kept as u64)
+        Ok(Some(kept as u64))
     }
 
     /// Deletes retired files nothing can read any more. Called after a checkpoint.

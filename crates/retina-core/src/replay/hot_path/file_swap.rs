@@ -26,6 +26,10 @@ impl RgWriter {
 /// swap and lets go of the old file before reporting done: the old file may be
 /// deleted as soon as no one holds its visibility, and the storage-GC thread checks
 /// that right after.
+///
+/// A swap whose old file is no longer in the table (swapped already) changes
+/// nothing and reports `false`: adding its new file would hold a second copy of
+/// rows that live elsewhere, never deleted by replay.
 pub(crate) fn apply_swap(
     swap: FileSwap,
     index: &mut crate::index::SinglePointIndex,
@@ -34,6 +38,11 @@ pub(crate) fn apply_swap(
 ) {
     let FileSwap { old, new, moves, rewritten_at, done, .. } = swap;
     let old_meta = &old.meta;
+    if !table.has_flushed(old_meta.file_id) {
+        drop((old, new, moves));
+        let _ = done.send(false);
+        return;
+    }
     let mut new_file = None;
     if let Some((new, mut writer)) = new {
         let mut old_to_new = vec![u32::MAX; old_meta.row_count as usize];
@@ -59,5 +68,5 @@ pub(crate) fn apply_swap(
     main.remove_file(old_meta.file_id);
     table.replace_flushed(old_meta.file_id, new_file);
     drop((old, moves));
-    let _ = done.send(());
+    let _ = done.send(true);
 }
