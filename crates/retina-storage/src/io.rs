@@ -83,6 +83,22 @@ impl ObjectIo {
         self.runtime.block_on(self.store.put_opts(&path, bytes.into(), options)).map(UpdateVersion::from)
     }
 
+    /// Creates `relative` holding `bytes` unless it exists. `Ok(false)`: another
+    /// object is there. An object already holding exactly `bytes` counts as created:
+    /// it is this writer's own earlier attempt, whose success reply was lost (a
+    /// timeout after the store wrote it) before object_store or the caller retried.
+    /// Reading that retry as another writer's commit stopped every later commit.
+    pub fn create(&self, relative: &str, bytes: Vec<u8>) -> Result<bool, StorageError> {
+        let payload = bytes::Bytes::from(bytes);
+        match self.put(relative, payload.clone(), PutMode::Create) {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                Ok(self.get(relative)?.is_some_and(|found| found.bytes == payload))
+            }
+            Err(source) => Err(self.error("creating", &self.path(relative), source)),
+        }
+    }
+
     /// [`Self::put`] that overwrites, with the error named.
     pub fn overwrite(&self, relative: &str, bytes: impl Into<PutPayload>) -> Result<(), StorageError> {
         self.put(relative, bytes, PutMode::Overwrite).map(|_| ()).map_err(|source| self.error("writing", &self.path(relative), source))

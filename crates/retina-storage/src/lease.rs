@@ -175,7 +175,16 @@ fn renew_until_stopped(state: &LeaseState) {
         match state.io.put(LEASE_PATH, bytes, PutMode::Update(version)) {
             Ok(version) => *state.held.lock() = (version, expires_at_ms),
             Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
-                *state.lost.lock() = Some("another writer replaced it (it took the lease over)".into());
+                // An earlier renewal may have landed with its reply lost: then the
+                // record is still ours, under a version we did not learn. Adopt it.
+                let found = state.io.get(LEASE_PATH).ok().flatten();
+                let record = found.as_ref().and_then(|found| serde_json::from_slice::<LeaseRecord>(&found.bytes).ok());
+                match (found, record) {
+                    (Some(found), Some(record)) if record.owner == state.owner => {
+                        *state.held.lock() = (found.version, record.expires_at_ms);
+                    }
+                    _ => *state.lost.lock() = Some("another writer replaced it (it took the lease over)".into()),
+                }
             }
             // Transient: `check` refuses commits once the held expiry passes.
             Err(_) => {}
@@ -199,5 +208,82 @@ impl Drop for Lease {
         if ours.is_some_and(|record| record.owner == self.state.owner) {
             let _ = self.state.io.delete(LEASE_PATH);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+
+    use futures::stream::BoxStream;
+    use object_store::memory::InMemory;
+    use object_store::path::Path;
+    use object_store::{
+        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore, PutMultipartOptions,
+        PutOptions, PutPayload, PutResult,
+    };
+
+    /// An in-memory store whose next put, once armed, is written but answered with
+    /// an error: a reply lost on the network after the store applied the request.
+    #[derive(Debug)]
+    struct LosesOneReply {
+        inner: InMemory,
+        armed: Arc<AtomicBool>,
+    }
+
+    impl std::fmt::Display for LosesOneReply {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "LosesOneReply({})", self.inner)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for LosesOneReply {
+        async fn put_opts(&self, location: &Path, payload: PutPayload, opts: PutOptions) -> object_store::Result<PutResult> {
+            let result = self.inner.put_opts(location, payload, opts).await?;
+            if self.armed.swap(false, SeqCst) {
+                return Err(object_store::Error::Generic { store: "test", source: "the reply was lost".into() });
+            }
+            Ok(result)
+        }
+        async fn put_multipart_opts(&self, location: &Path, opts: PutMultipartOptions) -> object_store::Result<Box<dyn MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(&self, locations: BoxStream<'static, object_store::Result<Path>>) -> BoxStream<'static, object_store::Result<Path>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    /// A renewal that reached the store but whose reply was lost leaves the writer
+    /// holding the lease: the next renewal finds the record still its own (under a
+    /// version it did not learn) and goes on, instead of calling the lease lost.
+    #[test]
+    fn a_renewal_whose_reply_was_lost_keeps_the_lease() {
+        let armed = Arc::new(AtomicBool::new(false));
+        let store = LosesOneReply { inner: InMemory::new(), armed: Arc::clone(&armed) };
+        let io = Arc::new(ObjectIo::new(Arc::new(store), Path::from(""), "memory lake".into(), "memory:///".into()).expect("io"));
+        let lease = Lease::acquire(Arc::clone(&io), Duration::from_millis(300)).expect("acquire");
+        armed.store(true, SeqCst);
+        // Renewals every 100 ms: the lost one, then one that meets the new version,
+        // then others; past the first expiry (300 ms) the lease must still hold.
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(!armed.load(SeqCst), "a renewal ran and lost its reply");
+        lease.check().expect("the lease is still held");
+        let record: LeaseRecord = serde_json::from_slice(&io.get(LEASE_PATH).expect("read").expect("a lease").bytes).expect("record");
+        assert_eq!(record.owner, lease.state.owner);
+        assert!(record.expires_at_ms > now_ms(), "renewed after the lost reply");
     }
 }

@@ -7,7 +7,9 @@
 //! create-only preconditions, on a local directory a hard link that fails when the
 //! name exists. So of two writers that both try to commit version `n`, exactly one
 //! succeeds; the other gets [`StorageError::CommitRace`] and stops, instead of
-//! overwriting what the first committed. Creating a new name (rather than a
+//! overwriting what the first committed. A version already holding exactly the
+//! bytes being committed is this writer's own retried commit, not a race
+//! ([`ObjectIo::create`]). Creating a new name (rather than a
 //! compare-and-swap on one name with `If-Match`) works on every backend
 //! object_store has, including local directories, which do not implement
 //! `PutMode::Update`.
@@ -17,7 +19,6 @@
 //! last [`KEPT_VERSIONS`] and deletes older ones, so a reader that listed just
 //! before a commit still finds the version it picked, or lists again.
 
-use object_store::PutMode;
 
 use crate::error::StorageError;
 use crate::io::ObjectIo;
@@ -84,13 +85,8 @@ impl Document {
     /// Creates version `version` (the one after the latest this writer knows).
     /// Then removes versions older than the kept ones, and the legacy object.
     pub fn commit(&self, io: &ObjectIo, version: u64, bytes: Vec<u8>) -> Result<(), StorageError> {
-        let path = self.path(version);
-        match io.put(&path, bytes, PutMode::Create) {
-            Ok(_) => {}
-            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                return Err(StorageError::CommitRace { location: io.location().to_string(), what: self.what, version });
-            }
-            Err(source) => return Err(io.error("committing", &io.path(&path), source)),
+        if !io.create(&self.path(version), bytes)? {
+            return Err(StorageError::CommitRace { location: io.location().to_string(), what: self.what, version });
         }
         if version == 1 {
             io.delete(self.legacy)?;
@@ -118,6 +114,24 @@ mod tests {
     use super::*;
 
     const DOC: Document = Document { what: "catalog manifest", folder: "catalog", stem: "manifest", legacy: "catalog/manifest.json" };
+
+    fn local_io(dir: &std::path::Path) -> ObjectIo {
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir).expect("local store");
+        ObjectIo::new(std::sync::Arc::new(store), object_store::path::Path::from(""), "test lake".into(), "file:///".into()).expect("io")
+    }
+
+    /// A commit whose first attempt landed (its reply lost) succeeds when retried;
+    /// a version holding other bytes is another writer's, and a race.
+    #[test]
+    fn a_retried_commit_of_the_same_bytes_succeeds_and_other_bytes_race() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let io = local_io(dir.path());
+        DOC.commit(&io, 1, b"first".to_vec()).expect("commit 1");
+        DOC.commit(&io, 1, b"first".to_vec()).expect("the same commit again: its own");
+        let error = DOC.commit(&io, 1, b"other".to_vec()).expect_err("another writer's version 1");
+        assert!(matches!(error, StorageError::CommitRace { version: 1, .. }), "{error}");
+        assert_eq!(DOC.load_latest(&io).expect("load").found.map(|(v, bytes)| (v, bytes.to_vec())), Some((1, b"first".to_vec())));
+    }
 
     #[test]
     fn version_names_round_trip_and_others_are_ignored() {

@@ -86,7 +86,8 @@ fn a_missing_bucket_and_an_unknown_option_are_clear_errors_without_secrets() {
 /// Two stores committing to one lake with no lease between them (as two writers
 /// would if the lease were bypassed): the conditional create lets exactly one
 /// commit each version, and the loser gets an error saying so, on S3 and on a local
-/// directory alike.
+/// directory alike. (A commit of the very bytes already there is a retry of the
+/// writer's own commit and succeeds, so the two writers commit different catalogs.)
 #[test]
 fn of_two_writers_committing_the_same_version_exactly_one_wins() {
     let server = LocalS3Server::start().unwrap_or_else(|e| panic!("{e}"));
@@ -101,8 +102,9 @@ fn of_two_writers_committing_the_same_version_exactly_one_wins() {
         assert_eq!(first.load_catalog().expect("load"), None);
         assert_eq!(second.load_catalog().expect("load"), None);
         let catalog = retina_core::catalog::CatalogManifest::default();
+        let theirs = retina_core::catalog::CatalogManifest { next_file_id: 7, ..catalog.clone() };
         first.save_catalog(&catalog).expect("the first commit of version 1 wins");
-        let lost = second.save_catalog(&catalog).expect_err("version 1 is taken").to_string();
+        let lost = second.save_catalog(&theirs).expect_err("version 1 is taken").to_string();
         assert!(lost.contains("another writer committed catalog manifest version 1 first"), "{lake}: {lost}");
         first.save_catalog(&catalog).expect("the winner goes on with version 2");
         assert!(open().load_catalog().expect("a third store reads the latest").is_some());

@@ -20,7 +20,6 @@
 use std::collections::BTreeMap;
 
 use arrow_schema::{DataType, TimeUnit};
-use object_store::PutMode;
 use retina_core::TableSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -181,13 +180,9 @@ pub(crate) fn commit(io: &ObjectIo, root: &str, version: u64, actions: &[Action]
         serde_json::to_writer(&mut bytes, action).map_err(|e| StorageError::Publication { reason: e.to_string() })?;
         bytes.push(b'\n');
     }
-    let path = commit_path(root, version);
-    match io.put(&path, bytes, PutMode::Create) {
-        Ok(_) => Ok(()),
-        Err(object_store::Error::AlreadyExists { .. }) => {
-            Err(StorageError::CommitRace { location: io.location().to_string(), what: "Delta log", version })
-        }
-        Err(source) => Err(io.error("committing", &io.path(&path), source)),
+    match io.create(&commit_path(root, version), bytes)? {
+        true => Ok(()),
+        false => Err(StorageError::CommitRace { location: io.location().to_string(), what: "Delta log", version }),
     }
 }
 

@@ -495,12 +495,9 @@ pub(crate) fn commit(
         "next-row-id": table.next_row_id,
     });
     let bytes = serde_json::to_vec_pretty(&metadata).map_err(|e| failed(e.to_string()))?;
-    io.put(&format!("{root}/{metadata_name}"), bytes, object_store::PutMode::Create).map_err(|source| match source {
-        object_store::Error::AlreadyExists { .. } => {
-            StorageError::CommitRace { location: io.location().to_string(), what: "Iceberg metadata", version }
-        }
-        source => io.error("committing", &io.path(&format!("{root}/{metadata_name}")), source),
-    })?;
+    if !io.create(&format!("{root}/{metadata_name}"), bytes)? {
+        return Err(StorageError::CommitRace { location: io.location().to_string(), what: "Iceberg metadata", version });
+    }
     io.overwrite(&format!("{root}/metadata/version-hint.text"), version.to_string().into_bytes())?;
     table.metadata_version = version;
     table.metadata_log.push((metadata_name.clone(), now_ms));
