@@ -1,7 +1,8 @@
 //! Transient storage faults in the middle of a background step: the step is
 //! retried, and the lake holds each row once, live, after recovery too.
-//! Driven by retina-core's failpoints (on in these tests); this binary has one test,
-//! so the failpoint configuration cannot reach another test's engine.
+//! Driven by retina-core's failpoints (on in these tests), which are process-wide:
+//! the tests here take [`ONE_AT_A_TIME`] so one's configuration never reaches
+//! another's engine.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -13,6 +14,8 @@ use retina_core::{Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
 use retina_storage::ParquetLakeStore;
 
 const ROWS: i64 = 65;
+
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn config() -> EngineConfig {
     EngineConfig {
@@ -29,6 +32,27 @@ fn config() -> EngineConfig {
 fn open(dir: &std::path::Path) -> (Engine, Arc<ParquetLakeStore>) {
     let store = Arc::new(ParquetLakeStore::open(dir.to_str().expect("utf-8 path")).expect("store"));
     (Engine::open(config(), Arc::clone(&store) as _).expect("open"), store)
+}
+
+fn schema() -> TableSchema {
+    TableSchema::new(
+        "t",
+        Schema::new(vec![Field::new("id", DataType::Int64, false), Field::new("v", DataType::Int64, false)]),
+        vec![0],
+    )
+    .expect("schema")
+}
+
+/// The data files in the lake directory (checkpoint segments aside).
+fn data_files(dir: &std::path::Path) -> Vec<String> {
+    let folder = dir.join("tables").join("t");
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".parquet"))
+        .collect();
+    names.sort();
+    names
 }
 
 /// Every key of `table` once, with its value.
@@ -54,15 +78,10 @@ fn visible(engine: &Engine, table: TableId) -> Vec<(i64, i64)> {
 /// file once, and no row is visible twice: not live, not after a restart.
 #[test]
 fn a_flush_retried_after_a_failed_catalog_save_leaves_each_row_once() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let (engine, store) = open(dir.path());
-    let schema = TableSchema::new(
-        "t",
-        Schema::new(vec![Field::new("id", DataType::Int64, false), Field::new("v", DataType::Int64, false)]),
-        vec![0],
-    )
-    .expect("schema");
-    let table = engine.create_table(schema).expect("create");
+    let table = engine.create_table(schema()).expect("create");
 
     fail::cfg("flush::before-catalog", "1*return").expect("failpoint");
     // 65 rows: the 65th starts a second file, which sends the first to the flusher.
@@ -94,4 +113,42 @@ fn a_flush_retried_after_a_failed_catalog_save_leaves_each_row_once() {
     drop(store); // its lock on the directory
     let (engine, _) = open(dir.path());
     assert_eq!(visible(&engine, table), expected, "after recovery");
+}
+
+/// A checkpoint after which deleting a file storage GC replaced fails is durable
+/// all the same (it reports the clean-up error, it does not fail), and the file is
+/// deleted by the next checkpoint instead of being forgotten in storage.
+#[test]
+fn a_failed_delete_of_a_replaced_file_is_retried_by_the_next_checkpoint() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _store) = open(dir.path());
+    let table = engine.create_table(schema()).expect("create");
+    for id in 0..ROWS {
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Int64(0)] }]).expect("insert");
+    }
+    engine.wait_for_flushes().expect("flushes");
+    let flushed = data_files(dir.path());
+    assert_eq!(flushed.len(), 1, "{flushed:?}");
+    for id in 0..60 {
+        let update = RowChange::Update { table, key: vec![Value::Int64(id)], row: vec![Value::Int64(id), Value::Int64(1)] };
+        engine.submit_from("updates", id.to_string(), vec![update]).expect("update");
+    }
+    engine.sync().expect("sync");
+    assert_eq!(engine.collect_storage_garbage(0.3).expect("storage GC").files_rewritten, 1);
+
+    fail::cfg("storage_gc::delete-retired", "1*return").expect("failpoint");
+    let report = engine.checkpoint().expect("the checkpoint is durable");
+    fail::remove("storage_gc::delete-retired");
+    let error = report.cleanup_error.expect("the delete failed");
+    assert!(error.contains(&flushed[0]), "{error}");
+    let durable: Vec<(String, String)> = engine.durable_positions().into_iter().map(|p| (p.source, p.position)).collect();
+    assert_eq!(durable, vec![("updates".to_string(), "59".to_string())], "what the checkpoint made durable is acknowledged");
+    assert!(data_files(dir.path()).contains(&flushed[0]), "not deleted yet");
+
+    let report = engine.checkpoint().expect("checkpoint");
+    assert_eq!(report.cleanup_error, None);
+    assert!(!data_files(dir.path()).contains(&flushed[0]), "deleted by the next checkpoint: {:?}", data_files(dir.path()));
+    let expected: Vec<(i64, i64)> = (0..ROWS).map(|id| (id, i64::from(id < 60))).collect();
+    assert_eq!(visible(&engine, table), expected);
 }

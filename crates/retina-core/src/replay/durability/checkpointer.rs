@@ -52,6 +52,9 @@ pub struct CheckpointReport {
     /// Buffered rows this checkpoint wrote (rows saved by earlier ones are reused).
     pub buffered_rows: u64,
     pub millis: f64,
+    /// The checkpoint is durable, but deleting files storage GC retired failed: they
+    /// stay listed, and the next checkpoint deletes them.
+    pub cleanup_error: Option<String>,
 }
 
 impl EngineShared {
@@ -154,13 +157,15 @@ impl EngineShared {
         fail::fail_point!("checkpoint::before-manifest");
         self.store.save_checkpoint(&manifest)?;
         fail::fail_point!("checkpoint::after-manifest");
+        // Durable from here on: what depends on that is recorded before clean-up,
+        // whose failure must not make a durable checkpoint look failed.
         *self.checkpoint_segments.lock() = still_buffered;
         self.checkpoint_seq.store(sequence, std::sync::atomic::Ordering::Relaxed);
-        self.delete_retired_files()?;
         self.sources.trim(ts);
         *self.durable_sources.lock() = sources;
         self.stats.checkpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.stats.last_checkpoint_ts.store(ts.0, std::sync::atomic::Ordering::Relaxed);
-        Ok(CheckpointReport { ts, files: file_count, buffered_rows, millis: started.elapsed().as_secs_f64() * 1000.0 })
+        let cleanup_error = self.delete_retired_files().err().map(|e| format!("deleting files storage GC replaced: {e}"));
+        Ok(CheckpointReport { ts, files: file_count, buffered_rows, millis: started.elapsed().as_secs_f64() * 1000.0, cleanup_error })
     }
 }

@@ -84,7 +84,7 @@ impl Engine {
     pub fn close(self) -> CoreResult<CheckpointReport> {
         if self.shared.read_only {
             let ts = self.recovery_report().map_or(Ts(0), |report| report.checkpoint_ts);
-            return Ok(CheckpointReport { ts, files: 0, buffered_rows: 0, millis: 0.0 });
+            return Ok(CheckpointReport { ts, files: 0, buffered_rows: 0, millis: 0.0, cleanup_error: None });
         }
         self.flush_and_checkpoint()
     }

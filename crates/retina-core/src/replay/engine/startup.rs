@@ -188,7 +188,10 @@ impl Engine {
                     // as this checkpoint's segments (which encoded them twice).
                     checkpoint_shared.wait_for_queued_flushes();
                     let result = checkpoint_shared.checkpoint();
-                    *checkpoint_shared.last_checkpoint_error.lock() = result.err().map(|e| e.to_string());
+                    *checkpoint_shared.last_checkpoint_error.lock() = match result {
+                        Ok(report) => report.cleanup_error,
+                        Err(error) => Some(error.to_string()),
+                    };
                 }
             })?);
         }

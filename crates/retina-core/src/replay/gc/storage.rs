@@ -155,6 +155,8 @@ impl EngineShared {
     }
 
     /// Deletes retired files nothing can read any more. Called after a checkpoint.
+    /// A file whose delete fails stays retired, with those not tried yet, for the
+    /// next call (dropping them leaked them in storage for good).
     pub(crate) fn delete_retired_files(&self) -> CoreResult<()> {
         let completed = self.checkpoint_seq.load(Relaxed);
         let deletable: Vec<RetiredFile> = {
@@ -165,10 +167,22 @@ impl EngineShared {
             *retired = waiting;
             ready
         };
-        for file in deletable {
-            self.store.delete_file(&file.meta.path)?;
+        let mut deletable = deletable.into_iter();
+        while let Some(file) = deletable.next() {
+            if let Err(error) = self.delete_retired_file(&file) {
+                self.retired.lock().extend(std::iter::once(file).chain(deletable));
+                return Err(error);
+            }
         }
         Ok(())
+    }
+
+    fn delete_retired_file(&self, file: &RetiredFile) -> CoreResult<()> {
+        fail::fail_point!("storage_gc::delete-retired", |_| Err(CoreError::Storage(format!(
+            "failpoint storage_gc::delete-retired: {} was not deleted",
+            file.meta.path
+        ))));
+        self.store.delete_file(&file.meta.path)
     }
 }
 
