@@ -118,21 +118,21 @@ impl TableRuntime {
         self.files.store(Arc::new(files));
     }
 
-    /// Swaps a virtual file for its flushed copy.
-    ///
-    /// Idempotent: a flush retried after its catalog save failed finds the file
-    /// already flushed and replaces that entry. A second entry would be a second
-    /// copy of its rows (storage GC rewrote both, and every live row was then
-    /// visible twice).
-    pub(crate) fn replace_with_flushed(&self, file_id: FileId, flushed: FlushedFile) {
+    /// Swaps a virtual file for its flushed copy; `false` (and nothing changes) when
+    /// the file is not virtual any more. Adding it again would be a second copy of
+    /// its rows: storage GC rewrote both entries, and every live row was then
+    /// visible twice.
+    pub(crate) fn replace_with_flushed(&self, file_id: FileId, flushed: FlushedFile) -> bool {
         let _guard = self.files_update.lock();
         let mut files = TableFiles::clone(&self.files.load());
+        let virtual_files = files.virtual_files.len();
         files.virtual_files.retain(|v| v.file_id() != file_id);
-        match files.flushed.iter_mut().find(|f| f.meta.file_id == file_id) {
-            Some(entry) => *entry = flushed,
-            None => files.flushed.push(flushed),
+        if files.virtual_files.len() == virtual_files {
+            return false;
         }
+        files.flushed.push(flushed);
         self.files.store(Arc::new(files));
+        true
     }
 
     /// Whether a flushed file with this id is in the table's list.

@@ -280,6 +280,24 @@ fn describe_lake(store: &ParquetLakeStore) -> String {
     out
 }
 
+/// Transient faults in background steps, at random (a fifth of catalog saves after
+/// a flush, a fifth of deletes of replaced files): the steps are retried, and the
+/// run ends in the exact final state, which a reopened lake recovers.
+#[test]
+fn transient_faults_during_replay_leave_the_exact_final_state() {
+    let lake = Lake::local();
+    let location = lake.location();
+    let transactions = 6_000;
+    let output = worker_for(&location, transactions)
+        .env("FAILPOINTS", "flush::before-catalog=20%return;storage_gc::delete-retired=20%return")
+        .output()
+        .expect("run with transient faults");
+    assert!(output.status.success(), "the run failed: {}", String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("LAST FLUSH ERROR") && stdout.contains("failpoint flush::before-catalog"), "no fault was met: {stdout}");
+    assert_final_state(&location, transactions, "after transient faults");
+}
+
 /// Each risky step, hit deterministically: the worker aborts when it reaches the
 /// failpoint, restarts, finishes; the state must be exact.
 #[test]

@@ -109,6 +109,10 @@ fn run() -> Result<(), String> {
             }
         }
     }
+    // For tests that inject transient faults: proof that one was met (and retried).
+    if let Some(error) = engine.stats().last_flush_error {
+        println!("LAST FLUSH ERROR: {error}");
+    }
     engine.close().map_err(|e| e.to_string())?;
     println!("DONE");
     Ok(())

@@ -30,10 +30,20 @@ pub(crate) fn run(shared: Arc<EngineShared>, inbox: Receiver<FlushMessage>) {
     }
 }
 
+/// How far a flush got. A retry goes on from there: a file already swapped into the
+/// table (and perhaps rewritten by storage GC since) is neither written nor swapped
+/// in again; only the catalog save is retried.
+#[derive(Clone, Copy, PartialEq)]
+enum FlushStage {
+    Write,
+    SaveCatalog,
+}
+
 fn flush_with_retries(shared: &EngineShared, job: &FlushJob) {
     let mut backoff = Duration::from_millis(10);
+    let mut stage = FlushStage::Write;
     for attempt in 1..=FLUSH_ATTEMPTS {
-        match flush(shared, job) {
+        match flush(shared, job, &mut stage) {
             Ok(()) => return,
             Err(error) => {
                 let message =
@@ -50,7 +60,23 @@ fn flush_with_retries(shared: &EngineShared, job: &FlushJob) {
     }
 }
 
-fn flush(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
+fn flush(shared: &EngineShared, job: &FlushJob, stage: &mut FlushStage) -> CoreResult<()> {
+    if *stage == FlushStage::Write {
+        write_and_swap_in(shared, job)?;
+        *stage = FlushStage::SaveCatalog;
+    }
+    // `return` makes this attempt's catalog save fail (the flush is retried);
+    // `panic` is a crash at this step.
+    fail::fail_point!("flush::before-catalog", |_| Err(crate::error::CoreError::Storage(
+        "failpoint flush::before-catalog: the catalog save failed".into()
+    )));
+    shared.save_catalog()?;
+    shared.stats.files_flushed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Writes the virtual file to lake storage and swaps it into its table's list.
+fn write_and_swap_in(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
     let file = &job.file;
     debug_assert!(file.is_complete());
     // Blocks from before a column was added are written in the current layout.
@@ -71,15 +97,8 @@ fn flush(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
         replaces: Vec::new(),
         column_ranges: crate::column_ranges::column_ranges(&schema, &batches),
     };
-    job.table
-        .replace_with_flushed(file.file_id(), FlushedFile { meta, visibility: Arc::clone(file.visibility()) });
-    // `return` makes this attempt's catalog save fail (the flush is retried);
-    // `panic` is a crash at this step.
-    fail::fail_point!("flush::before-catalog", |_| Err(crate::error::CoreError::Storage(
-        "failpoint flush::before-catalog: the catalog save failed".into()
-    )));
-    shared.save_catalog()?;
-    shared.stats.files_flushed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let swapped = job.table.replace_with_flushed(file.file_id(), FlushedFile { meta, visibility: Arc::clone(file.visibility()) });
+    debug_assert!(swapped, "file {} was flushed twice", file.file_id());
     Ok(())
 }
 
