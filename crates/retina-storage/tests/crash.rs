@@ -280,16 +280,30 @@ fn describe_lake(store: &ParquetLakeStore) -> String {
     out
 }
 
-/// Transient faults in background steps, at random (a fifth of catalog saves after
-/// a flush, a fifth of deletes of replaced files): the steps are retried, and the
-/// run ends in the exact final state, which a reopened lake recovers.
+/// Transient faults in background steps, at random: the first and then a fifth of
+/// the catalog saves after a flush, a fifth of storage-GC rewrites at their swap or
+/// catalog save and of deletes of replaced files, and a tenth of checkpoints at
+/// each step from its segments to after its manifest. The steps are retried or left for the next run, and the run
+/// ends in the exact final state, which a reopened lake recovers.
+const TRANSIENT_FAULTS: &str = "flush::before-catalog=1*return->20%return;storage_gc::before-swap=20%return;\
+    storage_gc::before-catalog=20%return;storage_gc::delete-retired=20%return;checkpoint::after-segments=10%return;\
+    checkpoint::before-manifest=10%return;checkpoint::after-manifest=10%return";
+
 #[test]
 fn transient_faults_during_replay_leave_the_exact_final_state() {
-    let lake = Lake::local();
+    replay_with_transient_faults(&Lake::local());
+}
+
+#[test]
+fn transient_faults_during_replay_on_s3_leave_the_exact_final_state() {
+    replay_with_transient_faults(&Lake::s3());
+}
+
+fn replay_with_transient_faults(lake: &Lake) {
     let location = lake.location();
     let transactions = 6_000;
     let output = worker_for(&location, transactions)
-        .env("FAILPOINTS", "flush::before-catalog=20%return;storage_gc::delete-retired=20%return")
+        .env(worker::TRANSIENT_FAULTS_ENV, TRANSIENT_FAULTS)
         .output()
         .expect("run with transient faults");
     assert!(output.status.success(), "the run failed: {}", String::from_utf8_lossy(&output.stderr));

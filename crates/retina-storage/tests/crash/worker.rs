@@ -21,6 +21,9 @@ use retina_workload::crash_stream::crash_stream;
 const SOURCE: &str = "crash-stream";
 /// Where the worker process finds its arguments.
 pub const ARGS_ENV: &str = "RETINA_CRASH_WORKER_ARGS";
+/// Failpoints (`name=action;…`, as `FAILPOINTS`) turned on once the lake is open
+/// and its tables exist, and off before the final clean shutdown.
+pub const TRANSIENT_FAULTS_ENV: &str = "RETINA_CRASH_TRANSIENT_FAULTS";
 
 /// The worker process for the lake at `location` (stdout and stderr piped; no
 /// failpoints unless the caller sets `FAILPOINTS`).
@@ -31,6 +34,7 @@ pub fn command(location: &str, seed: u64, base_rows: u64, transactions: usize) -
         .args(["crash_worker_process", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
         .env(ARGS_ENV, format!("{location}\t{seed}\t{base_rows}\t{transactions}"))
         .env_remove("FAILPOINTS")
+        .env_remove(TRANSIENT_FAULTS_ENV)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     command
@@ -89,6 +93,18 @@ fn run() -> Result<(), String> {
         ids.push(id);
     }
     let tables = ChBenchTables::from_ids(&ids);
+    // Background faults start once the lake is open and its tables exist (an open
+    // or a table creation that fails is an error the caller sees, not a fault to
+    // ride out).
+    let transient_faults: Vec<(String, String)> = std::env::var(TRANSIENT_FAULTS_ENV)
+        .unwrap_or_default()
+        .split(';')
+        .filter_map(|entry| entry.trim().split_once('='))
+        .map(|(name, action)| (name.to_string(), action.to_string()))
+        .collect();
+    for (name, action) in &transient_faults {
+        fail::cfg(name, action).map_err(|e| format!("{TRANSIENT_FAULTS_ENV}: {name}={action}: {e}"))?;
+    }
     let resume = engine
         .recovered_positions()
         .iter()
@@ -112,6 +128,10 @@ fn run() -> Result<(), String> {
     // For tests that inject transient faults: proof that one was met (and retried).
     if let Some(error) = engine.stats().last_flush_error {
         println!("LAST FLUSH ERROR: {error}");
+    }
+    // Faults stop before the clean shutdown: its own errors are not what is tested.
+    for (name, _) in &transient_faults {
+        fail::remove(name);
     }
     engine.close().map_err(|e| e.to_string())?;
     println!("DONE");

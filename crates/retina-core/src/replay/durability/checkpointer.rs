@@ -151,12 +151,14 @@ impl EngineShared {
             tables: checkpoint_tables,
             sources: sources.clone(),
         };
-        fail::fail_point!("checkpoint::after-segments");
+        // `return` fails this checkpoint here (the next one runs in full); `panic` is
+        // a crash at this step. The same for the next two.
+        fail::fail_point!("checkpoint::after-segments", |_| Err(failpoint_error("checkpoint::after-segments")));
         // The catalog must list every flushed file the checkpoint relies on.
         self.save_catalog()?;
-        fail::fail_point!("checkpoint::before-manifest");
+        fail::fail_point!("checkpoint::before-manifest", |_| Err(failpoint_error("checkpoint::before-manifest")));
         self.store.save_checkpoint(&manifest)?;
-        fail::fail_point!("checkpoint::after-manifest");
+        fail::fail_point!("checkpoint::after-manifest", |_| Err(failpoint_error("checkpoint::after-manifest")));
         // Durable from here on: what depends on that is recorded before clean-up,
         // whose failure must not make a durable checkpoint look failed.
         *self.checkpoint_segments.lock() = still_buffered;
@@ -168,4 +170,10 @@ impl EngineShared {
         let cleanup_error = self.delete_retired_files().err().map(|e| format!("deleting files storage GC replaced: {e}"));
         Ok(CheckpointReport { ts, files: file_count, buffered_rows, millis: started.elapsed().as_secs_f64() * 1000.0, cleanup_error })
     }
+}
+
+/// The error a failpoint's `return` action injects.
+#[cfg(feature = "failpoints")]
+fn failpoint_error(name: &str) -> crate::error::CoreError {
+    crate::error::CoreError::Storage(format!("failpoint {name}"))
 }
