@@ -260,7 +260,8 @@ impl Publisher {
             let mut publishing =
                 Publishing { io, ts: checkpoint.ts, now_ms, keep_until_ms, report: &mut report, retention, dv_file_target_bytes: self.dv_file_target_bytes };
             let committed = delta_table::commit_table(&mut publishing, &table.schema, &root, published, &wanted, self.retention_ms)?;
-            if committed && self.iceberg {
+            let iceberg_behind = published.iceberg.delta_version != published.version;
+            if (committed || iceberg_behind) && self.iceberg {
                 // The Iceberg snapshot lists the same visible files with the same DVs.
                 let visible: Vec<iceberg::FileInput<'_>> = wanted
                     .iter()
@@ -269,6 +270,7 @@ impl Publisher {
                     .collect();
                 let expired_before_ms = now_ms - self.retention_ms;
                 iceberg::commit(io, io.base_uri(), &root, &table.schema, checkpoint.ts, now_ms, expired_before_ms, &mut published.iceberg, &visible)?;
+                published.iceberg.delta_version = published.version;
             }
         }
         // Files no retained version needs any more, whose deletion is due.
@@ -490,6 +492,39 @@ mod tests {
         assert_eq!((emptied.files_removed, emptied.files_added), (1, 0));
         let cut = latest_cut(io).expect("cut").expect("a cut");
         assert_eq!((cut.ts, cut.tables[0].delta_version), (12, 2));
+    }
+
+    /// A publication that committed Delta and then failed on Iceberg: the next one
+    /// commits the Iceberg side although Delta has nothing new, so its cut names a
+    /// Delta version and the Iceberg snapshot of the same checkpoint.
+    #[test]
+    fn an_iceberg_side_left_behind_by_a_failed_publication_catches_up() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+        let schema = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
+        let mut checkpoint = checkpoint_of_one_file(&store, &schema);
+        let publisher = Publisher::new(PublishOptions::every_checkpoint(std::time::Duration::ZERO));
+        let io = store.object_io();
+        let (_, cut) = publisher.publish(io, &store, &checkpoint).expect("publish");
+        let first = &cut.tables[0];
+        assert_eq!((first.delta_version, first.iceberg_metadata.as_deref()), (0, Some("tables/s.t/metadata/v1.metadata.json")));
+
+        // The next Iceberg metadata file cannot be created (a directory is in its way).
+        let blocker = dir.path().join("tables/s.t/metadata/v2.metadata.json");
+        std::fs::create_dir_all(&blocker).expect("blocker");
+        checkpoint.ts = Ts(11);
+        checkpoint.tables[0].files[0].deleted = vec![0b11];
+        let error = publisher.publish(io, &store, &checkpoint).expect_err("Iceberg cannot commit").to_string();
+        assert!(delta_log::read_commit(io, "tables/s.t", 1).expect("read").is_some(), "Delta committed version 1: {error}");
+
+        std::fs::remove_dir(&blocker).expect("unblock");
+        let (_, cut) = publisher.publish(io, &store, &checkpoint).expect("publish again");
+        let table = &cut.tables[0];
+        assert_eq!((cut.ts, table.delta_version), (11, 1));
+        assert_eq!(table.iceberg_metadata.as_deref(), Some("tables/s.t/metadata/v2.metadata.json"), "the Iceberg side caught up");
+        let metadata: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("tables/s.t/metadata/v2.metadata.json")).expect("v2")).expect("json");
+        assert_eq!(metadata["current-snapshot-id"], serde_json::json!(table.iceberg_snapshot_id));
     }
 
     #[test]

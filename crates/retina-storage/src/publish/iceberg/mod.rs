@@ -47,6 +47,12 @@ pub(crate) struct IcebergTable {
     pub metadata_log: Vec<(String, i64)>,
     /// Files of the current snapshot, by path relative to the table folder.
     pub files: BTreeMap<String, IcebergFile>,
+    /// The Delta version the current snapshot describes. When a publication
+    /// committed Delta and then failed on Iceberg, the Iceberg side is behind and
+    /// is committed by the next publication even if Delta then has nothing new
+    /// (else a cut named a Delta version and an older Iceberg snapshot).
+    #[serde(default)]
+    pub delta_version: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
