@@ -63,6 +63,12 @@ pub enum CoreError {
     #[error(transparent)]
     Store(Box<dyn std::error::Error + Send + Sync>),
 
+    /// A store's write was committed (it is durable), and only the clean-up after it
+    /// failed (what the write made unneeded stays, for the next write to remove):
+    /// callers count the write as done.
+    #[error("{what} is committed, but the clean-up after it failed: {source}")]
+    CommittedButCleanupFailed { what: &'static str, source: Box<dyn std::error::Error + Send + Sync> },
+
     #[error("arrow: {0}")]
     Arrow(#[from] arrow_schema::ArrowError),
 

@@ -266,6 +266,32 @@ impl ParquetLakeStore {
         *known = Some(latest + 1);
         Ok(())
     }
+
+    /// Deletes the checkpoint segments `checkpoint` (now in place, with its
+    /// publication, whose retained versions keep theirs) does not reference.
+    fn delete_unreferenced_segments(&self, checkpoint: &CheckpointManifest) -> Result<(), StorageError> {
+        fail::fail_point!("storage::delete-unreferenced-segments", |_| Err(StorageError::Checkpoint {
+            reason: "failpoint storage::delete-unreferenced-segments".into()
+        }));
+        let referenced = checkpoint.referenced_paths();
+        let mut folders: Vec<String> = checkpoint.tables.iter().map(|t| checkpoint_files::segments_folder(&t.schema)).collect();
+        if !self.legacy_segments_swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            folders.push(checkpoint_files::LEGACY_SEGMENTS_FOLDER.to_string());
+        }
+        let mut unreferenced = Vec::new();
+        for folder in folders {
+            unreferenced.extend(self.io.list(&folder)?.into_iter().filter(|path| !referenced.contains(path.as_str())));
+        }
+        let deletable = match &self.publisher {
+            // A state that cannot be read keeps every file: the next checkpoint retries.
+            Some(publisher) => publisher.unneeded(&self.io, unreferenced).unwrap_or_default(),
+            None => unreferenced,
+        };
+        for path in deletable {
+            self.io.delete(&path)?;
+        }
+        Ok(())
+    }
 }
 
 impl DataFiles for ParquetLakeStore {
@@ -357,26 +383,8 @@ impl CheckpointStore for ParquetLakeStore {
         if let Some(publisher) = self.publisher.as_ref().filter(|publisher| publisher.due()) {
             self.publish_checkpoint(publisher, checkpoint);
         }
-        // Only now may segments go that this checkpoint does not reference: it is in
-        // place, and so is its publication, whose retained versions keep theirs.
-        let referenced = checkpoint.referenced_paths();
-        let mut folders: Vec<String> = checkpoint.tables.iter().map(|t| checkpoint_files::segments_folder(&t.schema)).collect();
-        if !self.legacy_segments_swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
-            folders.push(checkpoint_files::LEGACY_SEGMENTS_FOLDER.to_string());
-        }
-        let mut unreferenced = Vec::new();
-        for folder in folders {
-            unreferenced.extend(self.io.list(&folder)?.into_iter().filter(|path| !referenced.contains(path.as_str())));
-        }
-        let deletable = match &self.publisher {
-            // A state that cannot be read keeps every file: the next checkpoint retries.
-            Some(publisher) => publisher.unneeded(&self.io, unreferenced).unwrap_or_default(),
-            None => unreferenced,
-        };
-        for path in deletable {
-            self.io.delete(&path)?;
-        }
-        Ok(())
+        self.delete_unreferenced_segments(checkpoint)
+            .map_err(|source| CoreError::CommittedButCleanupFailed { what: "the checkpoint", source: Box::new(source) })
     }
 
     fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {

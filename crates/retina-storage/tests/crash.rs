@@ -282,11 +282,12 @@ fn describe_lake(store: &ParquetLakeStore) -> String {
 
 /// Transient faults in background steps, at random: the first and then a fifth of
 /// the catalog saves after a flush, a fifth of storage-GC rewrites at their swap or
-/// catalog save and of deletes of replaced files, and a tenth of checkpoints at
-/// each step from its segments to after its manifest. The steps are retried or left for the next run, and the run
+/// catalog save, of deletes of replaced files and of unneeded checkpoint segments,
+/// and a tenth of checkpoints at each step from its segments to after its manifest. The steps are retried or left for the next run, and the run
 /// ends in the exact final state, which a reopened lake recovers.
 const TRANSIENT_FAULTS: &str = "flush::before-catalog=1*return->20%return;storage_gc::before-swap=20%return;\
-    storage_gc::before-catalog=20%return;storage_gc::delete-retired=20%return;checkpoint::after-segments=10%return;\
+    storage_gc::before-catalog=20%return;storage_gc::delete-retired=20%return;\
+    storage::delete-unreferenced-segments=20%return;checkpoint::after-segments=10%return;\
     checkpoint::before-manifest=10%return;checkpoint::after-manifest=10%return";
 
 #[test]

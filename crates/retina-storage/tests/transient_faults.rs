@@ -152,3 +152,47 @@ fn a_failed_delete_of_a_replaced_file_is_retried_by_the_next_checkpoint() {
     let expected: Vec<(i64, i64)> = (0..ROWS).map(|id| (id, i64::from(id < 60))).collect();
     assert_eq!(visible(&engine, table), expected);
 }
+
+/// Checkpoint segments a checkpoint made unneeded whose delete fails: the checkpoint
+/// is durable all the same (it reports the clean-up error), and the next one
+/// deletes them.
+#[test]
+fn a_failed_delete_of_unneeded_segments_is_retried_by_the_next_checkpoint() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _store) = open(dir.path());
+    let table = engine.create_table(schema()).expect("create");
+    let segments = || -> Vec<String> {
+        match std::fs::read_dir(dir.path().join("tables/t/_segments")) {
+            Ok(entries) => entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect(),
+            Err(_) => Vec::new(),
+        }
+    };
+    let insert = |ids: std::ops::Range<i64>| {
+        for id in ids {
+            let row = RowChange::Insert { table, row: vec![Value::Int64(id), Value::Int64(0)] };
+            engine.submit_from("inserts", id.to_string(), vec![row]).expect("insert");
+        }
+    };
+    // 30 buffered rows: the checkpoint saves them as a segment.
+    insert(0..30);
+    engine.sync().expect("sync");
+    engine.checkpoint().expect("checkpoint");
+    let first = segments();
+    assert_eq!(first.len(), 1, "{first:?}");
+    // The file fills and is flushed: the next checkpoint no longer needs the segment.
+    insert(30..ROWS);
+    engine.sync().expect("sync");
+    engine.wait_for_flushes().expect("flushes");
+    fail::cfg("storage::delete-unreferenced-segments", "1*return").expect("failpoint");
+    let report = engine.checkpoint().expect("the checkpoint is durable");
+    fail::remove("storage::delete-unreferenced-segments");
+    let error = report.cleanup_error.expect("the segments were not deleted");
+    assert!(error.contains("failpoint storage::delete-unreferenced-segments"), "{error}");
+    let durable: Vec<(String, String)> = engine.durable_positions().into_iter().map(|p| (p.source, p.position)).collect();
+    assert_eq!(durable, vec![("inserts".to_string(), (ROWS - 1).to_string())]);
+    assert!(segments().contains(&first[0]), "not deleted yet");
+
+    assert_eq!(engine.checkpoint().expect("checkpoint").cleanup_error, None);
+    assert!(!segments().contains(&first[0]), "deleted by the next checkpoint: {:?}", segments());
+}

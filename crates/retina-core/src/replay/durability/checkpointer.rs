@@ -15,7 +15,7 @@ use arrow_array::RecordBatch;
 
 use crate::replay::shared::EngineShared;
 use crate::checkpoint::{CheckpointFile, CheckpointManifest, CheckpointTable, RowSegment, CHECKPOINT_FORMAT_VERSION};
-use crate::error::CoreResult;
+use crate::error::{CoreError, CoreResult};
 use crate::scan::created_at_or_before;
 use crate::schema::TableSchema;
 use crate::types::Ts;
@@ -52,8 +52,9 @@ pub struct CheckpointReport {
     /// Buffered rows this checkpoint wrote (rows saved by earlier ones are reused).
     pub buffered_rows: u64,
     pub millis: f64,
-    /// The checkpoint is durable, but deleting files storage GC retired failed: they
-    /// stay listed, and the next checkpoint deletes them.
+    /// The checkpoint is durable, but deleting what it made unneeded failed (files
+    /// storage GC replaced, checkpoint segments): they stay, and the next checkpoint
+    /// deletes them.
     pub cleanup_error: Option<String>,
 }
 
@@ -157,7 +158,11 @@ impl EngineShared {
         // The catalog must list every flushed file the checkpoint relies on.
         self.save_catalog()?;
         fail::fail_point!("checkpoint::before-manifest", |_| Err(failpoint_error("checkpoint::before-manifest")));
-        self.store.save_checkpoint(&manifest)?;
+        let segments_left = match self.store.save_checkpoint(&manifest) {
+            Ok(()) => None,
+            Err(CoreError::CommittedButCleanupFailed { source, .. }) => Some(format!("deleting checkpoint segments it does not need: {source}")),
+            Err(error) => return Err(error),
+        };
         fail::fail_point!("checkpoint::after-manifest", |_| Err(failpoint_error("checkpoint::after-manifest")));
         // Durable from here on: what depends on that is recorded before clean-up,
         // whose failure must not make a durable checkpoint look failed.
@@ -167,7 +172,11 @@ impl EngineShared {
         *self.durable_sources.lock() = sources;
         self.stats.checkpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.stats.last_checkpoint_ts.store(ts.0, std::sync::atomic::Ordering::Relaxed);
-        let cleanup_error = self.delete_retired_files().err().map(|e| format!("deleting files storage GC replaced: {e}"));
+        let files_left = self.delete_retired_files().err().map(|e| format!("deleting files storage GC replaced: {e}"));
+        let cleanup_error = match (segments_left, files_left) {
+            (Some(segments), Some(files)) => Some(format!("{segments}; {files}")),
+            (one, other) => one.or(other),
+        };
         Ok(CheckpointReport { ts, files: file_count, buffered_rows, millis: started.elapsed().as_secs_f64() * 1000.0, cleanup_error })
     }
 }
