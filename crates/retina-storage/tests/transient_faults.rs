@@ -55,6 +55,16 @@ fn data_files(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
+/// This test's turn with the failpoints, a new lake in a temporary directory, its
+/// engine and store, and its table `t`.
+fn fresh_lake() -> (std::sync::MutexGuard<'static, ()>, tempfile::TempDir, Engine, Arc<ParquetLakeStore>, TableId) {
+    let alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, store) = open(dir.path());
+    let table = engine.create_table(schema()).expect("create");
+    (alone, dir, engine, store, table)
+}
+
 /// Every key of `table` once, with its value.
 fn visible(engine: &Engine, table: TableId) -> Vec<(i64, i64)> {
     let snapshot = engine.snapshot().expect("snapshot");
@@ -78,10 +88,7 @@ fn visible(engine: &Engine, table: TableId) -> Vec<(i64, i64)> {
 /// file once, and no row is visible twice: not live, not after a restart.
 #[test]
 fn a_flush_retried_after_a_failed_catalog_save_leaves_each_row_once() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, store) = open(dir.path());
-    let table = engine.create_table(schema()).expect("create");
+    let (_alone, dir, engine, store, table) = fresh_lake();
 
     fail::cfg("flush::before-catalog", "1*return").expect("failpoint");
     // 65 rows: the 65th starts a second file, which sends the first to the flusher.
@@ -120,10 +127,7 @@ fn a_flush_retried_after_a_failed_catalog_save_leaves_each_row_once() {
 /// deleted by the next checkpoint instead of being forgotten in storage.
 #[test]
 fn a_failed_delete_of_a_replaced_file_is_retried_by_the_next_checkpoint() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, _store) = open(dir.path());
-    let table = engine.create_table(schema()).expect("create");
+    let (_alone, dir, engine, _store, table) = fresh_lake();
     for id in 0..ROWS {
         engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Int64(0)] }]).expect("insert");
     }
@@ -158,10 +162,7 @@ fn a_failed_delete_of_a_replaced_file_is_retried_by_the_next_checkpoint() {
 /// deletes them.
 #[test]
 fn a_failed_delete_of_unneeded_segments_is_retried_by_the_next_checkpoint() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, _store) = open(dir.path());
-    let table = engine.create_table(schema()).expect("create");
+    let (_alone, dir, engine, _store, table) = fresh_lake();
     let segments = || -> Vec<String> {
         match std::fs::read_dir(dir.path().join("tables/t/_segments")) {
             Ok(entries) => entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok()).collect(),
