@@ -1,4 +1,5 @@
-//! The `retina` system schema (ARCHITECTURE.md §5): `watermarks`, `tables`, `sources`,
+//! The `retina` system schema (ARCHITECTURE.md §5): `watermarks` (with the latest
+//! checkpoint and the last background write errors), `tables`, `sources`,
 //! `source_partitions` (per-partition lag of partitioned sources: Kafka), `metrics`
 //! and `published` (the open tables of the latest published cut). Each view is
 //! computed when a query scans it, so it shows the figures of that moment.
@@ -60,6 +61,12 @@ impl SystemViewKind {
                 Field::new("hwm", DataType::Int64, false),
                 Field::new("lwm", DataType::Int64, false),
                 Field::new("now", utc(), false),
+                // Durability: the latest checkpoint, and why background writes last
+                // failed (they are retried; NULL when the last attempt succeeded or
+                // none failed).
+                Field::new("checkpoint_ts", DataType::Int64, false),
+                Field::new("last_flush_error", DataType::Utf8, true),
+                Field::new("last_checkpoint_error", DataType::Utf8, true),
             ],
             Self::Tables => vec![
                 Field::new("schema_name", DataType::Utf8, false),
@@ -153,10 +160,14 @@ impl SystemView {
         let columns: Vec<ArrayRef> = match self.kind {
             SystemViewKind::Watermarks => {
                 let figures = self.figures.collect();
+                let engine = &figures.engine;
                 vec![
-                    Arc::new(Int64Array::from(vec![figures.engine.high_watermark.0 as i64])),
-                    Arc::new(Int64Array::from(vec![figures.engine.low_watermark.0 as i64])),
+                    Arc::new(Int64Array::from(vec![engine.high_watermark.0 as i64])),
+                    Arc::new(Int64Array::from(vec![engine.low_watermark.0 as i64])),
                     Arc::new(TimestampMicrosecondArray::from(vec![figures.now_micros]).with_timezone("UTC")),
+                    Arc::new(Int64Array::from(vec![engine.last_checkpoint_ts.0 as i64])),
+                    Arc::new(StringArray::from(vec![engine.last_flush_error.clone()])),
+                    Arc::new(StringArray::from(vec![engine.last_checkpoint_error.clone()])),
                 ]
             }
             SystemViewKind::Tables => self.tables_columns(),

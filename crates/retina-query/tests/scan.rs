@@ -152,13 +152,21 @@ async fn system_views_show_watermarks_tables_sources_and_metrics() {
     assert!(text.contains("| true "), "{text}");
     let hwm = engine.transaction_service().high_watermark().0;
     assert!(text.contains(&format!("| {hwm} ")), "{text}");
+    off(|| engine.checkpoint()).expect("checkpoint");
+    let (_, durability) = session
+        .collect("SELECT checkpoint_ts, last_flush_error IS NULL AS flushed, last_checkpoint_error IS NULL AS checkpointed FROM retina.watermarks")
+        .await
+        .expect("durability");
+    let text = pretty(&durability);
+    let checkpoint_ts = engine.stats().last_checkpoint_ts.0;
+    assert!(checkpoint_ts > 0 && text.contains(&format!("| {checkpoint_ts} ")) && text.contains("| true    | true "), "{text}");
     let (_, tables) = session.collect("SELECT schema_name, table_name, files FROM retina.tables").await.expect("tables");
     assert!(pretty(&tables).contains("| public      | items      |"), "{}", pretty(&tables));
     let (_, listed) = session.collect("SELECT source, state, transactions FROM retina.sources").await.expect("sources");
     assert!(pretty(&listed).contains("| gen    | running | 7 "), "{}", pretty(&listed));
     let (_, metrics) =
         session.collect("SELECT value FROM retina.metrics WHERE name = 'retina_queries_finished_total'").await.expect("metrics");
-    assert!(pretty(&metrics).contains("| 3.0 "), "three queries finished before this one: {}", pretty(&metrics));
+    assert!(pretty(&metrics).contains("| 4.0 "), "four queries finished before this one: {}", pretty(&metrics));
     let (_, shown) = session.collect("SHOW TABLES").await.expect("show tables");
     assert!(pretty(&shown).contains("watermarks"), "{}", pretty(&shown));
 }
