@@ -89,9 +89,28 @@ fn failed_flushes_are_retried_and_reported() {
     }
     engine.wait_for_flushes().expect("flushes succeed after retries");
     let stats = engine.stats();
-    assert_eq!(stats.files_flushed, 2);
-    assert!(stats.last_flush_error.as_deref().is_some_and(|e| e.contains("disk full") && e.contains("s.items")), "{stats:?}");
+    assert_eq!((stats.files_flushed, stats.flush_failures), (2, 2));
+    assert_eq!(stats.last_flush_error, None, "the last attempt succeeded");
     assert_eq!(count(&engine), 20);
+
+    // While a flush keeps failing, the error says what and where.
+    store.fail_writes.store(usize::MAX, SeqCst);
+    for id in 20..40 {
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id)] }]).expect("insert");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let error = loop {
+        if let Some(error) = engine.stats().last_flush_error {
+            break error;
+        }
+        assert!(std::time::Instant::now() < deadline, "no flush failed");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    assert!(error.contains("disk full") && error.contains("s.items"), "{error}");
+    store.fail_writes.store(0, SeqCst);
+    engine.wait_for_flushes().expect("the retry succeeds");
+    assert_eq!(engine.stats().last_flush_error, None);
+    assert_eq!(count(&engine), 40);
 }
 
 #[test]

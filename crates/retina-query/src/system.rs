@@ -61,9 +61,8 @@ impl SystemViewKind {
                 Field::new("hwm", DataType::Int64, false),
                 Field::new("lwm", DataType::Int64, false),
                 Field::new("now", utc(), false),
-                // Durability: the latest checkpoint, and why background writes last
-                // failed (they are retried; NULL when the last attempt succeeded or
-                // none failed).
+                // Durability: the latest checkpoint, and why the latest flush and
+                // checkpoint failed (they are retried; NULL once one succeeds).
                 Field::new("checkpoint_ts", DataType::Int64, false),
                 Field::new("last_flush_error", DataType::Utf8, true),
                 Field::new("last_checkpoint_error", DataType::Utf8, true),

@@ -118,6 +118,7 @@ impl EngineShared {
     }
 
     pub(crate) fn record_flush_error(&self, message: String) {
+        self.stats.flush_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         *self.last_flush_error.lock() = Some(message);
     }
 

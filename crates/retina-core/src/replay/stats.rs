@@ -8,6 +8,7 @@ use crate::types::Ts;
 #[derive(Default)]
 pub(crate) struct SharedStats {
     pub(crate) files_flushed: AtomicU64,
+    pub(crate) flush_failures: AtomicU64,
     pub(crate) row_changes: AtomicU64,
     pub(crate) transactions: AtomicU64,
     pub(crate) gc_runs: AtomicU64,
@@ -31,7 +32,10 @@ pub struct EngineStats {
     pub last_checkpoint_error: Option<String>,
     pub visibility_bytes: u64,
     pub stored_versions: u64,
+    /// Why the latest flush attempt failed; `None` once a later one succeeded.
     pub last_flush_error: Option<String>,
+    /// Flush attempts that failed (each was retried).
+    pub flush_failures: u64,
     /// [`crate::RowChange::UpdateOrInsert`]s whose row was absent (applied as inserts).
     pub absent_row_upserts: u64,
     /// [`crate::RowChange::DeleteIfPresent`]s whose row was absent (ignored).

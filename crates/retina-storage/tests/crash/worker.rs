@@ -125,10 +125,8 @@ fn run() -> Result<(), String> {
             }
         }
     }
-    // For tests that inject transient faults: proof that one was met (and retried).
-    if let Some(error) = engine.stats().last_flush_error {
-        println!("LAST FLUSH ERROR: {error}");
-    }
+    // For tests that inject transient faults: proof that they were met (and retried).
+    println!("FLUSH FAILURES: {}", engine.stats().flush_failures);
     // Faults stop before the clean shutdown: its own errors are not what is tested.
     for (name, _) in &transient_faults {
         fail::remove(name);

@@ -44,7 +44,10 @@ fn flush_with_retries(shared: &EngineShared, job: &FlushJob) {
     let mut stage = FlushStage::Write;
     for attempt in 1..=FLUSH_ATTEMPTS {
         match flush(shared, job, &mut stage) {
-            Ok(()) => return,
+            Ok(()) => {
+                *shared.last_flush_error.lock() = None;
+                return;
+            }
             Err(error) => {
                 let message =
                     format!("flush of file {} of table {} (attempt {attempt}): {error}", job.file.file_id(), job.table.name());

@@ -413,6 +413,7 @@ impl Engine {
             visibility_bytes,
             stored_versions,
             last_flush_error: self.shared.last_flush_error.lock().clone(),
+            flush_failures: stats.flush_failures.load(Relaxed),
             absent_row_upserts: stats.absent_row_upserts.load(Relaxed),
             absent_row_deletes_ignored: stats.absent_row_deletes_ignored.load(Relaxed),
         }
