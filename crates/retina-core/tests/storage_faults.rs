@@ -113,6 +113,33 @@ fn failed_flushes_are_retried_and_reported() {
     assert_eq!(count(&engine), 40);
 }
 
+/// A flush that fails on every attempt stops the engine with an error naming the
+/// file, the table, the attempts and the cause; nothing is applied after it.
+#[test]
+fn a_flush_that_keeps_failing_stops_the_engine_and_says_why() {
+    let store = Arc::new(FlakyStore::default());
+    let engine = Engine::open(config(), store.clone()).expect("open");
+    let table = engine.create_table(schema()).expect("table");
+    store.fail_writes.store(usize::MAX, SeqCst);
+    for id in 0..9 {
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id)] }]).expect("insert");
+    }
+    engine.sync().expect("the rows are applied in memory");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let failure = loop {
+        if let Some(failure) = engine.failure() {
+            break failure.to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "the engine never gave up on the flush");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    for part in ["flush of file", "of table s.items", "(attempt 8)", "injected: disk full"] {
+        assert!(failure.contains(part), "{part:?} missing from: {failure}");
+    }
+    let refused = engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(100)] }]).expect_err("stopped");
+    assert!(matches!(refused, CoreError::EngineStopped { .. }), "{refused}");
+}
+
 #[test]
 fn failed_checkpoint_keeps_the_previous_one_and_recovery_loses_nothing_before_it() {
     let store = Arc::new(FlakyStore::default());
