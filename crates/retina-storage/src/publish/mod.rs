@@ -443,6 +443,16 @@ mod tests {
         }
     }
 
+    /// A local lake holding [`checkpoint_of_one_file`] of table `s.t`, and a publisher
+    /// that publishes every checkpoint.
+    fn lake_of_one_file() -> (tempfile::TempDir, ParquetLakeStore, CheckpointManifest, Publisher) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+        let schema = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
+        let checkpoint = checkpoint_of_one_file(&store, &schema);
+        (dir, store, checkpoint, Publisher::new(PublishOptions::every_checkpoint(std::time::Duration::ZERO)))
+    }
+
     fn only_add(actions: &[Action]) -> Add {
         let adds: Vec<&Add> = actions.iter().filter_map(|a| if let Action::Add(add) = a { Some(add) } else { None }).collect();
         assert_eq!(adds.len(), 1, "{actions:?}");
@@ -451,11 +461,7 @@ mod tests {
 
     #[test]
     fn rows_created_after_the_checkpoint_are_hidden_beside_the_deleted_ones() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
-        let schema = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
-        let mut checkpoint = checkpoint_of_one_file(&store, &schema);
-        let publisher = Publisher::new(PublishOptions::every_checkpoint(std::time::Duration::ZERO));
+        let (dir, store, mut checkpoint, publisher) = lake_of_one_file();
         let io = store.object_io();
 
         let (report, _) = publisher.publish(io, &store, &checkpoint).expect("publish");
@@ -499,11 +505,7 @@ mod tests {
     /// Delta version and the Iceberg snapshot of the same checkpoint.
     #[test]
     fn an_iceberg_side_left_behind_by_a_failed_publication_catches_up() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
-        let schema = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
-        let mut checkpoint = checkpoint_of_one_file(&store, &schema);
-        let publisher = Publisher::new(PublishOptions::every_checkpoint(std::time::Duration::ZERO));
+        let (dir, store, mut checkpoint, publisher) = lake_of_one_file();
         let io = store.object_io();
         let (_, cut) = publisher.publish(io, &store, &checkpoint).expect("publish");
         let first = &cut.tables[0];
