@@ -139,23 +139,34 @@ fn expected(tables: &ChBenchTables, transactions: usize) -> HashMap<TableId, Has
 #[test]
 fn killed_and_restarted_replay_ends_in_the_exact_final_state() {
     let kills: usize = std::env::var("RETINA_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    kill_and_restart(&Lake::local(), kills);
+    kill_and_restart(&Lake::local(), kills, "");
+}
+
+/// Kills at random moments of a replay whose background steps also fail at random
+/// (the faults of [`TRANSIENT_FAULTS`]): recovery starts from whatever a failed step
+/// left, and the end state is still exact.
+#[test]
+fn killed_and_restarted_replay_with_transient_faults_ends_in_the_exact_final_state() {
+    let kills: usize = std::env::var("RETINA_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50) / 2;
+    kill_and_restart(&Lake::local(), kills, TRANSIENT_FAULTS);
 }
 
 #[test]
 fn killed_and_restarted_replay_on_s3_ends_in_the_exact_final_state() {
     let kills: usize = std::env::var("RETINA_CRASH_KILLS_S3").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
-    kill_and_restart(&Lake::s3(), kills);
+    kill_and_restart(&Lake::s3(), kills, "");
 }
 
-fn kill_and_restart(lake: &Lake, kills: usize) {
+/// Kills the worker `kills` times, then lets it finish; `faults` (as
+/// [`TRANSIENT_FAULTS`], or empty) are on in every run but the last.
+fn kill_and_restart(lake: &Lake, kills: usize, faults: &str) {
     let location = lake.location();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(SEED);
     let mut killed = 0;
     let deadline = Instant::now() + Duration::from_secs(600);
     while killed < kills {
         assert!(Instant::now() < deadline, "crash test took too long");
-        let mut child = worker(&location).spawn().expect("start crash_worker");
+        let mut child = worker(&location).env(worker::TRANSIENT_FAULTS_ENV, faults).spawn().expect("start crash_worker");
         std::thread::sleep(Duration::from_millis(rng.random_range(20..250)));
         match child.try_wait().expect("poll child") {
             Some(status) => {
