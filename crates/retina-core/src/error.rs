@@ -78,3 +78,9 @@ pub enum CoreError {
     #[error("replay engine stopped: {reason}")]
     EngineStopped { reason: String },
 }
+
+/// The error a failpoint's `return` action injects at `name` (tests of faults).
+#[cfg(feature = "failpoints")]
+pub(crate) fn failpoint_error(name: &str, what: impl std::fmt::Display) -> CoreError {
+    CoreError::Storage(format!("failpoint {name}: {what}"))
+}

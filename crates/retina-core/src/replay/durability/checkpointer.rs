@@ -154,16 +154,16 @@ impl EngineShared {
         };
         // `return` fails this checkpoint here (the next one runs in full); `panic` is
         // a crash at this step. The same for the next two.
-        fail::fail_point!("checkpoint::after-segments", |_| Err(failpoint_error("checkpoint::after-segments")));
+        fail::fail_point!("checkpoint::after-segments", |_| Err(crate::error::failpoint_error("checkpoint::after-segments", "the checkpoint failed here")));
         // The catalog must list every flushed file the checkpoint relies on.
         self.save_catalog()?;
-        fail::fail_point!("checkpoint::before-manifest", |_| Err(failpoint_error("checkpoint::before-manifest")));
+        fail::fail_point!("checkpoint::before-manifest", |_| Err(crate::error::failpoint_error("checkpoint::before-manifest", "the checkpoint failed here")));
         let segments_left = match self.store.save_checkpoint(&manifest) {
             Ok(()) => None,
             Err(CoreError::CommittedButCleanupFailed { source, .. }) => Some(format!("deleting checkpoint segments it does not need: {source}")),
             Err(error) => return Err(error),
         };
-        fail::fail_point!("checkpoint::after-manifest", |_| Err(failpoint_error("checkpoint::after-manifest")));
+        fail::fail_point!("checkpoint::after-manifest", |_| Err(crate::error::failpoint_error("checkpoint::after-manifest", "the checkpoint failed here")));
         // Durable from here on: what depends on that is recorded before clean-up,
         // whose failure must not make a durable checkpoint look failed.
         *self.checkpoint_segments.lock() = still_buffered;
@@ -179,10 +179,4 @@ impl EngineShared {
         };
         Ok(CheckpointReport { ts, files: file_count, buffered_rows, millis: started.elapsed().as_secs_f64() * 1000.0, cleanup_error })
     }
-}
-
-/// The error a failpoint's `return` action injects.
-#[cfg(feature = "failpoints")]
-fn failpoint_error(name: &str) -> crate::error::CoreError {
-    crate::error::CoreError::Storage(format!("failpoint {name}"))
 }

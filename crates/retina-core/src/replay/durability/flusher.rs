@@ -70,8 +70,9 @@ fn flush(shared: &EngineShared, job: &FlushJob, stage: &mut FlushStage) -> CoreR
     }
     // `return` makes this attempt's catalog save fail (the flush is retried);
     // `panic` is a crash at this step.
-    fail::fail_point!("flush::before-catalog", |_| Err(crate::error::CoreError::Storage(
-        "failpoint flush::before-catalog: the catalog save failed".into()
+    fail::fail_point!("flush::before-catalog", |_| Err(crate::error::failpoint_error(
+        "flush::before-catalog",
+        "the catalog save failed"
     )));
     shared.save_catalog()?;
     shared.stats.files_flushed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -178,10 +178,10 @@ impl EngineShared {
     }
 
     fn delete_retired_file(&self, file: &RetiredFile) -> CoreResult<()> {
-        fail::fail_point!("storage_gc::delete-retired", |_| Err(CoreError::Storage(format!(
-            "failpoint storage_gc::delete-retired: {} was not deleted",
-            file.meta.path
-        ))));
+        fail::fail_point!("storage_gc::delete-retired", |_| Err(crate::error::failpoint_error(
+            "storage_gc::delete-retired",
+            format!("{} was not deleted", file.meta.path)
+        )));
         self.store.delete_file(&file.meta.path)
     }
 }
