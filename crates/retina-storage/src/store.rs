@@ -270,25 +270,33 @@ impl ParquetLakeStore {
     /// Deletes the checkpoint segments `checkpoint` (now in place, with its
     /// publication, whose retained versions keep theirs) does not reference.
     fn delete_unreferenced_segments(&self, checkpoint: &CheckpointManifest) -> Result<(), StorageError> {
-        fail::fail_point!("storage::delete-unreferenced-segments", |_| Err(StorageError::Checkpoint {
-            reason: "failpoint storage::delete-unreferenced-segments".into()
-        }));
         let referenced = checkpoint.referenced_paths();
         let mut folders: Vec<String> = checkpoint.tables.iter().map(|t| checkpoint_files::segments_folder(&t.schema)).collect();
-        if !self.legacy_segments_swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        // Swept once a process, and only marked swept once every delete went through.
+        let sweep_legacy = !self.legacy_segments_swept.load(std::sync::atomic::Ordering::Relaxed);
+        if sweep_legacy {
             folders.push(checkpoint_files::LEGACY_SEGMENTS_FOLDER.to_string());
         }
         let mut unreferenced = Vec::new();
         for folder in folders {
             unreferenced.extend(self.io.list(&folder)?.into_iter().filter(|path| !referenced.contains(path.as_str())));
         }
+        fail::fail_point!("storage::delete-unreferenced-segments", |_| Err(StorageError::Checkpoint {
+            reason: "failpoint storage::delete-unreferenced-segments".into()
+        }));
         let deletable = match &self.publisher {
-            // A state that cannot be read keeps every file: the next checkpoint retries.
-            Some(publisher) => publisher.unneeded(&self.io, unreferenced).unwrap_or_default(),
+            Some(publisher) => match publisher.unneeded(&self.io, unreferenced) {
+                Ok(deletable) => deletable,
+                // A state that cannot be read keeps every file: the next checkpoint retries.
+                Err(_) => return Ok(()),
+            },
             None => unreferenced,
         };
         for path in deletable {
             self.io.delete(&path)?;
+        }
+        if sweep_legacy {
+            self.legacy_segments_swept.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
     }

@@ -196,3 +196,30 @@ fn a_failed_delete_of_unneeded_segments_is_retried_by_the_next_checkpoint() {
     assert_eq!(engine.checkpoint().expect("checkpoint").cleanup_error, None);
     assert!(!segments().contains(&first[0]), "deleted by the next checkpoint: {:?}", segments());
 }
+
+/// A file left in the segments folder of lakes from before publication is swept by
+/// the first checkpoint a process writes; when that clean-up fails, the next
+/// checkpoint sweeps it (it was marked swept before its deletes, so it stayed until
+/// the next process).
+#[test]
+fn a_failed_sweep_of_the_old_segments_folder_is_retried_by_the_next_checkpoint() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let legacy = dir.path().join("checkpoints/segments");
+    std::fs::create_dir_all(&legacy).expect("legacy folder");
+    let stray = legacy.join("7-0.parquet");
+    std::fs::write(&stray, b"a segment of an old checkpoint").expect("stray segment");
+
+    fail::cfg("storage::delete-unreferenced-segments", "1*return").expect("failpoint");
+    let (engine, _store) = open(dir.path());
+    let table = engine.create_table(schema());
+    fail::remove("storage::delete-unreferenced-segments");
+    let table = table.expect("create");
+    assert!(stray.exists(), "the first sweep failed");
+
+    let row = RowChange::Insert { table, row: vec![Value::Int64(1), Value::Int64(0)] };
+    engine.submit_from("inserts", "1".to_string(), vec![row]).expect("insert");
+    engine.sync().expect("sync");
+    assert_eq!(engine.checkpoint().expect("checkpoint").cleanup_error, None);
+    assert!(!stray.exists(), "the next checkpoint sweeps the old folder");
+}
