@@ -17,10 +17,12 @@
 //! its arenas, and the kernel then zeroes 2 MiB at every first touch; on a VM the
 //! host must also back a 2 MiB run of guest memory that is often untouched, which is
 //! what made system CPU of identical `retina ingest` runs vary from 0.7 to 6 s.
-//! Without them (5 interleaved pairs, 1M Debezium envelope changes): system CPU
-//! 0.71–0.85 s against 3.2–4.7 s, 188K–257K against 145K–160K row changes/s, peak
-//! RSS 310–355 MB against 384–466 MB (BENCHMARKS.md, issue 16). A user whose machine
-//! gains from huge pages sets `MIMALLOC_ALLOW_THP=1`, and the process keeps them.
+//! Without them (`retina ingest`, 1M Debezium envelope changes, 5 interleaved pairs):
+//! system CPU 0.62–1.12 s against 2.46–8.31 s, 273K–288K against 110K–232K row
+//! changes/s, peak RSS 305–350 MB against 345–439 MB. The price is paid where a heap
+//! touched up front is probed at random: `bench replay`'s timed phase is 10–25%
+//! slower (BENCHMARKS.md, issue 16). A user whose workload gains from huge pages sets
+//! `MIMALLOC_ALLOW_THP=1`, and the process keeps them.
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
