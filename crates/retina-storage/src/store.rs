@@ -285,11 +285,9 @@ impl ParquetLakeStore {
             reason: "failpoint storage::delete-unreferenced-segments".into()
         }));
         let deletable = match &self.publisher {
-            Some(publisher) => match publisher.unneeded(&self.io, unreferenced) {
-                Ok(deletable) => deletable,
-                // A state that cannot be read keeps every file: the next checkpoint retries.
-                Err(_) => return Ok(()),
-            },
+            // A state that cannot be read keeps every file, and says so in the
+            // checkpoint's clean-up error: the next checkpoint retries.
+            Some(publisher) => publisher.unneeded(&self.io, unreferenced)?,
             None => unreferenced,
         };
         for path in deletable {

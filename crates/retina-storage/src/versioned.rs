@@ -19,7 +19,6 @@
 //! last [`KEPT_VERSIONS`] and deletes older ones, so a reader that listed just
 //! before a commit still finds the version it picked, or lists again.
 
-
 use crate::error::StorageError;
 use crate::io::ObjectIo;
 

@@ -223,3 +223,30 @@ fn a_failed_sweep_of_the_old_segments_folder_is_retried_by_the_next_checkpoint()
     assert_eq!(engine.checkpoint().expect("checkpoint").cleanup_error, None);
     assert!(!stray.exists(), "the next checkpoint sweeps the old folder");
 }
+
+/// When the publication state that says which segments retained versions still need
+/// cannot be read, the checkpoint keeps every segment and says why in its clean-up
+/// error (it was dropped silently); once the state reads again, clean-up goes on.
+#[test]
+fn an_unreadable_publication_state_is_reported_by_the_checkpoint_clean_up() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("_retina/published/state.json");
+    std::fs::create_dir_all(state.parent().expect("folder")).expect("state folder");
+    std::fs::write(&state, b"{ not json").expect("broken state");
+    let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8 path"))
+        .expect("store")
+        .publishing(Some(retina_storage::PublishOptions::every_checkpoint(std::time::Duration::ZERO)));
+    let engine = Engine::open(config(), Arc::new(store) as _).expect("open");
+    let table = engine.create_table(schema()).expect("create");
+    let row = RowChange::Insert { table, row: vec![Value::Int64(1), Value::Int64(0)] };
+    engine.submit_from("inserts", "1".to_string(), vec![row]).expect("insert");
+    engine.sync().expect("sync");
+
+    let report = engine.checkpoint().expect("the checkpoint is durable");
+    let error = report.cleanup_error.expect("the clean-up says why it kept the segments");
+    assert!(error.contains("_retina/published/state.json"), "{error}");
+
+    std::fs::remove_file(&state).expect("state removed");
+    assert_eq!(engine.checkpoint().expect("checkpoint").cleanup_error, None);
+}
