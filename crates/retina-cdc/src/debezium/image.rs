@@ -20,11 +20,21 @@ pub enum Scalar<'a> {
     Str(Cow<'a, str>),
     /// `io.debezium.data.VariableScaleDecimal`: `{"scale": s, "value": base64}`.
     VariableDecimal { scale: i64, value: Cow<'a, str> },
-    /// `io.debezium.data.geometry.Geometry` / `Geography`: `{"wkb": base64, "srid": n}`,
-    /// and `io.debezium.data.geometry.Point`: `{"x": .., "y": .., "wkb": .., "srid": ..}`.
-    Geometry { wkb: Option<Cow<'a, str>>, srid: Option<i64>, x: Option<f64>, y: Option<f64> },
+    /// `io.debezium.data.geometry.Geometry` / `Geography` / `Point`; boxed, so the
+    /// common scalars stay small (every image field holds one).
+    Geometry(Box<Geometry<'a>>),
     /// Any other object or an array: no column kind accepts it.
     Nested(&'static str),
+}
+
+/// `io.debezium.data.geometry.Geometry` / `Geography`: `{"wkb": base64, "srid": n}`,
+/// and `io.debezium.data.geometry.Point`: `{"x": .., "y": .., "wkb": .., "srid": ..}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Geometry<'a> {
+    pub wkb: Option<Cow<'a, str>>,
+    pub srid: Option<i64>,
+    pub x: Option<f64>,
+    pub y: Option<f64>,
 }
 
 /// The fields of an image in message order.
@@ -172,7 +182,7 @@ pub(crate) fn struct_scalar<'de: 'a, 'a, A: MapAccess<'de>>(mut map: A) -> Resul
     }
     Ok(match (scale, value, other, geometry) {
         (Some(scale), Some(value), false, false) => Scalar::VariableDecimal { scale, value },
-        (None, None, false, true) => Scalar::Geometry { wkb, srid, x, y },
+        (None, None, false, true) => Scalar::Geometry(Box::new(Geometry { wkb, srid, x, y })),
         _ => Scalar::Nested("an object"),
     })
 }
@@ -201,9 +211,9 @@ mod tests {
         .expect("geometry image");
         assert_eq!(
             image.fields[0].1,
-            Scalar::Geometry { wkb: Some("AQEAAAAAAAAAAADwPwAAAAAAAABA".into()), srid: Some(4326), x: None, y: None }
+            Scalar::Geometry(Box::new(Geometry { wkb: Some("AQEAAAAAAAAAAADwPwAAAAAAAABA".into()), srid: Some(4326), x: None, y: None }))
         );
-        assert_eq!(image.fields[1].1, Scalar::Geometry { wkb: None, srid: None, x: Some(1.0), y: Some(2.0) });
+        assert_eq!(image.fields[1].1, Scalar::Geometry(Box::new(Geometry { wkb: None, srid: None, x: Some(1.0), y: Some(2.0) })));
         assert_eq!(image.fields[2].1, Scalar::Nested("an object"));
         assert!(serde_json::from_str::<Image>("[1]").is_err());
     }

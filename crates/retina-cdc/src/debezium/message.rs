@@ -7,10 +7,12 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::envelope;
+use super::scan;
+use super::fields::{Block, Fields, SourceFields};
 use super::image::Image;
 use crate::error::DecodeError;
 use crate::position::SourceOrder;
@@ -69,135 +71,6 @@ pub enum Message<'a> {
     Change(Box<ChangeEvent<'a>>),
 }
 
-/// A JSON value that is present, even when it is `null` (serde's `Option` would turn a
-/// `null` into "absent").
-fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error> {
-    <&RawValue>::deserialize(deserializer).map(Some)
-}
-
-/// Every top-level field any accepted shape may have; unknown fields are skipped.
-#[derive(Deserialize)]
-struct Fields<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
-    key: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    value: Option<&'a RawValue>,
-    /// In a `{"table":…,"key":…,"value":…}` wrapper: the table the transport names
-    /// (a Kafka topic), for an event without a `source` block.
-    #[serde(borrow, default)]
-    table: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    schema: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    payload: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    op: Option<&'a RawValue>,
-    /// Images are tokenized in this pass (see [`Image`]).
-    #[serde(borrow, default)]
-    before: Option<Image<'a>>,
-    #[serde(borrow, default)]
-    after: Option<Image<'a>>,
-    /// Parsed in the same pass (not captured raw and re-parsed): source and transaction
-    /// blocks are a large share of every event.
-    #[serde(borrow, default)]
-    source: Option<Block<SourceFields<'a>>>,
-    #[serde(borrow, default)]
-    transaction: Option<Block<TransactionFields<'a>>>,
-    #[serde(borrow, default)]
-    status: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    event_count: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    data_collections: Option<&'a RawValue>,
-}
-
-/// A nested block: the object's fields, or what stood there instead (for the error).
-enum Block<T> {
-    Object(T),
-    Null,
-    Other(String),
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Block<T> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct BlockVisitor<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for BlockVisitor<T> {
-            type Value = Block<T>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Block<T>, A::Error> {
-                T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Block::Object)
-            }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<Block<T>, E> {
-                Ok(Block::Null)
-            }
-            fn visit_none<E: serde::de::Error>(self) -> Result<Block<T>, E> {
-                Ok(Block::Null)
-            }
-            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Block<T>, E> {
-                Ok(Block::Other(v.to_string()))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Block<T>, E> {
-                Ok(Block::Other(v.to_string()))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Block<T>, E> {
-                Ok(Block::Other(v.to_string()))
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Block<T>, E> {
-                Ok(Block::Other(v.to_string()))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Block<T>, E> {
-                Ok(Block::Other(format!("{v:?}")))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Block<T>, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(Block::Other("an array".into()))
-            }
-        }
-        deserializer.deserialize_any(BlockVisitor(std::marker::PhantomData))
-    }
-}
-
-#[derive(Deserialize)]
-struct SourceFields<'a> {
-    #[serde(borrow, default)]
-    connector: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    db: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    schema: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    table: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "txId")]
-    tx_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    sequence: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    file: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    pos: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    row: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    gtid: Option<&'a RawValue>,
-    /// `"true"`, `"first"`, `"last"`, `"incremental"`, ... (a boolean in old versions).
-    #[serde(borrow, default)]
-    snapshot: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct TransactionFields<'a> {
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    total_order: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    data_collection_order: Option<&'a RawValue>,
-}
-
 #[derive(Deserialize)]
 struct DataCollection<'a> {
     #[serde(borrow)]
@@ -221,12 +94,11 @@ fn known_schema(raw: Option<&RawValue>) -> Option<&str> {
     Some(schema)
 }
 
-fn is_null(raw: Option<&RawValue>) -> bool {
-    raw.is_none_or(|r| r.get() == "null")
+fn is_null(raw: Option<&str>) -> bool {
+    raw.is_none_or(|r| r == "null")
 }
 
-fn shown(raw: &RawValue) -> String {
-    let text = raw.get();
+fn shown(text: &str) -> String {
     if text.len() > 40 { format!("{}…", &text[..text.floor_char_boundary(40)]) } else { text.to_string() }
 }
 
@@ -234,30 +106,30 @@ fn shown(raw: &RawValue) -> String {
 /// a failed borrowing parse builds a formatted error, and Debezium's
 /// `source.sequence` (`"[\"lsn\",\"lsn\"]"`) has escapes on every line (measured:
 /// 8% of a decode thread's time went to those discarded errors).
-fn string<'a>(raw: &'a RawValue, field: &str) -> Result<Cow<'a, str>, DecodeError> {
+fn string<'a>(raw: &'a str, field: &str) -> Result<Cow<'a, str>, DecodeError> {
     if let Some(text) = unescaped_string(raw) {
         return Ok(Cow::Borrowed(text));
     }
-    serde_json::from_str::<String>(raw.get()).map(Cow::Owned).map_err(|_| DecodeError::mistyped(field, "a string", shown(raw)))
+    serde_json::from_str::<String>(raw).map(Cow::Owned).map_err(|_| DecodeError::mistyped(field, "a string", shown(raw)))
 }
 
 /// The text of a JSON string that has no escapes, straight from its raw form: a raw
 /// value is valid JSON, so quotes around text without a backslash are the whole
 /// string. Cheaper than a parse for the short strings of every source block.
-fn unescaped_string(raw: &RawValue) -> Option<&str> {
-    let inner = raw.get().strip_prefix('"')?.strip_suffix('"')?;
+fn unescaped_string(raw: &str) -> Option<&str> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
     memchr::memchr(b'\\', inner.as_bytes()).is_none().then_some(inner)
 }
 
-fn required<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<&'a RawValue, DecodeError> {
+fn required<'a>(raw: Option<&'a str>, field: &str) -> Result<&'a str, DecodeError> {
     match raw {
-        Some(raw) if raw.get() != "null" => Ok(raw),
+        Some(raw) if raw != "null" => Ok(raw),
         _ => Err(DecodeError::missing(field)),
     }
 }
 
-fn unsigned(raw: &RawValue, field: &str) -> Result<u64, DecodeError> {
-    let text = raw.get();
+fn unsigned(raw: &str, field: &str) -> Result<u64, DecodeError> {
+    let text = raw;
     // Plain digits (what a valid JSON number without sign, fraction or exponent is)
     // parse without setting up a deserializer.
     if text.bytes().all(|b| b.is_ascii_digit()) {
@@ -268,9 +140,9 @@ fn unsigned(raw: &RawValue, field: &str) -> Result<u64, DecodeError> {
     serde_json::from_str::<u64>(text).map_err(|_| DecodeError::mistyped(field, "a non-negative integer", shown(raw)))
 }
 
-fn optional_unsigned(raw: Option<&RawValue>, field: &str) -> Result<Option<u64>, DecodeError> {
+fn optional_unsigned(raw: Option<&str>, field: &str) -> Result<Option<u64>, DecodeError> {
     match raw {
-        Some(raw) if raw.get() != "null" => unsigned(raw, field).map(Some),
+        Some(raw) if raw != "null" => unsigned(raw, field).map(Some),
         _ => Ok(None),
     }
 }
@@ -293,7 +165,8 @@ pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Resul
     if let Some(parts) = envelope::split(trimmed) {
         // Its schemas are known; a payload that does not parse is left to the full
         // parse below, which gives the error (or reads a layout the split did not).
-        if let Ok(payload) = serde_json::from_str::<Fields>(parts.payload) {
+        let payload = scan::payload(parts.payload).or_else(|| serde_json::from_str::<Fields>(parts.payload).ok());
+        if let Some(payload) = payload {
             let (key, key_schema) = match parts.key {
                 Some((schema, key)) => (Some(key), Some(schema)),
                 None => (None, None),
@@ -301,13 +174,17 @@ pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Resul
             return decode_payload(payload, Some(parts.schema), key, key_schema, default_table.or(parts.table));
         }
     }
+    // A bare payload (what the serde path below reads without a wrapper).
+    if let Some(payload) = scan::payload(trimmed) {
+        return decode_payload(payload, None, None, None, default_table);
+    }
     let fields: Fields = serde_json::from_str(line).map_err(malformed)?;
     let wrapped = (fields.key.is_some() || fields.value.is_some()) && fields.op.is_none() && fields.status.is_none();
     if !wrapped {
         return decode_value(fields, None, None, default_table);
     }
     // `--table` / `table=` names the table before the transport does.
-    let hint = fields.table.filter(|t| t.get() != "null").map(|t| string(t, "table")).transpose()?;
+    let hint = fields.table.filter(|t| t.get() != "null").map(|t| string(t.get(), "table")).transpose()?;
     let default_table = default_table.or(hint.as_deref());
     let Some(value) = fields.value.filter(|v| v.get() != "null") else {
         return Ok(Message::Tombstone);
@@ -351,7 +228,7 @@ fn decode_payload<'a>(
     key_schema: Option<&'a str>,
     default_table: Option<&str>,
 ) -> Result<Message<'a>, DecodeError> {
-    if let Some(status) = fields.status.filter(|s| s.get() != "null") {
+    if let Some(status) = fields.status.filter(|s| *s != "null") {
         return decode_transaction_message(&fields, status);
     }
     let op = string(required(fields.op, "op")?, "op")?;
@@ -371,7 +248,7 @@ fn decode_payload<'a>(
     let table = match (&source, default_table) {
         (Some(source), _) => {
             let table_name = string(required(source.table, "source.table")?, "source.table")?;
-            let namespace = match source.schema.filter(|s| s.get() != "null") {
+            let namespace = match source.schema.filter(|s| *s != "null") {
                 Some(schema) => string(schema, "source.schema")?,
                 None => string(required(source.db, "source.db")?, "source.db")?,
             };
@@ -432,9 +309,9 @@ fn decode_payload<'a>(
 /// Whether `source.snapshot` marks a snapshot row: `"true"`, `"first"`, `"last"`,
 /// `"first_in_data_collection"`, `"last_in_data_collection"`, `"incremental"` (or the
 /// boolean `true` of old versions); `"false"`, `null` or absent do not.
-fn is_snapshot(raw: Option<&RawValue>) -> Result<bool, DecodeError> {
+fn is_snapshot(raw: Option<&str>) -> Result<bool, DecodeError> {
     let Some(raw) = raw.filter(|r| !is_null(Some(r))) else { return Ok(false) };
-    match raw.get() {
+    match raw {
         "true" => return Ok(true),
         "false" => return Ok(false),
         _ => {}
@@ -442,15 +319,15 @@ fn is_snapshot(raw: Option<&RawValue>) -> Result<bool, DecodeError> {
     Ok(string(raw, "source.snapshot")? != "false")
 }
 
-fn decode_transaction_message<'a>(fields: &Fields<'a>, status: &RawValue) -> Result<Message<'a>, DecodeError> {
+fn decode_transaction_message<'a>(fields: &Fields<'a>, status: &str) -> Result<Message<'a>, DecodeError> {
     let id = string(required(fields.id, "id")?, "id")?.into_owned();
     match string(status, "status")?.as_ref() {
         "BEGIN" => Ok(Message::Begin { id }),
         "END" => {
             let event_count = unsigned(required(fields.event_count, "event_count")?, "event_count")?;
-            let data_collections = match fields.data_collections.filter(|d| d.get() != "null") {
+            let data_collections = match fields.data_collections.filter(|d| *d != "null") {
                 None => Vec::new(),
-                Some(raw) => serde_json::from_str::<Vec<DataCollection>>(raw.get())
+                Some(raw) => serde_json::from_str::<Vec<DataCollection>>(raw)
                     .map_err(|_| DecodeError::mistyped("data_collections", "[{data_collection, event_count}]", shown(raw)))?
                     .into_iter()
                     .map(|c| (c.data_collection.into_owned(), c.event_count))
@@ -488,8 +365,8 @@ fn parse_sequence_quoted(text: &str, quote: &str) -> Option<(u64, u64)> {
 /// A PostgreSQL `source.sequence` read from its raw JSON string when its only
 /// escapes are the quotes of its array (as Debezium writes it on every event);
 /// `None` sends the caller to the general path.
-fn raw_sequence(raw: &RawValue) -> Option<(u64, u64)> {
-    let inner = raw.get().strip_prefix('"')?.strip_suffix('"')?;
+fn raw_sequence(raw: &str) -> Option<(u64, u64)> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
     inner.split('\\').skip(1).all(|after| after.starts_with('"')).then(|| parse_sequence_quoted(inner, "\\\"")).flatten()
 }
 
@@ -617,8 +494,8 @@ mod tests {
         assert_eq!(parse_sequence(r#"["x","2"]"#), None);
         assert_eq!(parse_sequence("12"), None);
         assert_eq!(parse_sequence(r#"["+1","2"]"#), None, "a sign is not an LSN");
-        fn raw(json: &str) -> &RawValue {
-            serde_json::from_str(json).expect("raw")
+        fn raw(json: &str) -> &str {
+            serde_json::from_str::<&RawValue>(json).expect("raw").get()
         }
         assert_eq!(raw_sequence(raw(r#""[\"100\",\"120\"]""#)), Some((100, 120)), "read from the escaped form");
         assert_eq!(raw_sequence(raw(r#""[null,\"22\"]""#)), Some((0, 22)));

@@ -3,6 +3,8 @@
 
 pub mod encoder;
 mod envelope;
+mod fields;
+mod scan;
 pub mod image;
 pub mod message;
 pub mod row;

@@ -44,8 +44,10 @@ pub fn value_of(kind: &DebeziumType, scalar: &Scalar<'_>) -> Result<Value, Strin
             }
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         },
-        Scalar::Geometry { wkb, srid, x, y } => match kind {
-            DebeziumType::Geometry => geometry_value(wkb.as_deref(), *srid, *x, *y).map_err(de::Error::custom),
+        Scalar::Geometry(geometry) => match kind {
+            DebeziumType::Geometry => {
+                geometry_value(geometry.wkb.as_deref(), geometry.srid, geometry.x, geometry.y).map_err(de::Error::custom)
+            }
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         },
         Scalar::Nested(what) => Err(de::Error::custom(format_args!("{what} where {} was expected", expected(kind)))),

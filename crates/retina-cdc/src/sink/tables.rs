@@ -193,7 +193,7 @@ impl TableResolver {
                 Scalar::F64(_) => DebeziumType::Float64,
                 Scalar::Str(_) | Scalar::Null => DebeziumType::Utf8,
                 Scalar::VariableDecimal { .. } => DebeziumType::VariableScaleDecimal,
-                Scalar::Geometry { .. } => DebeziumType::Geometry,
+                Scalar::Geometry(_) => DebeziumType::Geometry,
                 Scalar::Nested(what) => {
                     return Err(CdcError::Schema {
                         position,
