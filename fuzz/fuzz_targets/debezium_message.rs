@@ -5,7 +5,8 @@
 //! from a catalog table's Arrow schema), `row_changes` (typed rows and keys), every
 //! value against every column kind, and transaction reconstruction over the lines.
 //!
-//! It must never panic; errors are fine (and are formatted, as the sink does).
+//! It must never panic; errors are fine (and are formatted, as the sink does). The
+//! payload scanner is checked against serde on every line.
 #![no_main]
 
 use std::collections::HashMap;
@@ -15,7 +16,7 @@ use arrow_schema::{Field, Schema};
 use libfuzzer_sys::fuzz_target;
 use retina_cdc::debezium::schema::{columns_of_envelope, key_columns};
 use retina_cdc::debezium::value::value_of;
-use retina_cdc::debezium::{decode_line, ChangeEvent, DebeziumType, ColumnPlan, Image, Message, Scalar, TablePlan};
+use retina_cdc::debezium::{assert_agrees_with_serde, decode_line, ChangeEvent, DebeziumType, ColumnPlan, Image, Message, Scalar, TablePlan};
 use retina_cdc::sink::prepare::{change, row_changes, Prepared};
 use retina_cdc::sink::tables::{plan_of_schema, TableBinding};
 use retina_cdc::sink::{CompletedTransaction, Grouping, PendingChange, Reconstructor};
@@ -74,6 +75,8 @@ fuzz_target!(|data: &[u8]| {
     let mut last_line = 0u64;
     for (index, chunk) in data.split(|&b| b == b'\n').enumerate() {
         let Ok(line) = std::str::from_utf8(chunk) else { continue };
+        // The payload scanner must read every line as serde does, or leave it to serde.
+        assert_agrees_with_serde(line);
         last_line = index as u64 + 1;
         stream.line(Position::line(last_line), line);
     }

@@ -14,6 +14,8 @@ pub mod types;
 pub mod value;
 
 pub use encoder::{DebeziumEncoder, EncoderOptions};
+#[doc(hidden)]
+pub use scan::assert_agrees_with_serde;
 pub use image::{Image, Scalar};
 pub use message::{decode_line, decode_line_with, ChangeEvent, Message, Op, TransactionBlock};
 pub use row::{ColumnPlan, TablePlan};
