@@ -500,6 +500,41 @@ mod tests {
         assert!(serde_fields(&deep).is_some());
     }
 
+    /// Every line of the fuzz seeds (captured Debezium shapes: PostgreSQL, MySQL,
+    /// envelopes, transaction messages, odd values), and every change-event payload
+    /// inside them, reads the same either way.
+    #[test]
+    fn agrees_with_serde_on_the_fuzz_seeds() {
+        fn payloads(value: &serde_json::Value, out: &mut Vec<String>) {
+            match value {
+                serde_json::Value::Object(map) => {
+                    if map.contains_key("op") {
+                        out.push(value.to_string());
+                    }
+                    map.values().for_each(|inner| payloads(inner, out));
+                }
+                serde_json::Value::Array(items) => items.iter().for_each(|inner| payloads(inner, out)),
+                _ => {}
+            }
+        }
+        let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/debezium_message");
+        let (mut lines, mut scanned) = (0, 0);
+        for entry in std::fs::read_dir(&seeds).expect("the fuzz seeds") {
+            let bytes = std::fs::read(entry.expect("a seed").path()).expect("a seed's bytes");
+            for line in String::from_utf8_lossy(&bytes).lines() {
+                let mut texts = vec![line.to_string()];
+                if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {
+                    payloads(&value, &mut texts);
+                }
+                for text in &texts {
+                    lines += 1;
+                    scanned += usize::from(agrees(text).is_some());
+                }
+            }
+        }
+        assert!(scanned > 20 && lines > scanned, "{scanned} of {lines} texts scanned: the seeds exercise both paths");
+    }
+
     #[test]
     fn special_bytes_are_found_at_every_offset() {
         for special in [b'"', b'\\', 0x00, 0x1f] {
