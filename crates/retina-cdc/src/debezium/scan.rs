@@ -318,8 +318,8 @@ impl<'a> Scanner<'a> {
                 "op" => fields.op = seen.first(0).and_then(|()| scanner.raw())?,
                 "after" => fields.after = seen.first(1).and_then(|()| scanner.image())?,
                 "before" => fields.before = seen.first(2).and_then(|()| scanner.image())?,
-                "source" => fields.source = seen.first(3).and_then(|()| scanner.block(Self::source))?,
-                "transaction" => fields.transaction = seen.first(4).and_then(|()| scanner.block(Self::transaction))?,
+                "source" => fields.source = seen.first(3).and_then(|()| scanner.block(|block| block.raw_block(source_slot)))?,
+                "transaction" => fields.transaction = seen.first(4).and_then(|()| scanner.block(|block| block.raw_block(transaction_slot)))?,
                 // Wrappers and transaction messages are rare: the serde path reads them.
                 "key" | "value" | "table" | "schema" | "payload" | "status" | "id" | "event_count" | "data_collections" => return None,
                 _ => {
@@ -331,47 +331,53 @@ impl<'a> Scanner<'a> {
         Some(fields)
     }
 
-    fn source(&mut self) -> Option<SourceFields<'a>> {
-        let mut source = SourceFields::default();
+    /// A block kept as raw field texts: `slot` says where a known field goes (and
+    /// its bit, for repeats); other fields are skipped, checked.
+    fn raw_block<T: Default>(&mut self, slot: impl for<'t> Fn(&'t mut T, &str) -> Option<(&'t mut Option<&'a str>, u32)>) -> Option<T> {
+        let mut block = T::default();
         let mut seen = Seen::default();
         self.object(|scanner, key| {
-            let (slot, bit) = match key.plain()? {
-                "connector" => (&mut source.connector, 0),
-                "db" => (&mut source.db, 1),
-                "schema" => (&mut source.schema, 2),
-                "table" => (&mut source.table, 3),
-                "txId" => (&mut source.tx_id, 4),
-                "sequence" => (&mut source.sequence, 5),
-                "file" => (&mut source.file, 6),
-                "pos" => (&mut source.pos, 7),
-                "row" => (&mut source.row, 8),
-                "gtid" => (&mut source.gtid, 9),
-                "snapshot" => (&mut source.snapshot, 10),
-                _ => return scanner.value(2).map(drop),
-            };
-            seen.first(bit)?;
-            *slot = scanner.raw()?;
+            match slot(&mut block, key.plain()?) {
+                Some((field, bit)) => {
+                    seen.first(bit)?;
+                    *field = scanner.raw()?;
+                }
+                None => {
+                    scanner.value(2)?;
+                }
+            }
             Some(())
         })?;
-        Some(source)
+        Some(block)
     }
+}
 
-    fn transaction(&mut self) -> Option<TransactionFields<'a>> {
-        let mut transaction = TransactionFields::default();
-        let mut seen = Seen::default();
-        self.object(|scanner, key| {
-            let (slot, bit) = match key.plain()? {
-                "id" => (&mut transaction.id, 0),
-                "total_order" => (&mut transaction.total_order, 1),
-                "data_collection_order" => (&mut transaction.data_collection_order, 2),
-                _ => return scanner.value(2).map(drop),
-            };
-            seen.first(bit)?;
-            *slot = scanner.raw()?;
-            Some(())
-        })?;
-        Some(transaction)
-    }
+/// Where a `source` field goes (see [`SourceFields`]).
+fn source_slot<'t, 'a>(source: &'t mut SourceFields<'a>, name: &str) -> Option<(&'t mut Option<&'a str>, u32)> {
+    Some(match name {
+        "connector" => (&mut source.connector, 0),
+        "db" => (&mut source.db, 1),
+        "schema" => (&mut source.schema, 2),
+        "table" => (&mut source.table, 3),
+        "txId" => (&mut source.tx_id, 4),
+        "sequence" => (&mut source.sequence, 5),
+        "file" => (&mut source.file, 6),
+        "pos" => (&mut source.pos, 7),
+        "row" => (&mut source.row, 8),
+        "gtid" => (&mut source.gtid, 9),
+        "snapshot" => (&mut source.snapshot, 10),
+        _ => return None,
+    })
+}
+
+/// Where a `transaction` field goes (see [`TransactionFields`]).
+fn transaction_slot<'t, 'a>(transaction: &'t mut TransactionFields<'a>, name: &str) -> Option<(&'t mut Option<&'a str>, u32)> {
+    Some(match name {
+        "id" => (&mut transaction.id, 0),
+        "total_order" => (&mut transaction.total_order, 1),
+        "data_collection_order" => (&mut transaction.data_collection_order, 2),
+        _ => return None,
+    })
 }
 
 /// Which known fields of an object were read.
