@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use retina_core::{Engine, SourceRegistry, SourceStatus};
 
+use crate::debezium::{Line, SchemaElider};
 use crate::error::CdcResult;
 use crate::pipeline::{DecodeStage, LineBatch, PreparedBatch, BATCH_LINES, DECODE_WORKERS};
 use crate::sink::{Sink, SinkOptions, SinkStats};
@@ -238,7 +239,8 @@ impl Driver<'_, '_> {
     fn replay(&mut self) -> CdcResult<Ended> {
         let mut stage = DecodeStage::start(self.sink.known_bindings())?;
         let mut batch: LineBatch = Vec::with_capacity(BATCH_LINES);
-        let mut buffer = String::with_capacity(4096);
+        let mut buffer = Line::with_capacity(4096);
+        let mut elider = SchemaElider::new(self.sink.known_schemas());
         let mut idle_since: Option<Instant> = None;
         loop {
             if self.stop.flagged() {
@@ -246,7 +248,7 @@ impl Driver<'_, '_> {
                 self.sink.stop()?;
                 return Ok(Ended::Stopped);
             }
-            let event = match self.source.next(&mut buffer) {
+            let event = match self.source.next_line(&mut buffer, &mut elider) {
                 Ok(event) => event,
                 Err(error) => {
                     // What arrived before the source failed is applied first (a gap is
@@ -262,7 +264,7 @@ impl Driver<'_, '_> {
                         self.sink.note_resume_offsets(position.value, offsets);
                     }
                     let capacity = buffer.capacity();
-                    batch.push((position, std::mem::replace(&mut buffer, String::with_capacity(capacity))));
+                    batch.push((position, std::mem::replace(&mut buffer, Line::with_capacity(capacity))));
                     if batch.len() >= BATCH_LINES {
                         stage.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH_LINES)))?;
                         // Keep every decode worker busy while the oldest batch is applied.
@@ -305,7 +307,7 @@ impl Driver<'_, '_> {
         for (position, line, prepared) in batch {
             match prepared {
                 Some(prepared) => self.sink.handle_prepared(position, prepared, &line)?,
-                None => self.sink.handle(position, &line)?,
+                None => self.sink.handle(position, &line.full())?,
             }
             self.handled += 1;
             if self.handled % ACKNOWLEDGE_EVERY == 0 {

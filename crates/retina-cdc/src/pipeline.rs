@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use parking_lot::RwLock;
 
+use crate::debezium::Line;
 use crate::error::{CdcError, CdcResult};
 use crate::position::Position;
 use crate::sink::prepare::{prepare_known, Prepared};
@@ -23,8 +24,8 @@ use crate::sink::tables::KnownBindings;
 /// Lines per batch handed to the worker.
 pub const BATCH_LINES: usize = 256;
 
-pub type LineBatch = Vec<(Position, String)>;
-pub type PreparedBatch = Vec<(Position, String, Option<Prepared>)>;
+pub type LineBatch = Vec<(Position, Line)>;
+pub type PreparedBatch = Vec<(Position, Line, Option<Prepared>)>;
 
 /// Decode workers. Two: decoding is about half of the CPU per message end to end, and
 /// one worker left the second core partly idle while the sink thread and the shards
@@ -133,7 +134,7 @@ mod tests {
     #[test]
     fn batches_come_back_in_the_order_sent() {
         let mut stage = DecodeStage::start(Arc::new(RwLock::new(KnownBindings::default()))).expect("stage");
-        let batch = |n: u64| -> LineBatch { (0..3).map(|i| (Position::line(n * 10 + i), format!("not json {n}"))).collect() };
+        let batch = |n: u64| -> LineBatch { (0..3).map(|i| (Position::line(n * 10 + i), Line::plain(format!("not json {n}")))).collect() };
         let mut received = Vec::new();
         for n in 0..20 {
             stage.send(batch(n)).expect("send");

@@ -20,6 +20,8 @@ use std::cell::RefCell;
 
 use serde_json::value::RawValue;
 
+use super::elision::Elision;
+
 /// How many distinct schemas a thread remembers; a stream of more tables than this,
 /// interleaved, falls back to the full parse for some lines (correct, just slower).
 const REMEMBERED_SCHEMAS: usize = 64;
@@ -63,8 +65,17 @@ pub(super) fn remember(schema: &str) {
 }
 
 /// The parts of `line` when it has a canonical layout and known schemas.
+#[cfg(test)]
 pub(super) fn split(line: &str) -> Option<Parts<'_>> {
-    let mut cursor = Cursor { text: line, at: 0 };
+    split_line(line, &[])
+}
+
+/// The parts of `text`, a line with the schemas `elided` left out (see
+/// [`super::elision`]), when it has a canonical layout and its schemas are known: each
+/// left out where a schema belongs, or remembered by this thread. A schema left out
+/// anywhere else makes the line go to the full parse (of the full line).
+pub(super) fn split_line<'a>(text: &'a str, elided: &'a [Elision]) -> Option<Parts<'a>> {
+    let mut cursor = Cursor { text, at: 0, elided, consumed: 0 };
     cursor.token("{")?;
     // The table a Kafka source read it under (see `source::kafka`), ahead of the rest.
     let table = if cursor.peek_literal("\"table\"") {
@@ -76,43 +87,44 @@ pub(super) fn split(line: &str) -> Option<Parts<'_>> {
     } else {
         None
     };
+    // How many braces close the line after the payload: the value envelope's, and the
+    // wrapper's when there is one.
+    let mut closing = 1;
+    let mut key = None;
     if cursor.peek_literal("\"key\"") {
         cursor.token("\"key\"")?;
         cursor.token(":")?;
+        cursor.token("{")?;
         let key_schema = cursor.known_schema_then_payload()?;
         let key_payload = cursor.value()?;
+        key = Some((key_schema, key_payload));
         cursor.token("}")?;
         cursor.token(",")?;
+    }
+    if key.is_some() || table.is_some() {
         cursor.token("\"value\"")?;
         cursor.token(":")?;
-        // The value envelope closes just before the line's own closing brace.
-        let value = cursor.rest().trim_end().strip_suffix('}')?;
-        let inner = split_value(value)?;
-        return Some(Parts { key: Some((key_schema, key_payload)), table, ..inner });
+        cursor.token("{")?;
+        closing = 2;
     }
-    if table.is_some() {
-        cursor.token("\"value\"")?;
-        cursor.token(":")?;
-        let value = cursor.rest().trim_end().strip_suffix('}')?;
-        return Some(Parts { table, ..split_value(value)? });
-    }
-    split_value(line)
-}
-
-/// `{"schema":S,"payload":P}` with `S` known.
-fn split_value(text: &str) -> Option<Parts<'_>> {
-    let mut cursor = Cursor { text, at: 0 };
     let schema = cursor.known_schema_then_payload()?;
-    let payload = cursor.rest().trim_end().strip_suffix('}')?.trim();
-    if payload.is_empty() || payload == "null" {
+    let mut payload = cursor.rest();
+    for _ in 0..closing {
+        payload = payload.trim_end().strip_suffix('}')?;
+    }
+    let payload = payload.trim();
+    if payload.is_empty() || payload == "null" || cursor.consumed != elided.len() {
         return None;
     }
-    Some(Parts { key: None, table: None, schema, payload })
+    Some(Parts { key, table, schema, payload })
 }
 
 struct Cursor<'a> {
     text: &'a str,
     at: usize,
+    /// Schemas left out of `text`, and how many of them were read as schemas.
+    elided: &'a [Elision],
+    consumed: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -136,10 +148,9 @@ impl<'a> Cursor<'a> {
         self.rest().starts_with(literal).then(|| self.at += literal.len())
     }
 
-    /// `{"schema":S,"payload":` with `S` remembered: returns `S`, the cursor left at
-    /// the payload.
+    /// `"schema":S,"payload":` (after the envelope's brace) with `S` known: returns
+    /// `S`, the cursor left at the payload.
     fn known_schema_then_payload(&mut self) -> Option<&'a str> {
-        self.token("{")?;
         self.token("\"schema\"")?;
         self.token(":")?;
         let schema = self.known_schema()?;
@@ -149,9 +160,14 @@ impl<'a> Cursor<'a> {
         Some(schema)
     }
 
-    /// A remembered schema starting here, moved to the front of the memory.
+    /// A schema left out here, or a remembered one starting here (moved to the front of
+    /// the memory).
     fn known_schema(&mut self) -> Option<&'a str> {
         self.skip_whitespace();
+        if let Some(elision) = self.elided.get(self.consumed).filter(|e| e.at == self.at) {
+            self.consumed += 1;
+            return Some(&elision.schema);
+        }
         let rest = self.rest();
         let length = SEEN.with_borrow_mut(|seen| {
             let index = seen.iter().position(|known| ends_alike(rest, known) && rest.starts_with(&**known))?;

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::elision::Line;
 use super::envelope;
 use super::scan;
 use super::fields::{Block, Fields, SourceFields};
@@ -162,17 +163,8 @@ pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Resul
     if trimmed.is_empty() || trimmed == "null" {
         return Ok(Message::Tombstone);
     }
-    if let Some(parts) = envelope::split(trimmed) {
-        // Its schemas are known; a payload that does not parse is left to the full
-        // parse below, which gives the error (or reads a layout the split did not).
-        let payload = scan::payload(parts.payload).or_else(|| serde_json::from_str::<Fields>(parts.payload).ok());
-        if let Some(payload) = payload {
-            let (key, key_schema) = match parts.key {
-                Some((schema, key)) => (Some(key), Some(schema)),
-                None => (None, None),
-            };
-            return decode_payload(payload, Some(parts.schema), key, key_schema, default_table.or(parts.table));
-        }
+    if let Some(decoded) = envelope::split_line(trimmed, &[]).and_then(|parts| decode_parts(parts, default_table)) {
+        return decoded;
     }
     // A bare payload (what the serde path below reads without a wrapper).
     if let Some(payload) = scan::payload(trimmed) {
@@ -201,6 +193,29 @@ pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Resul
     };
     let inner: Fields = serde_json::from_str(value.get()).map_err(malformed)?;
     decode_value(inner, key, key_schema, default_table)
+}
+
+/// Decodes a line read with known schemas left out (see [`Line`]); `None` when it
+/// takes the full parse, which needs the full line (`line.full()`): a layout the
+/// envelope's fast path does not read, or a payload that does not parse there (the
+/// full parse gives the error).
+pub fn decode_elided<'a>(line: &'a Line, default_table: Option<&str>) -> Option<Result<Message<'a>, DecodeError>> {
+    if line.elided().is_empty() {
+        return Some(decode_line_with(line.text(), default_table));
+    }
+    // Nothing is left out of a line that starts with whitespace, so only its end may be
+    // trimmed without moving where the schemas were.
+    envelope::split_line(line.text().trim_end(), line.elided()).and_then(|parts| decode_parts(parts, default_table))
+}
+
+/// The envelope's payload decoded; `None` when it does not parse on the fast path.
+fn decode_parts<'a>(parts: envelope::Parts<'a>, default_table: Option<&str>) -> Option<Result<Message<'a>, DecodeError>> {
+    let payload = scan::payload(parts.payload).or_else(|| serde_json::from_str::<Fields>(parts.payload).ok())?;
+    let (key, key_schema) = match parts.key {
+        Some((schema, key)) => (Some(key), Some(schema)),
+        None => (None, None),
+    };
+    Some(decode_payload(payload, Some(parts.schema), key, key_schema, default_table.or(parts.table)))
 }
 
 /// Decodes a value: `{"schema":…,"payload":…}` or a bare payload.

@@ -1,6 +1,7 @@
 //! Debezium JSON: the message decoder (envelope, schemas, typed row images) and an
 //! encoder for generated transactions.
 
+pub mod elision;
 pub mod encoder;
 mod envelope;
 mod fields;
@@ -17,6 +18,7 @@ pub use encoder::{DebeziumEncoder, EncoderOptions};
 #[doc(hidden)]
 pub use scan::assert_agrees_with_serde;
 pub use image::{Image, Scalar};
-pub use message::{decode_line, decode_line_with, ChangeEvent, Message, Op, TransactionBlock};
+pub use elision::{KnownSchemas, Line, SchemaElider};
+pub use message::{decode_elided, decode_line, decode_line_with, ChangeEvent, Message, Op, TransactionBlock};
 pub use row::{ColumnPlan, TablePlan};
 pub use types::DebeziumType;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use retina_core::Engine;
 
-use crate::debezium::{decode_line_with, Message};
+use crate::debezium::{decode_line_with, Line, Message};
 use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition, SourceOrder};
 pub use dead_letter::DeadLetterWriter;
@@ -253,14 +253,15 @@ impl<'e> Sink<'e> {
     }
 
     /// Handles one message the decode stage already prepared (see
-    /// [`prepare::prepare_known`]); `line` is its raw text, for dead letters.
-    pub fn handle_prepared(&mut self, position: Position, prepared: Prepared, line: &str) -> CdcResult<()> {
+    /// [`prepare::prepare_known`]); `line` is the message read, for dead letters.
+    pub fn handle_prepared(&mut self, position: Position, prepared: Prepared, line: &Line) -> CdcResult<()> {
         self.stats.messages += 1;
         self.last_position = Some(position);
         if self.resume.as_ref().is_some_and(|r| position.value <= r.transport) {
             return Ok(());
         }
-        let result = self.accept_prepared(position, prepared, line);
+        let full = self.dead_letter.is_some().then(|| line.full());
+        let result = self.accept_prepared(position, prepared, full.as_deref());
         let submitted = self.submit_completed();
         match result {
             Ok(()) => submitted,
@@ -269,6 +270,12 @@ impl<'e> Sink<'e> {
                 self.reject(rejected)
             }
         }
+    }
+
+    /// The schema texts of bound tables, which the thread reading the source leaves
+    /// out of lines (see [`crate::debezium::elision`]).
+    pub fn known_schemas(&self) -> crate::debezium::KnownSchemas {
+        self.tables.known_schemas()
     }
 
     /// The tables resolved so far, for a decode stage on another thread.
@@ -290,11 +297,11 @@ impl<'e> Sink<'e> {
                 prepare::change(*event, &binding, changes)
             }
         };
-        self.accept_prepared(position, prepared, line)
+        self.accept_prepared(position, prepared, self.dead_letter.is_some().then_some(line))
     }
 
-    fn accept_prepared(&mut self, position: Position, prepared: Prepared, line: &str) -> Result<(), Rejected> {
-        let raw_for_dead_letter = self.dead_letter.is_some().then_some(line);
+    /// `raw_for_dead_letter` is the message's text when dead letters are written.
+    fn accept_prepared(&mut self, position: Position, prepared: Prepared, raw_for_dead_letter: Option<&str>) -> Result<(), Rejected> {
         match prepared {
             Prepared::Tombstone => {
                 self.stats.tombstones += 1;

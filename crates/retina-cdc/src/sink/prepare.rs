@@ -10,7 +10,7 @@ use retina_core::RowChange;
 use super::decoding::{Decoding, OnAbsentRow};
 use super::reconstruct::SinkChange;
 use super::tables::{KnownBindings, TableBinding};
-use crate::debezium::{decode_line_with, ChangeEvent, Message, Op, TablePlan, TransactionBlock};
+use crate::debezium::{decode_elided, decode_line_with, ChangeEvent, Line, Message, Op, TablePlan, TransactionBlock};
 use crate::error::{CdcError, CdcResult, DecodeError};
 use crate::position::{Position, SourceOrder};
 
@@ -32,16 +32,24 @@ pub enum Prepared {
 /// Prepares `line` if that needs no decision of the sink: it decodes, and its table is
 /// already known. Otherwise (an error, a new table or schema) `None`: the sink then
 /// handles the raw line itself, producing the exact error or creating the table.
-pub fn prepare_known(line: &str, position: Position, known: &RwLock<KnownBindings>) -> Option<Prepared> {
+pub fn prepare_known(line: &Line, position: Position, known: &RwLock<KnownBindings>) -> Option<Prepared> {
     let known = known.read();
-    let decoding = known.decoding();
-    Some(match decode_line_with(line, decoding.default_table.as_deref()).ok()? {
+    let default_table = known.decoding().default_table.as_deref();
+    match decode_elided(line, default_table) {
+        Some(decoded) => prepare_decoded(decoded.ok()?, position, &known),
+        // A layout only the full parse reads: decoded from the full line, here still.
+        None => prepare_decoded(decode_line_with(&line.full(), default_table).ok()?, position, &known),
+    }
+}
+
+fn prepare_decoded(message: Message<'_>, position: Position, known: &KnownBindings) -> Option<Prepared> {
+    Some(match message {
         Message::Tombstone => Prepared::Tombstone,
         Message::Begin { id } => Prepared::Begin { id },
         Message::End { id, event_count, data_collections } => Prepared::End { id, event_count, data_collections },
         Message::Change(event) => {
             let binding = known.lookup(&event)?;
-            let changes = row_changes_with(&binding, &event, position, decoding).ok()?;
+            let changes = row_changes_with(&binding, &event, position, known.decoding()).ok()?;
             change(*event, &binding, changes)
         }
     })

@@ -12,7 +12,7 @@ use retina_core::{Engine, TableId, TableSchema};
 
 use crate::debezium::schema::{columns_of_envelope, key_columns};
 use super::decoding::Decoding;
-use crate::debezium::{ChangeEvent, DebeziumType, ColumnPlan, Scalar, TablePlan};
+use crate::debezium::{ChangeEvent, DebeziumType, ColumnPlan, KnownSchemas, Scalar, TablePlan};
 use crate::error::{CdcError, CdcResult};
 use crate::position::Position;
 
@@ -35,8 +35,10 @@ pub struct TableBinding {
 #[derive(Default)]
 pub struct KnownBindings {
     by_name: HashMap<String, Arc<TableBinding>>,
-    /// Per table, its schema texts seen so far, newest last.
-    by_schema: HashMap<String, Vec<(Box<str>, Arc<TableBinding>)>>,
+    /// Per table, its schema texts seen so far (the shared copies of
+    /// [`KnownSchemas`], which lines read with that schema left out point to), newest
+    /// last.
+    by_schema: HashMap<String, Vec<(Arc<str>, Arc<TableBinding>)>>,
     decoding: Decoding,
 }
 
@@ -51,11 +53,17 @@ impl KnownBindings {
         match event.schema {
             Some(schema) => {
                 let schemas = self.by_schema.get(&event.table)?;
-                schemas.iter().rev().find(|(known, _)| &**known == schema).map(|(_, binding)| Arc::clone(binding))
+                schemas.iter().rev().find(|(known, _)| same_text(known, schema)).map(|(_, binding)| Arc::clone(binding))
             }
             None => self.by_name.get(&event.table).cloned(),
         }
     }
+}
+
+/// Whether `known` and `text` are the same text: by address first, which is how a
+/// schema left out of a line is recognized (its bytes were compared as it was read).
+fn same_text(known: &str, text: &str) -> bool {
+    (known.as_ptr() == text.as_ptr() && known.len() == text.len()) || known == text
 }
 
 /// Resolves events to tables (see [`KnownBindings`] for the caches).
@@ -63,6 +71,8 @@ pub struct TableResolver {
     primary_keys: HashMap<String, Vec<String>>,
     infer_schema: bool,
     known: Arc<RwLock<KnownBindings>>,
+    /// The schema texts of bound tables, which sources leave out of lines.
+    schemas: KnownSchemas,
     /// Tables that got columns since [`Self::take_widened`]: rows decoded with an
     /// older binding are short of them.
     widened: Vec<TableId>,
@@ -70,7 +80,7 @@ pub struct TableResolver {
 
 impl TableResolver {
     pub fn new(primary_keys: HashMap<String, Vec<String>>, infer_schema: bool) -> Self {
-        Self { primary_keys, infer_schema, known: Arc::default(), widened: Vec::new() }
+        Self { primary_keys, infer_schema, known: Arc::default(), schemas: KnownSchemas::default(), widened: Vec::new() }
     }
 
     /// Sets how events become row changes (`--table`, `--on-absent-row`).
@@ -94,6 +104,11 @@ impl TableResolver {
         Arc::clone(&self.known)
     }
 
+    /// The schema texts of bound tables, for the thread reading the source.
+    pub fn known_schemas(&self) -> KnownSchemas {
+        self.schemas.clone()
+    }
+
     /// The binding for `event`'s table, creating the table if needed.
     pub fn resolve(&mut self, engine: &Engine, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Arc<TableBinding>> {
         if let Some(binding) = self.known.read().lookup(event) {
@@ -101,8 +116,14 @@ impl TableResolver {
         }
         if let Some(schema) = event.schema {
             let binding = self.resolve_with_schema(engine, event, schema, position)?;
+            // Both parsed as part of the message (and the value schema again for its
+            // columns), so sources may leave them out from now on.
+            let schema = self.schemas.intern(schema);
+            if let Some(key_schema) = event.key_schema {
+                self.schemas.intern(key_schema);
+            }
             let mut known = self.known.write();
-            known.by_schema.entry(event.table.clone()).or_default().push((schema.into(), Arc::clone(&binding)));
+            known.by_schema.entry(event.table.clone()).or_default().push((schema, Arc::clone(&binding)));
             return Ok(binding);
         }
         let binding = match engine.table_id(&event.table) {

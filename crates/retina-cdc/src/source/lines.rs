@@ -6,6 +6,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use super::{MessageSource, SourceEvent};
+use crate::debezium::elision::NotUtf8;
+use crate::debezium::{Line, SchemaElider};
 use crate::error::{CdcError, CdcResult};
 use crate::position::Position;
 
@@ -13,6 +15,8 @@ pub struct LineSource {
     name: String,
     reader: Box<dyn BufRead + Send>,
     line: u64,
+    /// A line that spans refills of the read buffer, gathered.
+    spill: Vec<u8>,
 }
 
 /// Bytes read from the file or stdin at a time. One buffer only: a second, 8-KB one
@@ -34,14 +38,27 @@ impl LineSource {
     /// Lines of `reader`, which is read through this source's own buffer (pass an
     /// unbuffered reader).
     pub fn from_reader(name: String, reader: impl Read + Send + 'static) -> Self {
-        Self { name, reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader)), line: 0 }
+        Self { name, reader: Box::new(BufReader::with_capacity(READ_BUFFER_BYTES, reader)), line: 0, spill: Vec::new() }
     }
 }
 
 impl MessageSource for LineSource {
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
+        let mut line = Line::plain(std::mem::take(buffer));
+        let event = self.read(&mut line, None);
+        *buffer = line.into_text();
+        event
+    }
+
+    fn next_line(&mut self, line: &mut Line, elider: &mut SchemaElider) -> CdcResult<SourceEvent> {
+        self.read(line, Some(elider))
+    }
+}
+
+impl LineSource {
+    fn read(&mut self, line: &mut Line, mut elider: Option<&mut SchemaElider>) -> CdcResult<SourceEvent> {
         loop {
-            let read = match read_line(&mut *self.reader, buffer) {
+            let read = match read_line(&mut *self.reader, &mut self.spill, line, elider.as_deref_mut()) {
                 Ok(read) => read,
                 Err(LineError::Read(e)) => {
                     return Err(CdcError::Source { source_name: self.name.clone(), reason: format!("after line {}: {e}", self.line) })
@@ -57,9 +74,7 @@ impl MessageSource for LineSource {
                 return Ok(SourceEvent::End);
             }
             self.line += 1;
-            let trimmed = buffer.trim_end_matches(['\n', '\r']).len();
-            buffer.truncate(trimmed);
-            if !buffer.trim().is_empty() {
+            if !line.elided().is_empty() || !line.text().trim().is_empty() {
                 return Ok(SourceEvent::Message(Position::line(self.line)));
             }
         }
@@ -71,13 +86,20 @@ enum LineError {
     NotUtf8 { valid_up_to: usize },
 }
 
-/// [`BufRead::read_line`] into `buffer` (replacing what it held), finding the line's
-/// end with the `memchr` crate's vectorized search: std's (a word-at-a-time loop)
-/// was 16% of the reading thread on envelope lines of ~1.9 KB. Returns the bytes
-/// read, newline included; 0 at the end.
-fn read_line(reader: &mut dyn BufRead, buffer: &mut String) -> Result<usize, LineError> {
-    let mut bytes = std::mem::take(buffer).into_bytes();
-    bytes.clear();
+/// Reads one line into `line` without its line ending (every `\n` and `\r` it ends
+/// with), through `elider` when given. Finds the line's end with the `memchr` crate's
+/// vectorized search: std's (a word-at-a-time loop) was 16% of the reading thread on
+/// envelope lines of ~1.9 KB. A line inside the read buffer is taken from there; one
+/// across refills is gathered in `spill` first. Returns the bytes read, newline
+/// included; 0 at the end.
+fn read_line(
+    reader: &mut dyn BufRead,
+    spill: &mut Vec<u8>,
+    line: &mut Line,
+    elider: Option<&mut SchemaElider>,
+) -> Result<usize, LineError> {
+    spill.clear();
+    let mut read = 0;
     loop {
         let available = match reader.fill_buf() {
             Ok(available) => available,
@@ -87,24 +109,39 @@ fn read_line(reader: &mut dyn BufRead, buffer: &mut String) -> Result<usize, Lin
         if available.is_empty() {
             break;
         }
-        let (taken, complete) = match memchr::memchr(b'\n', available) {
-            Some(end) => (end + 1, true),
-            None => (available.len(), false),
-        };
-        bytes.extend_from_slice(&available[..taken]);
-        reader.consume(taken);
-        if complete {
-            break;
+        match memchr::memchr(b'\n', available) {
+            Some(end) if spill.is_empty() => {
+                let filled = fill(line, elider, &available[..end]);
+                reader.consume(end + 1);
+                filled?;
+                return Ok(end + 1);
+            }
+            Some(end) => {
+                spill.extend_from_slice(&available[..=end]);
+                reader.consume(end + 1);
+                read += end + 1;
+                break;
+            }
+            None => {
+                let taken = available.len();
+                spill.extend_from_slice(available);
+                reader.consume(taken);
+                read += taken;
+            }
         }
     }
-    let read = bytes.len();
-    match String::from_utf8(bytes) {
-        Ok(text) => {
-            *buffer = text;
-            Ok(read)
-        }
-        Err(e) => Err(LineError::NotUtf8 { valid_up_to: e.utf8_error().valid_up_to() }),
-    }
+    fill(line, elider, spill)?;
+    Ok(read)
+}
+
+fn fill(line: &mut Line, elider: Option<&mut SchemaElider>, bytes: &[u8]) -> Result<(), LineError> {
+    let end = bytes.iter().rposition(|&b| b != b'\n' && b != b'\r').map_or(0, |last| last + 1);
+    let bytes = &bytes[..end];
+    let filled = match elider {
+        Some(elider) => elider.fill(line, bytes),
+        None => line.fill_plain(bytes),
+    };
+    filled.map_err(|NotUtf8 { valid_up_to }| LineError::NotUtf8 { valid_up_to })
 }
 
 #[cfg(test)]
@@ -116,6 +153,7 @@ mod tests {
             name: "test".into(),
             reader: Box::new(BufReader::with_capacity(capacity, std::io::Cursor::new(input.to_vec()))),
             line: 0,
+            spill: Vec::new(),
         };
         let mut buffer = String::new();
         let mut out = Vec::new();

@@ -12,6 +12,7 @@ pub mod uri;
 
 use retina_core::{SourceStatus, TableSchema};
 
+use crate::debezium::{Line, SchemaElider};
 use crate::error::CdcResult;
 use crate::position::{Position, SinkPosition};
 
@@ -37,6 +38,13 @@ pub trait MessageSource {
 
     /// Fills `buffer` with the next message (replacing its content).
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent>;
+
+    /// Fills `line` with the next message, leaving out the schemas `elider` knows
+    /// where it can do so cheaply (a source holding the message's bytes); by default
+    /// the message as it is.
+    fn next_line(&mut self, line: &mut Line, _elider: &mut SchemaElider) -> CdcResult<SourceEvent> {
+        self.next(line.plain_text_mut())
+    }
 
     /// Everything up to `durable` is held by a saved checkpoint: a source with
     /// acknowledgements may now acknowledge it (let the broker or database discard

@@ -1,0 +1,356 @@
+//! Known schemas left out of a line as it is read.
+//!
+//! With Kafka Connect's default JSON every line repeats its table's schema (about
+//! three quarters of a `stock` line's 4 KB). Reading a line used to move those bytes
+//! four times: the UTF-8 check and the copy into the line on the reading thread, and
+//! on a decode worker (another core, so cache misses) the comparison that recognizes
+//! the schema and the binding lookup's second comparison. Here the reading thread
+//! compares them once, while they are still in its cache, against the schemas of
+//! tables the sink has bound, and keeps only the rest of the line plus a reference
+//! to the shared schema text. The decoder takes the reference as the schema, and the
+//! binding lookup recognizes it by address.
+//!
+//! Leaving bytes out is an exact substitution: `line.full()` puts the same bytes
+//! back, so dead letters, errors and any layout the decoder's fast path does not take
+//! see the line as it was read.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+/// How many schema texts are shared; past it, new schemas are simply not left out
+/// (their lines cost what they did before). A stream evolving its schemas more often
+/// than this over one process's life is not the common case this serves.
+const MAX_SCHEMAS: usize = 256;
+
+/// Shorter schemas cost less to copy than to look up.
+const MIN_SCHEMA_LEN: usize = 32;
+
+/// Where JsonConverter puts the schemas: `{"key":{"schema":KS,…},"value":{"schema":S,…}}`
+/// for a keyed record, `{"schema":S,…}` for a value alone.
+const KEYED_PREFIX: &[u8] = br#"{"key":{"schema":"#;
+const VALUE_PREFIX: &[u8] = br#"{"schema":"#;
+const VALUE_AFTER_KEY: &[u8] = br#","value":{"schema":"#;
+
+/// Schema texts that parsed as part of a message of a bound table, shared by the sink
+/// (which adds them) and the threads reading sources (which leave them out of lines).
+///
+/// Invariant: every text held is valid JSON that starts with `{` and ends with `}`, so
+/// a line with one left out is valid UTF-8 exactly when its remaining pieces are.
+#[derive(Clone, Default)]
+pub struct KnownSchemas {
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    /// Bumped on every addition, so a reader refreshes its copy only then.
+    generation: AtomicU64,
+    schemas: Mutex<Vec<Arc<str>>>,
+}
+
+impl KnownSchemas {
+    /// The shared copy of `schema`, a schema text that parsed as JSON (added if there
+    /// is room and it is one worth leaving out).
+    pub fn intern(&self, schema: &str) -> Arc<str> {
+        let mut schemas = self.shared.schemas.lock();
+        if let Some(known) = schemas.iter().find(|known| ***known == *schema) {
+            return Arc::clone(known);
+        }
+        let text: Arc<str> = schema.into();
+        let worth = schema.len() >= MIN_SCHEMA_LEN && schema.starts_with('{') && schema.ends_with('}');
+        if worth && schemas.len() < MAX_SCHEMAS {
+            schemas.push(Arc::clone(&text));
+            self.shared.generation.fetch_add(1, Ordering::Release);
+        }
+        text
+    }
+
+    fn generation(&self) -> u64 {
+        self.shared.generation.load(Ordering::Acquire)
+    }
+}
+
+/// One schema left out of a line's text.
+#[derive(Clone, Debug)]
+pub struct Elision {
+    /// Where in the line's text the schema's bytes were.
+    pub at: usize,
+    pub schema: Arc<str>,
+}
+
+/// A message as read: its text with known schemas left out (at most the key's and the
+/// value's), in the order they occurred.
+#[derive(Clone, Debug, Default)]
+pub struct Line {
+    text: String,
+    elided: Vec<Elision>,
+}
+
+impl Line {
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self { text: String::with_capacity(capacity), elided: Vec::new() }
+    }
+
+    /// A line holding `text` as it is.
+    pub fn plain(text: impl Into<String>) -> Self {
+        Self { text: text.into(), elided: Vec::new() }
+    }
+
+    /// The text with the schemas left out (see [`Self::elided`]).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn elided(&self) -> &[Elision] {
+        &self.elided
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.text.capacity()
+    }
+
+    /// The text to fill for a message read as it is (nothing left out).
+    pub fn plain_text_mut(&mut self) -> &mut String {
+        self.elided.clear();
+        &mut self.text
+    }
+
+    /// The text, for reuse as a buffer.
+    pub fn into_text(self) -> String {
+        self.text
+    }
+
+    /// Fills the line with `bytes` as they are (nothing left out).
+    pub fn fill_plain(&mut self, bytes: &[u8]) -> Result<(), NotUtf8> {
+        self.text.clear();
+        self.elided.clear();
+        push_checked(&mut self.text, bytes, 0, bytes.len())
+    }
+
+    /// The line exactly as it was read.
+    pub fn full(&self) -> Cow<'_, str> {
+        if self.elided.is_empty() {
+            return Cow::Borrowed(&self.text);
+        }
+        let mut full = String::with_capacity(self.text.len() + self.elided.iter().map(|e| e.schema.len()).sum::<usize>());
+        let mut from = 0;
+        for elision in &self.elided {
+            full.push_str(&self.text[from..elision.at]);
+            full.push_str(&elision.schema);
+            from = elision.at;
+        }
+        full.push_str(&self.text[from..]);
+        Cow::Owned(full)
+    }
+}
+
+/// A line that is not valid UTF-8: the first invalid byte's offset in the line.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NotUtf8 {
+    pub valid_up_to: usize,
+}
+
+/// The reading thread's side: a copy of the shared schemas, most recently matched
+/// first, refreshed when the sink adds one.
+pub struct SchemaElider {
+    known: KnownSchemas,
+    generation: u64,
+    schemas: Vec<Arc<str>>,
+    /// Built once: building it per line cost more than the search.
+    value_after_key: memchr::memmem::Finder<'static>,
+}
+
+impl SchemaElider {
+    pub fn new(known: KnownSchemas) -> Self {
+        Self { known, generation: u64::MAX, schemas: Vec::new(), value_after_key: memchr::memmem::Finder::new(VALUE_AFTER_KEY) }
+    }
+
+    /// An elider that never leaves anything out (for callers without a sink).
+    pub fn none() -> Self {
+        Self::new(KnownSchemas::default())
+    }
+
+    /// Fills `line` with `bytes` (one message without its newline), leaving out the
+    /// known schemas found where JsonConverter puts them.
+    pub fn fill(&mut self, line: &mut Line, bytes: &[u8]) -> Result<(), NotUtf8> {
+        self.refresh();
+        line.text.clear();
+        line.elided.clear();
+        // Where in `bytes` each left-out schema starts, in order.
+        let mut cuts: [Option<(usize, Arc<str>)>; 2] = [None, None];
+        if !self.schemas.is_empty() {
+            if bytes.starts_with(KEYED_PREFIX) {
+                let key = self.known_at(bytes, KEYED_PREFIX.len());
+                let key_end = KEYED_PREFIX.len() + key.as_ref().map_or(0, |schema| schema.len());
+                cuts[0] = key.map(|schema| (KEYED_PREFIX.len(), schema));
+                if let Some(found) = self.value_after_key.find(&bytes[key_end..]) {
+                    let start = key_end + found + VALUE_AFTER_KEY.len();
+                    cuts[1] = self.known_at(bytes, start).map(|schema| (start, schema));
+                }
+            } else if bytes.starts_with(VALUE_PREFIX) {
+                cuts[0] = self.known_at(bytes, VALUE_PREFIX.len()).map(|schema| (VALUE_PREFIX.len(), schema));
+            }
+        }
+        let mut from = 0;
+        for (start, schema) in cuts.into_iter().flatten() {
+            push_checked(&mut line.text, bytes, from, start)?;
+            from = start + schema.len();
+            line.elided.push(Elision { at: line.text.len(), schema });
+        }
+        push_checked(&mut line.text, bytes, from, bytes.len())
+    }
+
+    fn refresh(&mut self) {
+        let generation = self.known.generation();
+        if generation == self.generation {
+            return;
+        }
+        self.generation = generation;
+        let shared = self.known.shared.schemas.lock();
+        for schema in shared.iter() {
+            if !self.schemas.iter().any(|known| Arc::ptr_eq(known, schema)) {
+                self.schemas.push(Arc::clone(schema));
+            }
+        }
+    }
+
+    /// The known schema `bytes` holds at `start`, moved to the front.
+    fn known_at(&mut self, bytes: &[u8], start: usize) -> Option<Arc<str>> {
+        let rest = &bytes[start..];
+        let index = self.schemas.iter().position(|known| ends_alike(rest, known.as_bytes()) && rest.starts_with(known.as_bytes()))?;
+        self.schemas[..=index].rotate_right(1);
+        Some(Arc::clone(&self.schemas[0]))
+    }
+}
+
+/// Whether `text` has `known`'s last bytes where `known` would end in it: a quick
+/// rejection before the full comparison (schemas of different tables share their
+/// first hundred bytes or so and differ at the end, where the name is).
+#[inline]
+fn ends_alike(text: &[u8], known: &[u8]) -> bool {
+    const TAIL: usize = 32;
+    let start = known.len().saturating_sub(TAIL);
+    text.get(start..known.len()).is_some_and(|tail| tail == &known[start..])
+}
+
+/// Appends `bytes[from..to]` to `text` if it is valid UTF-8; the error gives the first
+/// invalid byte's offset in `bytes`. Checking the pieces apart is checking the whole
+/// line: every piece boundary is next to a schema's ASCII `{` or `}`.
+fn push_checked(text: &mut String, bytes: &[u8], from: usize, to: usize) -> Result<(), NotUtf8> {
+    match std::str::from_utf8(&bytes[from..to]) {
+        Ok(piece) => {
+            text.push_str(piece);
+            Ok(())
+        }
+        Err(error) => Err(NotUtf8 { valid_up_to: from + error.valid_up_to() }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEMA: &str = r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"t.Envelope"}"#;
+    const KEY_SCHEMA: &str = r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"t.Key"}"#;
+
+    fn elider(schemas: &[&str]) -> SchemaElider {
+        let known = KnownSchemas::default();
+        for schema in schemas {
+            known.intern(schema);
+        }
+        SchemaElider::new(known)
+    }
+
+    fn filled(elider: &mut SchemaElider, text: &str) -> Line {
+        let mut line = Line::default();
+        elider.fill(&mut line, text.as_bytes()).expect("utf-8");
+        assert_eq!(line.full(), text, "the full line is the line read");
+        line
+    }
+
+    #[test]
+    fn keyed_line_leaves_out_both_schemas() {
+        let mut elider = elider(&[SCHEMA, KEY_SCHEMA]);
+        let text = format!(r#"{{"key":{{"schema":{KEY_SCHEMA},"payload":{{"id":1}}}},"value":{{"schema":{SCHEMA},"payload":{{"op":"c"}}}}}}"#);
+        let line = filled(&mut elider, &text);
+        assert_eq!(line.text(), r#"{"key":{"schema":,"payload":{"id":1}},"value":{"schema":,"payload":{"op":"c"}}}"#);
+        let schemas: Vec<&str> = line.elided().iter().map(|e| &*e.schema).collect();
+        assert_eq!(schemas, [KEY_SCHEMA, SCHEMA]);
+        assert_eq!(line.elided()[0].at, KEYED_PREFIX.len());
+    }
+
+    #[test]
+    fn value_line_and_unknown_schemas() {
+        let mut elider = elider(&[SCHEMA]);
+        let line = filled(&mut elider, &format!(r#"{{"schema":{SCHEMA},"payload":{{"op":"c"}}}}"#));
+        assert_eq!((line.text(), line.elided().len()), (r#"{"schema":,"payload":{"op":"c"}}"#, 1));
+        // A key schema nobody bound stays; the value's is still left out.
+        let text = format!(r#"{{"key":{{"schema":{KEY_SCHEMA},"payload":{{"id":1}}}},"value":{{"schema":{SCHEMA},"payload":null}}}}"#);
+        let line = filled(&mut elider, &text);
+        assert_eq!(line.elided().len(), 1);
+        assert!(line.text().contains(KEY_SCHEMA));
+        // Other layouts, a changed schema, whitespace: read as they are.
+        for text in [
+            format!(r#"{{"payload":{{"op":"c"}},"schema":{SCHEMA}}}"#),
+            format!(r#"{{"schema":{},"payload":{{}}}}"#, SCHEMA.replace("int32", "int64")),
+            format!(r#"{{ "schema":{SCHEMA},"payload":{{}}}}"#),
+            r#"{"op":"c"}"#.to_string(),
+        ] {
+            let line = filled(&mut elider, &text);
+            assert!(line.elided().is_empty(), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_schema_added_later_is_seen_by_the_elider() {
+        let known = KnownSchemas::default();
+        let mut elider = SchemaElider::new(known.clone());
+        let text = format!(r#"{{"schema":{SCHEMA},"payload":{{}}}}"#);
+        assert!(filled(&mut elider, &text).elided().is_empty());
+        let shared = known.intern(SCHEMA);
+        let line = filled(&mut elider, &text);
+        assert!(Arc::ptr_eq(&line.elided()[0].schema, &shared), "the line refers to the shared text");
+        assert!(Arc::ptr_eq(&known.intern(SCHEMA), &shared), "interned once");
+    }
+
+    #[test]
+    fn short_or_odd_schemas_are_not_shared() {
+        let known = KnownSchemas::default();
+        for schema in ["{}", r#""a string schema that is long enough to count""#, r#"{"type":"string","optional":false} "#] {
+            known.intern(schema);
+        }
+        assert_eq!(known.generation(), 0);
+    }
+
+    #[test]
+    fn invalid_utf8_is_found_at_its_offset_in_the_line_read() {
+        let mut elider = elider(&[SCHEMA, KEY_SCHEMA]);
+        let mut bytes = format!(r#"{{"key":{{"schema":{KEY_SCHEMA},"payload":{{"id":"é"}}}},"value":{{"schema":{SCHEMA},"payload":{{"a":"é"}}}}}}"#).into_bytes();
+        let whole = |bytes: &[u8]| std::str::from_utf8(bytes).map(|_| ()).map_err(|e| NotUtf8 { valid_up_to: e.valid_up_to() });
+        let mut line = Line::default();
+        assert_eq!(elider.fill(&mut line, &bytes), Ok(()));
+        let positions: Vec<usize> = bytes.windows(2).enumerate().filter(|(_, w)| w == b"\xc3\xa9").map(|(i, _)| i).collect();
+        for position in positions {
+            let mut broken = bytes.clone();
+            broken[position + 1] = b'x';
+            assert_eq!(elider.fill(&mut line, &broken), whole(&broken));
+            assert!(whole(&broken).is_err());
+        }
+        bytes.insert(0, 0xff);
+        assert_eq!(elider.fill(&mut line, &bytes), Err(NotUtf8 { valid_up_to: 0 }));
+    }
+
+    #[test]
+    fn schema_text_inside_a_key_payload_is_left_out_exactly_where_it_is() {
+        // The search for the value's schema can land inside a key payload; the
+        // substitution is still exact (the decoder checks where the schema was).
+        let mut elider = elider(&[SCHEMA]);
+        let text = format!(r#"{{"key":{{"schema":{{"type":"string"}},"payload":{{"id":1,"value":{{"schema":{SCHEMA}}}}}}},"value":null}}"#);
+        let line = filled(&mut elider, &text);
+        assert_eq!(line.elided().len(), 1);
+        assert!(line.text().ends_with(r#","value":{"schema":}}},"value":null}"#), "{}", line.text());
+    }
+}
