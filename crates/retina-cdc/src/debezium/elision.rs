@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 
 /// How many schema texts are shared; past it, new schemas are simply not left out
 /// (their lines cost what they did before). A stream evolving its schemas more often
@@ -74,7 +75,7 @@ impl KnownSchemas {
 }
 
 /// One schema left out of a line's text.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Elision {
     /// Where in the line's text the schema's bytes were.
     pub at: usize,
@@ -83,20 +84,20 @@ pub struct Elision {
 
 /// A message as read: its text with known schemas left out (at most the key's and the
 /// value's), in the order they occurred.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Line {
     text: String,
-    elided: Vec<Elision>,
+    elided: SmallVec<[Elision; 2]>,
 }
 
 impl Line {
     pub fn with_capacity(capacity: usize) -> Self {
-        Self { text: String::with_capacity(capacity), elided: Vec::new() }
+        Self { text: String::with_capacity(capacity), elided: SmallVec::new() }
     }
 
     /// A line holding `text` as it is.
     pub fn plain(text: impl Into<String>) -> Self {
-        Self { text: text.into(), elided: Vec::new() }
+        Self { text: text.into(), elided: SmallVec::new() }
     }
 
     /// The text with the schemas left out (see [`Self::elided`]).
@@ -116,6 +117,26 @@ impl Line {
     pub fn plain_text_mut(&mut self) -> &mut String {
         self.elided.clear();
         &mut self.text
+    }
+
+    /// Empties the line, keeping its buffer.
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.elided.clear();
+    }
+
+    /// Appends text kept as it is.
+    pub fn push_str(&mut self, text: &str) {
+        self.text.push_str(text);
+    }
+
+    /// The size of the text held (what a left-out schema does not cost).
+    pub fn len(&self) -> usize {
+        self.text.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.elided.is_empty()
     }
 
     /// The text, for reuse as a buffer.
@@ -144,6 +165,18 @@ impl Line {
         }
         full.push_str(&self.text[from..]);
         Cow::Owned(full)
+    }
+}
+
+impl From<String> for Line {
+    fn from(text: String) -> Self {
+        Self::plain(text)
+    }
+}
+
+impl From<&str> for Line {
+    fn from(text: &str) -> Self {
+        Self::plain(text)
     }
 }
 
@@ -201,6 +234,28 @@ impl SchemaElider {
             line.elided.push(Elision { at: line.text.len(), schema });
         }
         push_checked(&mut line.text, bytes, from, bytes.len())
+    }
+
+    /// Appends `bytes`, a Connect key or value as its own message (`{"schema":S,…}`
+    /// or anything else), to `line`, leaving out `S` when it is known. On an error
+    /// (its offset is within `bytes`) the line is as it was.
+    pub fn append_envelope(&mut self, line: &mut Line, bytes: &[u8]) -> Result<(), NotUtf8> {
+        self.refresh();
+        let (length, elided) = (line.text.len(), line.elided.len());
+        let known = if bytes.starts_with(VALUE_PREFIX) { self.known_at(bytes, VALUE_PREFIX.len()) } else { None };
+        let appended = match known {
+            Some(schema) => push_checked(&mut line.text, bytes, 0, VALUE_PREFIX.len()).and_then(|()| {
+                let from = VALUE_PREFIX.len() + schema.len();
+                line.elided.push(Elision { at: line.text.len(), schema });
+                push_checked(&mut line.text, bytes, from, bytes.len())
+            }),
+            None => push_checked(&mut line.text, bytes, 0, bytes.len()),
+        };
+        if appended.is_err() {
+            line.text.truncate(length);
+            line.elided.truncate(elided);
+        }
+        appended
     }
 
     fn refresh(&mut self) {

@@ -33,6 +33,8 @@ use rskafka::client::{Client, ClientBuilder, Credentials, SaslConfig};
 use rskafka::record::RecordAndOffset;
 
 use super::{MessageSource, SourceEvent};
+use crate::debezium::elision::NotUtf8;
+use crate::debezium::{Line, SchemaElider};
 use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition};
 use offsets::{PartitionResume, ResumeOffsets};
@@ -80,6 +82,8 @@ pub struct KafkaSource {
     /// Per partition, as a JSON string: the table its topic names (see [`wrap`]),
     /// worked out once, not per record.
     topic_tables: Vec<String>,
+    /// Where a record's line is built before it is held (copied at its size).
+    scratch: Line,
     paused: Vec<Arc<AtomicBool>>,
     fetched_tx: Sender<Fetched>,
     fetched: Receiver<Fetched>,
@@ -131,6 +135,7 @@ impl KafkaSource {
             reassembly: None,
             heads: Vec::new(),
             topic_tables: Vec::new(),
+            scratch: Line::default(),
             paused: Vec::new(),
             fetched_tx,
             fetched,
@@ -207,19 +212,19 @@ impl KafkaSource {
     /// Takes in fetched batches: all that are queued, or (after an idle report) what
     /// arrives within 100 ms. `false` when no record came (empty fetches only tell
     /// the partitions' high watermarks).
-    fn receive(&mut self) -> CdcResult<bool> {
+    fn receive(&mut self, elider: &mut SchemaElider) -> CdcResult<bool> {
         let deadline = Instant::now() + if self.reported_idle { Duration::from_millis(100) } else { Duration::ZERO };
         let mut took_records = false;
         loop {
             while let Ok(fetched) = self.fetched.try_recv() {
-                took_records |= self.take_in(fetched)?;
+                took_records |= self.take_in(fetched, elider)?;
             }
             let now = Instant::now();
             if took_records || now >= deadline {
                 break;
             }
             match self.fetched.recv_timeout(deadline - now) {
-                Ok(fetched) => took_records |= self.take_in(fetched)?,
+                Ok(fetched) => took_records |= self.take_in(fetched, elider)?,
                 Err(_) => break,
             }
         }
@@ -228,7 +233,7 @@ impl KafkaSource {
     }
 
     /// Takes in one fetched batch; `true` when it held records.
-    fn take_in(&mut self, fetched: Fetched) -> CdcResult<bool> {
+    fn take_in(&mut self, fetched: Fetched, elider: &mut SchemaElider) -> CdcResult<bool> {
         let (records, high_watermark) = fetched.result.map_err(|reason| self.error(reason))?;
         let took_records = !records.is_empty();
         let partition = fetched.partition;
@@ -242,24 +247,25 @@ impl KafkaSource {
         for RecordAndOffset { record, offset } in records {
             let (topic, number) = reassembly.name(partition);
             let at = |reason: String| format!("topic {topic} partition {number} offset {offset}: {reason}");
-            let value = record
-                .value
-                .map(|bytes| String::from_utf8(bytes).map_err(|e| at(format!("the value is not UTF-8 text: {e}"))))
-                .transpose()
-                .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason })?;
+            let not_utf8 = |valid_up_to: usize| at(format!("the value is not UTF-8 text: invalid byte at index {valid_up_to}"));
             if is_transaction_topic {
-                let Some(value) = value else { continue };
+                let Some(value) = record.value else { continue };
+                let value = String::from_utf8(value)
+                    .map_err(|e| CdcError::Source { source_name: self.name.clone(), reason: not_utf8(e.utf8_error().valid_up_to()) })?;
                 let marker = peek::marker(&value)
                     .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason: at(format!("transaction topic record: {reason}")) })?;
-                reassembly.marker(offset, marker, value);
+                reassembly.marker(offset, marker, Line::plain(value));
                 continue;
             }
-            let (transaction, line) = match value {
+            let (transaction, line) = match record.value {
                 None => (None, None),
                 Some(value) => {
-                    let transaction = peek::transaction_id(value.as_bytes())
+                    wrap(elider, &mut self.scratch, &self.topic_tables[partition], record.key.as_deref(), &value)
+                        .map_err(|NotUtf8 { valid_up_to }| CdcError::Source { source_name: self.name.clone(), reason: not_utf8(valid_up_to) })?;
+                    let transaction = peek::transaction_id(&value)
                         .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason: at(reason) })?;
-                    (transaction, Some(wrap(&self.topic_tables[partition], record.key.as_deref(), value)))
+                    // Held until its transaction completes: a copy of exactly its size.
+                    (transaction, Some(self.scratch.clone()))
                 }
             };
             reassembly
@@ -438,6 +444,13 @@ impl MessageSource for KafkaSource {
     }
 
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
+        let mut line = Line::default();
+        let event = self.next_line(&mut line, &mut SchemaElider::none());
+        *buffer = line.into_text();
+        event
+    }
+
+    fn next_line(&mut self, line: &mut Line, elider: &mut SchemaElider) -> CdcResult<SourceEvent> {
         if self.reassembly.is_none() {
             self.start(None)?;
         }
@@ -445,7 +458,7 @@ impl MessageSource for KafkaSource {
             if let Some(ready) = self.reassembly.as_mut().and_then(Reassembly::pop_ready) {
                 self.sequence += 1;
                 self.reported_idle = false;
-                *buffer = ready.line;
+                *line = ready.line;
                 self.pending_offsets = ready.resume;
                 if self.locations.len() == LOCATIONS_KEPT {
                     self.locations.pop_front();
@@ -453,7 +466,7 @@ impl MessageSource for KafkaSource {
                 self.locations.push_back((self.sequence, ready.partition, ready.offset));
                 return Ok(SourceEvent::Message(Position::kafka(self.sequence)));
             }
-            if self.receive()? {
+            if self.receive(elider)? {
                 continue;
             }
             self.check_waiting()?;
@@ -578,22 +591,25 @@ fn connect_client(runtime: &tokio::runtime::Runtime, spec: &KafkaSpec, tls: Opti
     }
 }
 
-/// The line the sink decodes: `{"table":T,"key":K,"value":V}`, with `table` (the
-/// JSON string of the table the topic names, for events without a `source` block)
-/// and the key when it is a JSON object (with or without schema).
-fn wrap(table: &str, key: Option<&[u8]>, value: String) -> String {
-    let key = key.filter(|k| k.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')).and_then(|k| std::str::from_utf8(k).ok());
-    let mut line = String::with_capacity(table.len() + key.map_or(0, str::len) + value.len() + 30);
+/// Fills `line` with what the sink decodes: `{"table":T,"key":K,"value":V}`, with
+/// `table` (the JSON string of the table the topic names, for events without a
+/// `source` block) and the key when it is a JSON object (with or without schema) in
+/// UTF-8; the known schemas of key and value are left out (see
+/// [`crate::debezium::elision`]). The error is the value's first byte that is not
+/// UTF-8.
+fn wrap(elider: &mut SchemaElider, line: &mut Line, table: &str, key: Option<&[u8]>, value: &[u8]) -> Result<(), NotUtf8> {
+    let key = key.filter(|k| k.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') && std::str::from_utf8(k).is_ok());
+    line.clear();
     line.push_str("{\"table\":");
     line.push_str(table);
     if let Some(key) = key {
         line.push_str(",\"key\":");
-        line.push_str(key);
+        elider.append_envelope(line, key)?;
     }
     line.push_str(",\"value\":");
-    line.push_str(&value);
-    line.push('}');
-    line
+    elider.append_envelope(line, value)?;
+    line.push_str("}");
+    Ok(())
 }
 
 #[cfg(test)]
@@ -602,8 +618,33 @@ mod tests {
 
     #[test]
     fn the_topic_s_table_and_json_keys_wrap_the_value_and_other_keys_are_left_out() {
-        assert_eq!(wrap("\"s.t\"", Some(br#"{"id":1}"#), "{\"op\":\"c\"}".into()), r#"{"table":"s.t","key":{"id":1},"value":{"op":"c"}}"#);
-        assert_eq!(wrap("\"s.t\"", Some(b"plain-text-key"), "{}".into()), r#"{"table":"s.t","value":{}}"#);
-        assert_eq!(wrap("\"s.t\"", None, "{}".into()), r#"{"table":"s.t","value":{}}"#);
+        let wrapped = |key: Option<&[u8]>, value: &str| {
+            let mut line = Line::default();
+            wrap(&mut SchemaElider::none(), &mut line, "\"s.t\"", key, value.as_bytes()).map(|()| line.text().to_string())
+        };
+        assert_eq!(wrapped(Some(br#"{"id":1}"#), "{\"op\":\"c\"}").as_deref(), Ok(r#"{"table":"s.t","key":{"id":1},"value":{"op":"c"}}"#));
+        assert_eq!(wrapped(Some(b"plain-text-key"), "{}").as_deref(), Ok(r#"{"table":"s.t","value":{}}"#));
+        assert_eq!(wrapped(Some(b"{\"id\":\"\xff\"}"), "{}").as_deref(), Ok(r#"{"table":"s.t","value":{}}"#));
+        assert_eq!(wrapped(None, "{}").as_deref(), Ok(r#"{"table":"s.t","value":{}}"#));
+    }
+
+    /// Known schemas of key and value are left out, and a value that is not UTF-8
+    /// is found at its byte.
+    #[test]
+    fn known_schemas_are_left_out_of_the_wrapped_line() {
+        let schema = r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"t.Envelope"}"#;
+        let known = crate::debezium::KnownSchemas::default();
+        known.intern(schema);
+        let mut elider = SchemaElider::new(known);
+        let mut line = Line::default();
+        let value = format!(r#"{{"schema":{schema},"payload":{{"op":"c"}}}}"#);
+        let key = format!(r#"{{"schema":{schema},"payload":{{"id":1}}}}"#);
+        wrap(&mut elider, &mut line, "\"s.t\"", Some(key.as_bytes()), value.as_bytes()).expect("utf-8");
+        assert_eq!(line.text(), r#"{"table":"s.t","key":{"schema":,"payload":{"id":1}},"value":{"schema":,"payload":{"op":"c"}}}"#);
+        assert_eq!(line.full(), format!(r#"{{"table":"s.t","key":{key},"value":{value}}}"#));
+        let mut bad = value.into_bytes();
+        let at = bad.len() - 4;
+        bad[at] = 0xff;
+        assert_eq!(wrap(&mut elider, &mut line, "\"s.t\"", None, &bad), Err(NotUtf8 { valid_up_to: at }));
     }
 }

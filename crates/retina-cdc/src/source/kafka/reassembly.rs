@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use super::offsets::{PartitionLedger, PartitionResume, ResumeOffsets, Taken};
+use crate::debezium::Line;
 
 /// A record of the transaction topic, as far as reassembly needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub enum Marker {
 /// applied.
 #[derive(Debug)]
 pub struct Ready {
-    pub line: String,
+    pub line: Line,
     pub partition: usize,
     pub offset: i64,
     pub resume: Option<String>,
@@ -38,12 +39,12 @@ pub struct Ready {
 struct HeldEvent {
     partition: usize,
     offset: i64,
-    line: String,
+    line: Line,
 }
 
 struct HeldTransaction {
-    begin: Option<(i64, String)>,
-    end: Option<(i64, String, u64)>,
+    begin: Option<(i64, Line)>,
+    end: Option<(i64, Line, u64)>,
     events: Vec<HeldEvent>,
     bytes: usize,
     first_seen: Instant,
@@ -143,7 +144,7 @@ impl Reassembly {
     }
 
     /// A record of the transaction topic.
-    pub fn marker(&mut self, offset: i64, marker: Marker, line: String) {
+    pub fn marker(&mut self, offset: i64, marker: Marker, line: Line) {
         match self.ledgers[0].take(offset) {
             Taken::New => {}
             Taken::AppliedBefore => return self.ledgers[0].finish(offset),
@@ -180,7 +181,7 @@ impl Reassembly {
 
     /// A change event (or a tombstone: `line` `None`) of data partition `partition`,
     /// with its transaction id when it carries transaction metadata.
-    pub fn event(&mut self, partition: usize, offset: i64, transaction: Option<String>, line: Option<String>) -> Result<(), String> {
+    pub fn event(&mut self, partition: usize, offset: i64, transaction: Option<String>, line: Option<Line>) -> Result<(), String> {
         match self.ledgers[partition].take(offset) {
             Taken::New => {}
             Taken::AppliedBefore => {
@@ -361,7 +362,7 @@ mod tests {
     }
 
     fn drain(r: &mut Reassembly) -> Vec<(String, Option<String>)> {
-        std::iter::from_fn(|| r.pop_ready()).map(|ready| (ready.line, ready.resume)).collect()
+        std::iter::from_fn(|| r.pop_ready()).map(|ready| (ready.line.text().to_string(), ready.resume)).collect()
     }
 
     #[test]
