@@ -382,7 +382,8 @@ fn parse_sequence_quoted(text: &str, quote: &str) -> Option<(u64, u64)> {
 /// `None` sends the caller to the general path.
 fn raw_sequence(raw: &str) -> Option<(u64, u64)> {
     let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
-    inner.split('\\').skip(1).all(|after| after.starts_with('"')).then(|| parse_sequence_quoted(inner, "\\\"")).flatten()
+    let bytes = inner.as_bytes();
+    memchr::memchr_iter(b'\\', bytes).all(|at| bytes.get(at + 1) == Some(&b'"')).then(|| parse_sequence_quoted(inner, "\\\"")).flatten()
 }
 
 /// The source transaction id and monotone source order of an event (see
