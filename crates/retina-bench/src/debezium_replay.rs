@@ -355,9 +355,9 @@ impl MessageSource for ChunkSource<'_> {
             // The vectorized search `LineSource` reads files with (std's is several
             // times slower on ~2 KB lines).
             let end = memchr::memchr(b'\n', rest.as_bytes()).unwrap_or(rest.len());
-            elider.fill(line, &rest.as_bytes()[..end]).map_err(|e| CdcError::Source {
+            elider.fill_text(line, &rest[..end]).map_err(|e| CdcError::Source {
                 source_name: "generated chunks".into(),
-                reason: format!("not UTF-8 at byte {}", e.valid_up_to),
+                reason: format!("no character boundary at byte {}", e.valid_up_to),
             })?;
             self.offset += (end + 1).min(rest.len());
             self.position += 1;

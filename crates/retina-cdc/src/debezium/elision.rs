@@ -209,6 +209,27 @@ impl SchemaElider {
     /// Fills `line` with `bytes` (one message without its newline), leaving out the
     /// known schemas found where JsonConverter puts them.
     pub fn fill(&mut self, line: &mut Line, bytes: &[u8]) -> Result<(), NotUtf8> {
+        self.fill_pieces(line, bytes, push_checked)
+    }
+
+    /// [`Self::fill`] for a message that is text already: its pieces are not checked
+    /// again. (Every piece ends next to a schema's ASCII brace or at an end of
+    /// `text`, so at a character boundary: the error cannot happen.)
+    pub fn fill_text(&mut self, line: &mut Line, text: &str) -> Result<(), NotUtf8> {
+        self.fill_pieces(line, text.as_bytes(), |line, _, from, to| {
+            line.push_str(text.get(from..to).ok_or(NotUtf8 { valid_up_to: from })?);
+            Ok(())
+        })
+    }
+
+    /// Fills `line` from `bytes`, appending the pieces around left-out schemas with
+    /// `push` (`line`, `bytes`, piece start, piece end).
+    fn fill_pieces(
+        &mut self,
+        line: &mut Line,
+        bytes: &[u8],
+        push: impl Fn(&mut String, &[u8], usize, usize) -> Result<(), NotUtf8>,
+    ) -> Result<(), NotUtf8> {
         self.refresh();
         line.text.clear();
         line.elided.clear();
@@ -229,11 +250,11 @@ impl SchemaElider {
         }
         let mut from = 0;
         for (start, schema) in cuts.into_iter().flatten() {
-            push_checked(&mut line.text, bytes, from, start)?;
+            push(&mut line.text, bytes, from, start)?;
             from = start + schema.len();
             line.elided.push(Elision { at: line.text.len(), schema });
         }
-        push_checked(&mut line.text, bytes, from, bytes.len())
+        push(&mut line.text, bytes, from, bytes.len())
     }
 
     /// Appends `bytes`, a Connect key or value as its own message (`{"schema":S,…}`
@@ -323,6 +344,9 @@ mod tests {
         let mut line = Line::default();
         elider.fill(&mut line, text.as_bytes()).expect("utf-8");
         assert_eq!(line.full(), text, "the full line is the line read");
+        let mut from_text = Line::default();
+        elider.fill_text(&mut from_text, text).expect("text");
+        assert_eq!(from_text, line, "text fills the same line as its bytes");
         line
     }
 
