@@ -6,7 +6,9 @@
 //! value against every column kind, and transaction reconstruction over the lines.
 //!
 //! It must never panic; errors are fine (and are formatted, as the sink does). The
-//! payload scanner is checked against serde on every line.
+//! payload scanner is checked against serde on every line, and every line is also read
+//! as the file source reads it (the schemas of tables bound so far left out) and must
+//! read back whole, fail UTF-8 at the same byte and decode the same.
 #![no_main]
 
 use std::collections::HashMap;
@@ -16,7 +18,10 @@ use arrow_schema::{Field, Schema};
 use libfuzzer_sys::fuzz_target;
 use retina_cdc::debezium::schema::{columns_of_envelope, key_columns};
 use retina_cdc::debezium::value::value_of;
-use retina_cdc::debezium::{assert_agrees_with_serde, decode_line, ChangeEvent, DebeziumType, ColumnPlan, Image, Message, Scalar, TablePlan};
+use retina_cdc::debezium::{
+    assert_agrees_with_serde, decode_elided, decode_line, ChangeEvent, DebeziumType, ColumnPlan, Image, KnownSchemas, Line, Message, Scalar,
+    SchemaElider, TablePlan,
+};
 use retina_cdc::sink::prepare::{change, row_changes, Prepared};
 use retina_cdc::sink::tables::{plan_of_schema, TableBinding};
 use retina_cdc::sink::{CompletedTransaction, Grouping, PendingChange, Reconstructor};
@@ -60,6 +65,9 @@ struct Stream {
     reconstructor: Reconstructor,
     completed: Vec<CompletedTransaction>,
     next_table: u32,
+    /// The schemas of the tables bound so far, as the sink shares them.
+    known: KnownSchemas,
+    elider: SchemaElider,
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -71,9 +79,13 @@ fuzz_target!(|data: &[u8]| {
         reconstructor: Reconstructor::new(grouping, true),
         completed: Vec::new(),
         next_table: 0,
+        known: KnownSchemas::default(),
+        elider: SchemaElider::none(),
     };
+    stream.elider = SchemaElider::new(stream.known.clone());
     let mut last_line = 0u64;
     for (index, chunk) in data.split(|&b| b == b'\n').enumerate() {
+        stream.read_elided(chunk);
         let Ok(line) = std::str::from_utf8(chunk) else { continue };
         // The payload scanner must read every line as serde does, or leave it to serde.
         assert_agrees_with_serde(line);
@@ -89,6 +101,20 @@ fuzz_target!(|data: &[u8]| {
 });
 
 impl Stream {
+    /// `chunk` read with known schemas left out: the same line back, the same UTF-8
+    /// error, the same decoded message.
+    fn read_elided(&mut self, chunk: &[u8]) {
+        let mut line = Line::default();
+        let filled = self.elider.fill(&mut line, chunk);
+        let whole = std::str::from_utf8(chunk);
+        assert_eq!(filled.as_ref().err().map(|e| e.valid_up_to), whole.as_ref().err().map(|e| e.valid_up_to()), "UTF-8 error offset");
+        let Ok(text) = whole else { return };
+        assert_eq!(line.full(), text, "the line reads back whole");
+        if let Some(decoded) = decode_elided(&line, None) {
+            assert_eq!(format!("{decoded:?}"), format!("{:?}", decode_line(text)), "decoded with schemas left out of {text:?}");
+        }
+    }
+
     fn line(&mut self, position: Position, line: &str) {
         let message = match decode_line(line) {
             Ok(message) => message,
@@ -104,6 +130,10 @@ impl Stream {
             Message::Change(event) => {
                 self.values(&event);
                 let Some(binding) = self.resolve(&event) else { return };
+                // Bound: the sink shares its schemas with the reading thread.
+                for schema in event.schema.into_iter().chain(event.key_schema) {
+                    self.known.intern(schema);
+                }
                 match row_changes(&binding, &event, position) {
                     Ok(changes) => change(*event, &binding, changes),
                     Err(error) => {
