@@ -17,6 +17,11 @@ fn start_nats() -> LocalNatsServer {
 
 /// Publishes `lines` to stream `cdc` (created if needed); returns their sequences.
 fn publish(port: u16, lines: &[String]) -> Vec<u64> {
+    publish_bytes(port, &lines.iter().map(|line| line.as_bytes().to_vec()).collect::<Vec<_>>())
+}
+
+/// [`publish`] for payloads that need not be text.
+fn publish_bytes(port: u16, lines: &[Vec<u8>]) -> Vec<u64> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     runtime.block_on(async {
         let client = async_nats::connect(format!("127.0.0.1:{port}")).await.expect("connect");
@@ -120,4 +125,22 @@ fn a_sequence_gap_is_an_error_naming_the_missing_messages() {
     let error = result.expect_err("gap").to_string();
     assert!(error.contains("stream sequence 6") && error.contains("5..5"), "{error}");
     assert_eq!(ack_floor(server.port(), "retina"), 3, "the transaction before the gap is applied and acknowledged");
+}
+
+/// A payload that is not UTF-8 stops the source naming its sequence and byte, after
+/// what came before it is applied; it is never read with replacement characters.
+#[test]
+fn a_message_that_is_not_utf8_is_an_error_naming_its_sequence() {
+    let server = start_nats();
+    let mut lines: Vec<Vec<u8>> = transaction("1", &[1]).into_iter().map(String::into_bytes).collect();
+    let mut bad = event("c", 2, Some("x"), None).into_bytes();
+    let at = bad.len() - 5;
+    bad[at] = 0xff;
+    lines.push(bad);
+    publish_bytes(server.port(), &lines);
+    let (test, result) = ingest_nats(server.port(), "retina");
+    let error = result.expect_err("not UTF-8").to_string();
+    assert!(error.contains(&format!("the message at stream sequence 4 is not valid UTF-8 (byte {} of the message)", at + 1)), "{error}");
+    assert_eq!(rows(&test.engine, "s.t").len(), 1, "the transaction before it is applied");
+    assert_eq!(ack_floor(server.port(), "retina"), 3, "and acknowledged, the bad message not");
 }

@@ -15,6 +15,8 @@ use async_nats::jetstream::message::Acker;
 use futures::StreamExt;
 
 use super::{MessageSource, SourceEvent};
+use crate::debezium::elision::NotUtf8;
+use crate::debezium::{Line, SchemaElider};
 use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition};
 
@@ -129,6 +131,15 @@ impl NatsSource {
 
 impl MessageSource for NatsSource {
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
+        let mut line = Line::plain(std::mem::take(buffer));
+        let event = self.next_line(&mut line, &mut SchemaElider::none());
+        *buffer = line.into_text();
+        event
+    }
+
+    /// The message's known schemas left out as for a file's lines; a payload that is
+    /// not UTF-8 stops the source (never read with replacement characters).
+    fn next_line(&mut self, line: &mut Line, elider: &mut SchemaElider) -> CdcResult<SourceEvent> {
         loop {
             if self.buffered.is_empty() {
                 self.fetch()?;
@@ -153,10 +164,11 @@ impl MessageSource for NatsSource {
                     });
                 }
             }
+            elider.fill(line, &payload).map_err(|NotUtf8 { valid_up_to }| {
+                self.error(format!("the message at stream sequence {sequence} is not valid UTF-8 (byte {} of the message)", valid_up_to + 1))
+            })?;
             self.last_sequence = Some(sequence);
             self.reported_idle = false;
-            buffer.clear();
-            buffer.push_str(&String::from_utf8_lossy(&payload));
             self.unacknowledged.push_back((sequence, acker));
             if self.unacknowledged.len() > RECENT_ACKERS {
                 if let Some(older) = self.unacknowledged.pop_front().filter(|(sequence, _)| sequence % ACK_STRIDE == 0) {
