@@ -183,6 +183,33 @@ mod tests {
         assert!(lines(b"", 16).is_empty());
     }
 
+    /// Read with known schemas left out, a line reads back the same whether it lies
+    /// inside the read buffer or across refills of it.
+    #[test]
+    fn known_schemas_are_left_out_whatever_the_buffer() {
+        let schema = r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"t.Envelope"}"#;
+        let line = format!(r#"{{"schema":{schema},"payload":{{"op":"c"}}}}"#);
+        let input = format!("{line}\r\n\n{line}\n{line}");
+        let known = crate::debezium::KnownSchemas::default();
+        known.intern(schema);
+        for capacity in [1, 7, 64, 1 << 20] {
+            let mut source = LineSource {
+                name: "test".into(),
+                reader: Box::new(BufReader::with_capacity(capacity, std::io::Cursor::new(input.clone().into_bytes()))),
+                line: 0,
+                spill: Vec::new(),
+            };
+            let mut elider = SchemaElider::new(known.clone());
+            let mut read = Line::default();
+            let mut numbers = Vec::new();
+            while let Ok(SourceEvent::Message(position)) = source.next_line(&mut read, &mut elider) {
+                assert_eq!((read.elided().len(), read.full()), (1, line.as_str().into()), "read buffer of {capacity} bytes");
+                numbers.push(position.value);
+            }
+            assert_eq!(numbers, [1, 3, 4], "read buffer of {capacity} bytes");
+        }
+    }
+
     /// Bytes that are not UTF-8 stop the source with the line and byte they are at.
     #[test]
     fn invalid_utf8_names_its_line() {
