@@ -310,7 +310,7 @@ impl Driver<'_, '_> {
                 None => self.sink.handle(position, &line.full())?,
             }
             self.handled += 1;
-            if self.handled % ACKNOWLEDGE_EVERY == 0 {
+            if self.handled.is_multiple_of(ACKNOWLEDGE_EVERY) {
                 self.acknowledge()?;
                 self.publish_status();
             }
@@ -363,7 +363,7 @@ impl StatusPublisher {
     /// Named as the source's positions are (so `retina.sources` finds them), showing
     /// the whole (redacted) URI.
     fn new(registry: SourceRegistry, uri: &str) -> Self {
-        let status = SourceStatus::new(&crate::position::position_key(uri), uri);
+        let status = SourceStatus::new(crate::position::position_key(uri), uri);
         registry.update(status.clone());
         Self { registry, status }
     }

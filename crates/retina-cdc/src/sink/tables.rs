@@ -38,7 +38,7 @@ pub struct KnownBindings {
     /// Per table, its schema texts seen so far (the shared copies of
     /// [`KnownSchemas`], which lines read with that schema left out point to), newest
     /// last.
-    by_schema: HashMap<String, Vec<(Arc<str>, Arc<TableBinding>)>>,
+    by_schema: HashMap<String, Vec<SchemaBinding>>,
     decoding: Decoding,
 }
 
@@ -59,6 +59,9 @@ impl KnownBindings {
         }
     }
 }
+
+/// A schema text (the shared copy) and the binding it resolved to.
+type SchemaBinding = (Arc<str>, Arc<TableBinding>);
 
 /// Whether `known` and `text` are the same text: by address first, which is how a
 /// schema left out of a line is recognized (its bytes were compared as it was read).
