@@ -336,10 +336,7 @@ impl<'c> ChunkSource<'c> {
 
 impl MessageSource for ChunkSource<'_> {
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
-        let mut line = Line::plain(std::mem::take(buffer));
-        let event = self.next_line(&mut line, &mut SchemaElider::none());
-        *buffer = line.into_text();
-        event
+        retina_cdc::source::next_whole(buffer, |line, elider| self.next_line(line, elider))
     }
 
     /// Read as `LineSource` reads a file (the same elision of known schemas), so the

@@ -144,13 +144,6 @@ impl Line {
         self.text
     }
 
-    /// Fills the line with `bytes` as they are (nothing left out).
-    pub fn fill_plain(&mut self, bytes: &[u8]) -> Result<(), NotUtf8> {
-        self.text.clear();
-        self.elided.clear();
-        push_checked(&mut self.text, bytes, 0, bytes.len())
-    }
-
     /// The line exactly as it was read.
     pub fn full(&self) -> Cow<'_, str> {
         if self.elided.is_empty() {
@@ -189,7 +182,8 @@ pub struct NotUtf8 {
 /// The reading thread's side: a copy of the shared schemas, most recently matched
 /// first, refreshed when the sink adds one.
 pub struct SchemaElider {
-    known: KnownSchemas,
+    /// `None`: leaves nothing out, and costs no allocation to make.
+    known: Option<KnownSchemas>,
     generation: u64,
     schemas: Vec<Arc<str>>,
     /// Built once: building it per line cost more than the search.
@@ -198,12 +192,12 @@ pub struct SchemaElider {
 
 impl SchemaElider {
     pub fn new(known: KnownSchemas) -> Self {
-        Self { known, generation: u64::MAX, schemas: Vec::new(), value_after_key: memchr::memmem::Finder::new(VALUE_AFTER_KEY) }
+        Self { known: Some(known), ..Self::none() }
     }
 
     /// An elider that never leaves anything out (for callers without a sink).
     pub fn none() -> Self {
-        Self::new(KnownSchemas::default())
+        Self { known: None, generation: u64::MAX, schemas: Vec::new(), value_after_key: memchr::memmem::Finder::new(VALUE_AFTER_KEY) }
     }
 
     /// Fills `line` with `bytes` (one message without its newline), leaving out the
@@ -280,12 +274,13 @@ impl SchemaElider {
     }
 
     fn refresh(&mut self) {
-        let generation = self.known.generation();
+        let Some(known) = &self.known else { return };
+        let generation = known.generation();
         if generation == self.generation {
             return;
         }
         self.generation = generation;
-        let shared = self.known.shared.schemas.lock();
+        let shared = known.shared.schemas.lock();
         for schema in shared.iter() {
             if !self.schemas.iter().any(|known| Arc::ptr_eq(known, schema)) {
                 self.schemas.push(Arc::clone(schema));

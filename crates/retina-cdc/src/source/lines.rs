@@ -44,21 +44,12 @@ impl LineSource {
 
 impl MessageSource for LineSource {
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
-        let mut line = Line::plain(std::mem::take(buffer));
-        let event = self.read(&mut line, None);
-        *buffer = line.into_text();
-        event
+        super::next_whole(buffer, |line, elider| self.next_line(line, elider))
     }
 
     fn next_line(&mut self, line: &mut Line, elider: &mut SchemaElider) -> CdcResult<SourceEvent> {
-        self.read(line, Some(elider))
-    }
-}
-
-impl LineSource {
-    fn read(&mut self, line: &mut Line, mut elider: Option<&mut SchemaElider>) -> CdcResult<SourceEvent> {
         loop {
-            let read = match read_line(&mut *self.reader, &mut self.spill, line, elider.as_deref_mut()) {
+            let read = match read_line(&mut *self.reader, &mut self.spill, line, elider) {
                 Ok(read) => read,
                 Err(LineError::Read(e)) => {
                     return Err(CdcError::Source { source_name: self.name.clone(), reason: format!("after line {}: {e}", self.line) })
@@ -87,7 +78,7 @@ enum LineError {
 }
 
 /// Reads one line into `line` without its line ending (every `\n` and `\r` it ends
-/// with), through `elider` when given. Finds the line's end with the `memchr` crate's
+/// with), through `elider`. Finds the line's end with the `memchr` crate's
 /// vectorized search: std's (a word-at-a-time loop) was 16% of the reading thread on
 /// envelope lines of ~1.9 KB. A line inside the read buffer is taken from there; one
 /// across refills is gathered in `spill` first. Returns the bytes read, newline
@@ -96,7 +87,7 @@ fn read_line(
     reader: &mut dyn BufRead,
     spill: &mut Vec<u8>,
     line: &mut Line,
-    elider: Option<&mut SchemaElider>,
+    elider: &mut SchemaElider,
 ) -> Result<usize, LineError> {
     spill.clear();
     let mut read = 0;
@@ -134,14 +125,9 @@ fn read_line(
     Ok(read)
 }
 
-fn fill(line: &mut Line, elider: Option<&mut SchemaElider>, bytes: &[u8]) -> Result<(), LineError> {
+fn fill(line: &mut Line, elider: &mut SchemaElider, bytes: &[u8]) -> Result<(), LineError> {
     let end = bytes.iter().rposition(|&b| b != b'\n' && b != b'\r').map_or(0, |last| last + 1);
-    let bytes = &bytes[..end];
-    let filled = match elider {
-        Some(elider) => elider.fill(line, bytes),
-        None => line.fill_plain(bytes),
-    };
-    filled.map_err(|NotUtf8 { valid_up_to }| LineError::NotUtf8 { valid_up_to })
+    elider.fill(line, &bytes[..end]).map_err(|NotUtf8 { valid_up_to }| LineError::NotUtf8 { valid_up_to })
 }
 
 #[cfg(test)]

@@ -16,6 +16,16 @@ use crate::debezium::{Line, SchemaElider};
 use crate::error::CdcResult;
 use crate::position::{Position, SinkPosition};
 
+/// [`MessageSource::next`] for a source that implements
+/// [`MessageSource::next_line`]: `read` fills a line with nothing left out, whose text
+/// goes to `buffer`.
+pub fn next_whole(buffer: &mut String, read: impl FnOnce(&mut Line, &mut SchemaElider) -> CdcResult<SourceEvent>) -> CdcResult<SourceEvent> {
+    let mut line = Line::plain(std::mem::take(buffer));
+    let event = read(&mut line, &mut SchemaElider::none());
+    *buffer = line.into_text();
+    event
+}
+
 /// What [`MessageSource::next`] produced.
 #[derive(Debug, PartialEq, Eq)]
 pub enum SourceEvent {

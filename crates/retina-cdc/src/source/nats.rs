@@ -131,10 +131,7 @@ impl NatsSource {
 
 impl MessageSource for NatsSource {
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
-        let mut line = Line::plain(std::mem::take(buffer));
-        let event = self.next_line(&mut line, &mut SchemaElider::none());
-        *buffer = line.into_text();
-        event
+        super::next_whole(buffer, |line, elider| self.next_line(line, elider))
     }
 
     /// The message's known schemas left out as for a file's lines; a payload that is

@@ -444,10 +444,7 @@ impl MessageSource for KafkaSource {
     }
 
     fn next(&mut self, buffer: &mut String) -> CdcResult<SourceEvent> {
-        let mut line = Line::default();
-        let event = self.next_line(&mut line, &mut SchemaElider::none());
-        *buffer = line.into_text();
-        event
+        super::next_whole(buffer, |line, elider| self.next_line(line, elider))
     }
 
     fn next_line(&mut self, line: &mut Line, elider: &mut SchemaElider) -> CdcResult<SourceEvent> {
