@@ -20,7 +20,7 @@ use retina_core::{Engine, SourceRegistry, SourceStatus};
 
 use crate::debezium::{Line, SchemaElider};
 use crate::error::CdcResult;
-use crate::pipeline::{DecodeStage, LineBatch, PreparedBatch, BATCH_LINES, DECODE_WORKERS};
+use crate::pipeline::{DecodeStage, LineBatch, PreparedBatch, BATCH_LINES, MAX_IN_FLIGHT};
 use crate::sink::{Sink, SinkOptions, SinkStats};
 use crate::source::generator::GeneratorSource;
 use crate::source::kafka::KafkaSource;
@@ -239,7 +239,7 @@ impl Driver<'_, '_> {
     fn replay(&mut self) -> CdcResult<Ended> {
         let mut stage = DecodeStage::start(self.sink.known_bindings())?;
         let mut batch: LineBatch = Vec::with_capacity(BATCH_LINES);
-        let mut buffer = Line::with_capacity(4096);
+        let mut buffer = Line::default();
         let mut elider = SchemaElider::new(self.sink.known_schemas());
         let mut idle_since: Option<Instant> = None;
         loop {
@@ -263,12 +263,19 @@ impl Driver<'_, '_> {
                     if let Some(offsets) = self.source.take_resume_offsets() {
                         self.sink.note_resume_offsets(position.value, offsets);
                     }
-                    let capacity = buffer.capacity();
-                    batch.push((position, std::mem::replace(&mut buffer, Line::with_capacity(capacity))));
+                    // The next line gets a buffer of its own size (the source reserves
+                    // it), not this one's: most of a line's schema text is left out.
+                    batch.push((position, std::mem::take(&mut buffer)));
                     if batch.len() >= BATCH_LINES {
                         stage.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH_LINES)))?;
-                        // Keep every decode worker busy while the oldest batch is applied.
-                        if stage.in_flight() > DECODE_WORKERS {
+                        // Apply what is decoded without waiting, and wait for the oldest
+                        // batch only when every worker has a batch queued behind the one it
+                        // decodes: waiting as soon as each worker had one left a worker idle
+                        // while this thread applied and read.
+                        while let Some(prepared) = stage.try_receive()? {
+                            self.apply(prepared)?;
+                        }
+                        if stage.in_flight() >= MAX_IN_FLIGHT {
                             if let Some(prepared) = stage.receive()? {
                                 self.apply(prepared)?;
                             }

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use parking_lot::RwLock;
 
 use crate::debezium::Line;
@@ -31,6 +31,14 @@ pub type PreparedBatch = Vec<(Position, Line, Option<Prepared>)>;
 /// one worker left the second core partly idle while the sink thread and the shards
 /// waited for it (measured: 1.45 of 2 cores busy with one worker).
 pub const DECODE_WORKERS: usize = 2;
+
+/// Batches sent and not yet taken back at most: one decoding and one queued per
+/// worker. Measured on `retina ingest` of the envelope stream (interleaved rounds on
+/// one binary): waiting for the oldest batch as soon as more than one per worker was
+/// out left a worker idle while the sink thread applied and read; two per worker,
+/// taken back as soon as decoded, ran ahead in 6 of 8 rounds (up to +20%), three
+/// per worker gained nothing more and keeps more lines out of cache.
+pub const MAX_IN_FLIGHT: usize = 2 * DECODE_WORKERS;
 
 /// One decode thread and its two channels.
 struct Worker {
@@ -101,9 +109,25 @@ impl DecodeStage {
         }
         let worker = &self.workers[self.next_receive];
         let batch = worker.outbox.recv().map_err(|_| CdcError::InvalidOption("a decode thread exited".into()))?;
+        Ok(Some(self.received(batch)))
+    }
+
+    /// The oldest batch in flight if it is decoded already, without waiting.
+    pub fn try_receive(&mut self) -> CdcResult<Option<PreparedBatch>> {
+        if self.in_flight == 0 {
+            return Ok(None);
+        }
+        match self.workers[self.next_receive].outbox.try_recv() {
+            Ok(batch) => Ok(Some(self.received(batch))),
+            Err(TryRecvError::Empty) => Ok(None),
+            Err(TryRecvError::Disconnected) => Err(CdcError::InvalidOption("a decode thread exited".into())),
+        }
+    }
+
+    fn received(&mut self, batch: PreparedBatch) -> PreparedBatch {
         self.next_receive = (self.next_receive + 1) % self.workers.len();
         self.in_flight -= 1;
-        Ok(Some(batch))
+        batch
     }
 }
 
@@ -151,5 +175,29 @@ mod tests {
         assert_eq!(firsts, (0..20).map(|n| n * 10).collect::<Vec<_>>());
         // Undecodable lines come back unprepared, for the sink to report.
         assert!(received.iter().flatten().all(|(_, _, prepared)| prepared.is_none()));
+    }
+
+    /// Taking back without waiting returns nothing until the oldest batch is decoded,
+    /// then the batches in the order sent, even when a later one was decoded first.
+    #[test]
+    fn taking_back_without_waiting_keeps_the_order() {
+        let mut stage = DecodeStage::start(Arc::new(RwLock::new(KnownBindings::default()))).expect("stage");
+        assert!(stage.try_receive().expect("try").is_none(), "nothing is in flight");
+        let batch = |n: u64| -> LineBatch { vec![(Position::line(n), Line::plain(format!("not json {n}")))] };
+        for n in 0..MAX_IN_FLIGHT as u64 {
+            stage.send(batch(n)).expect("send");
+        }
+        let mut received = Vec::new();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while received.len() < MAX_IN_FLIGHT {
+            assert!(std::time::Instant::now() < deadline, "the workers did not answer");
+            match stage.try_receive().expect("try") {
+                Some(prepared) => received.push(prepared[0].0.value),
+                None => std::thread::yield_now(),
+            }
+        }
+        assert_eq!(received, (0..MAX_IN_FLIGHT as u64).collect::<Vec<_>>());
+        assert_eq!(stage.in_flight(), 0);
+        assert!(stage.try_receive().expect("try").is_none());
     }
 }
