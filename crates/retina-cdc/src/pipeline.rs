@@ -1,14 +1,17 @@
-//! The decode stage: a thread that decodes batches of lines (envelope, images, typed
+//! The decode stage: threads that decode batches of lines (envelope, images, typed
 //! row changes of already known tables) while the sink thread rebuilds transactions
 //! and routes them to the shards. Decoding is the larger half of the sink's work per
 //! message, so overlapping it with routing and replay is what lets end-to-end
 //! throughput approach the engine's own.
 //!
-//! Order is kept: batches go to the workers round-robin and are taken back in the
-//! same round-robin order, each worker answering over its own FIFO channel. Lines a
-//! worker cannot prepare (errors, unknown tables or schemas) come back unprepared and
-//! the sink handles them itself.
+//! Order is kept: every batch is numbered as it is sent, any idle worker takes the
+//! next one from one shared queue, and batches decoded ahead of an older one wait
+//! in the stage until it is taken back. (Batches dealt to the workers in turn left
+//! one worker idle whenever the other was descheduled holding the oldest batch.)
+//! Lines a worker cannot prepare (errors, unknown tables or schemas) come back
+//! unprepared and the sink handles them itself.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -21,7 +24,7 @@ use crate::position::Position;
 use crate::sink::prepare::{prepare_known, Prepared};
 use crate::sink::tables::KnownBindings;
 
-/// Lines per batch handed to the worker.
+/// Lines per batch handed to a worker.
 pub const BATCH_LINES: usize = 256;
 
 pub type LineBatch = Vec<(Position, Line)>;
@@ -40,34 +43,30 @@ pub const DECODE_WORKERS: usize = 2;
 /// per worker gained nothing more and keeps more lines out of cache.
 pub const MAX_IN_FLIGHT: usize = 2 * DECODE_WORKERS;
 
-/// One decode thread and its two channels.
-struct Worker {
-    inbox: Option<Sender<LineBatch>>,
-    outbox: Receiver<PreparedBatch>,
-    thread: Option<JoinHandle<()>>,
-}
-
-/// Invariant: `in_flight` batches were sent and not yet received; batch `k` (counting
-/// from the first ever sent) went to worker `k % workers.len()`, so receiving from
-/// `next_receive` onwards in the same rotation returns them in the order sent.
+/// Invariant: the batches numbered `next_receive .. next_receive + in_flight` were sent
+/// and not taken back; `decoded[i]` holds batch `next_receive + i` once a worker has
+/// answered for it. At most [`MAX_IN_FLIGHT`] are in flight, so neither channel (each
+/// that deep) ever blocks a worker.
 pub struct DecodeStage {
-    workers: Vec<Worker>,
-    next_send: usize,
-    next_receive: usize,
-    in_flight: usize,
+    inbox: Option<Sender<(u64, LineBatch)>>,
+    outbox: Receiver<(u64, PreparedBatch)>,
+    threads: Vec<JoinHandle<()>>,
+    decoded: VecDeque<Option<PreparedBatch>>,
+    next_send: u64,
+    next_receive: u64,
 }
 
 impl DecodeStage {
     pub fn start(known: Arc<RwLock<KnownBindings>>) -> CdcResult<Self> {
-        let mut workers = Vec::with_capacity(DECODE_WORKERS);
+        let (inbox, batches) = bounded::<(u64, LineBatch)>(MAX_IN_FLIGHT);
+        let (results, outbox) = bounded::<(u64, PreparedBatch)>(MAX_IN_FLIGHT);
+        let mut threads = Vec::with_capacity(DECODE_WORKERS);
         for index in 0..DECODE_WORKERS {
-            let (inbox, batches) = bounded::<LineBatch>(2);
-            let (results, outbox) = bounded::<PreparedBatch>(2);
-            let known = Arc::clone(&known);
+            let (batches, results, known) = (batches.clone(), results.clone(), Arc::clone(&known));
             let thread = std::thread::Builder::new()
                 .name(format!("retina-cdc-decode-{index}"))
                 .spawn(move || {
-                    for batch in batches {
+                    for (number, batch) in batches {
                         let prepared = batch
                             .into_iter()
                             .map(|(position, line)| {
@@ -75,76 +74,82 @@ impl DecodeStage {
                                 (position, line, prepared)
                             })
                             .collect();
-                        if results.send(prepared).is_err() {
+                        if results.send((number, prepared)).is_err() {
                             return;
                         }
                     }
                 })
                 .map_err(|e| CdcError::InvalidOption(format!("cannot start a decode thread: {e}")))?;
-            workers.push(Worker { inbox: Some(inbox), outbox, thread: Some(thread) });
+            threads.push(thread);
         }
-        Ok(Self { workers, next_send: 0, next_receive: 0, in_flight: 0 })
+        Ok(Self { inbox: Some(inbox), outbox, threads, decoded: VecDeque::new(), next_send: 0, next_receive: 0 })
     }
 
     pub fn in_flight(&self) -> usize {
-        self.in_flight
+        (self.next_send - self.next_receive) as usize
     }
 
+    /// Hands `batch` to the workers; the caller keeps at most [`MAX_IN_FLIGHT`] out.
     pub fn send(&mut self, batch: LineBatch) -> CdcResult<()> {
         if batch.is_empty() {
             return Ok(());
         }
-        let worker = &self.workers[self.next_send];
-        let sender = worker.inbox.as_ref().expect("the sender lives until drop");
-        sender.send(batch).map_err(|_| CdcError::InvalidOption("a decode thread exited".into()))?;
-        self.next_send = (self.next_send + 1) % self.workers.len();
-        self.in_flight += 1;
+        let inbox = self.inbox.as_ref().ok_or_else(exited)?;
+        inbox.send((self.next_send, batch)).map_err(|_| exited())?;
+        self.next_send += 1;
+        self.decoded.push_back(None);
         Ok(())
     }
 
     /// The oldest batch in flight (blocking), `None` when none is.
     pub fn receive(&mut self) -> CdcResult<Option<PreparedBatch>> {
-        if self.in_flight == 0 {
-            return Ok(None);
+        while matches!(self.decoded.front(), Some(None)) {
+            let (number, batch) = self.outbox.recv().map_err(|_| exited())?;
+            self.file(number, batch);
         }
-        let worker = &self.workers[self.next_receive];
-        let batch = worker.outbox.recv().map_err(|_| CdcError::InvalidOption("a decode thread exited".into()))?;
-        Ok(Some(self.received(batch)))
+        Ok(self.take_oldest())
     }
 
     /// The oldest batch in flight if it is decoded already, without waiting.
     pub fn try_receive(&mut self) -> CdcResult<Option<PreparedBatch>> {
-        if self.in_flight == 0 {
-            return Ok(None);
+        loop {
+            match self.outbox.try_recv() {
+                Ok((number, batch)) => self.file(number, batch),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return Err(exited()),
+            }
         }
-        match self.workers[self.next_receive].outbox.try_recv() {
-            Ok(batch) => Ok(Some(self.received(batch))),
-            Err(TryRecvError::Empty) => Ok(None),
-            Err(TryRecvError::Disconnected) => Err(CdcError::InvalidOption("a decode thread exited".into())),
-        }
+        Ok(if matches!(self.decoded.front(), Some(Some(_))) { self.take_oldest() } else { None })
     }
 
-    fn received(&mut self, batch: PreparedBatch) -> PreparedBatch {
-        self.next_receive = (self.next_receive + 1) % self.workers.len();
-        self.in_flight -= 1;
-        batch
+    /// Puts a worker's answer in its place.
+    fn file(&mut self, number: u64, batch: PreparedBatch) {
+        // Numbers come only from `send`, and each batch is answered once.
+        let slot = (number - self.next_receive) as usize;
+        self.decoded[slot] = Some(batch);
     }
+
+    fn take_oldest(&mut self) -> Option<PreparedBatch> {
+        let batch = self.decoded.pop_front()??;
+        self.next_receive += 1;
+        Some(batch)
+    }
+}
+
+fn exited() -> CdcError {
+    CdcError::InvalidOption("a decode thread exited".into())
 }
 
 impl Drop for DecodeStage {
     fn drop(&mut self) {
-        for worker in &mut self.workers {
-            worker.inbox.take();
-        }
-        for worker in &mut self.workers {
+        self.inbox.take();
+        for thread in self.threads.drain(..) {
             // Unblock a worker waiting to hand back a batch nobody will read.
-            if let Some(thread) = worker.thread.take() {
-                while !thread.is_finished() {
-                    while worker.outbox.try_recv().is_ok() {}
-                    std::thread::yield_now();
-                }
-                let _ = thread.join();
+            while !thread.is_finished() {
+                while self.outbox.try_recv().is_ok() {}
+                std::thread::yield_now();
             }
+            let _ = thread.join();
         }
     }
 }
