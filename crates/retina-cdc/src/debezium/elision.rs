@@ -187,6 +187,12 @@ impl SchemaElider {
         Self { known: Some(known), ..Self::none() }
     }
 
+    /// The schemas this elider leaves out (`None` for [`Self::none`]), for another
+    /// elider on another thread.
+    pub fn known(&self) -> Option<&KnownSchemas> {
+        self.known.as_ref()
+    }
+
     /// An elider that never leaves anything out (for callers without a sink).
     pub fn none() -> Self {
         Self { known: None, generation: u64::MAX, schemas: Vec::new(), value_after_key: memchr::memmem::Finder::new(VALUE_AFTER_KEY) }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Sender, TrySendError};
 use rskafka::client::partition::{OffsetAt, PartitionClient};
 
-use super::Fetched;
+use super::ready::Preparer;
+use super::{Fetched, FetchedRecords};
 
 /// Bytes asked of one partition per fetch.
 const FETCH_MAX_BYTES: i32 = 4 << 20;
@@ -22,6 +23,8 @@ pub(super) struct Controls {
     /// How long a fetch waits on the broker for new records (`fetch_wait_ms=`).
     pub wait_ms: i32,
     pub stats: Arc<FetchStats>,
+    /// Makes the partition's records ready for the source thread.
+    pub preparer: Preparer,
 }
 
 /// Where fetchers spend their time, summed over all partitions: what tells a replay
@@ -65,7 +68,7 @@ fn add_elapsed(counter: &AtomicU64, since: Instant) {
 /// Fetches partition `partition` from `offset` on until stopped or failed (the
 /// failure is the last thing sent).
 pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i64, controls: Controls) {
-    let Controls { sender, stop, paused, wait_ms, stats } = controls;
+    let Controls { sender, stop, paused, wait_ms, stats, mut preparer } = controls;
     let (topic, number) = (client.topic().to_string(), client.partition());
     match batch_start(&client, offset).await {
         Ok(start) => offset = start,
@@ -115,7 +118,8 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
                     continue; // nothing new to tell
                 }
                 known_high_watermark = high_watermark;
-                Ok((records, high_watermark))
+                let last_timestamp_ms = records.last().map(|r| r.record.timestamp.timestamp_millis());
+                Ok(FetchedRecords { records: preparer.prepare(records), high_watermark, last_timestamp_ms })
             }
             Err(error) => Err(describe_fetch_error(&topic, number, offset, &error)),
         };

@@ -19,27 +19,27 @@ mod fetch;
 mod group;
 mod peek;
 pub mod reassembly;
+mod ready;
 mod tls;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 use retina_core::{PartitionLag, SourceStatus};
 use rskafka::client::partition::{OffsetAt, PartitionClient, UnknownTopicHandling};
 use rskafka::client::{Client, ClientBuilder, Credentials, SaslConfig};
-use rskafka::record::RecordAndOffset;
 
 use super::{MessageSource, SourceEvent};
-use crate::debezium::elision::NotUtf8;
-use crate::debezium::{Line, SchemaElider};
+use crate::debezium::{KnownSchemas, Line, SchemaElider};
 use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition};
 use offsets::{PartitionResume, ResumeOffsets};
 use group::GroupCommitter;
 use options::{KafkaSpec, SaslMechanism, TopicSelection};
+use ready::{Content, Preparer, ReadyRecord, RecordKind};
 use reassembly::Reassembly;
 
 /// Fetched batches waiting for the source thread, over all partitions. They are
@@ -59,7 +59,15 @@ const LAST_COMMIT_WAIT: Duration = Duration::from_secs(5);
 /// What a fetcher task delivers.
 struct Fetched {
     partition: usize,
-    result: Result<(Vec<RecordAndOffset>, i64), String>,
+    result: Result<FetchedRecords, String>,
+}
+
+/// One fetch's answer, its records made ready by the fetcher.
+struct FetchedRecords {
+    records: Vec<ReadyRecord>,
+    high_watermark: i64,
+    /// The broker's timestamp of the last record, if any.
+    last_timestamp_ms: Option<i64>,
 }
 
 /// What is known of one partition's head.
@@ -79,11 +87,9 @@ pub struct KafkaSource {
     /// `None` until [`MessageSource::start`].
     reassembly: Option<Reassembly>,
     heads: Vec<Head>,
-    /// Per partition, as a JSON string: the table its topic names (see [`wrap`]),
-    /// worked out once, not per record.
-    topic_tables: Vec<String>,
-    /// Where a record's line is built before it is held (copied at its size).
-    scratch: Line,
+    /// The sink's known schemas, shared with the fetchers once the driver's elider
+    /// shows them (see [`ready`]).
+    known_schemas: Arc<OnceLock<KnownSchemas>>,
     paused: Vec<Arc<AtomicBool>>,
     fetched_tx: Sender<Fetched>,
     fetched: Receiver<Fetched>,
@@ -134,8 +140,7 @@ impl KafkaSource {
             client: Arc::new(client),
             reassembly: None,
             heads: Vec::new(),
-            topic_tables: Vec::new(),
-            scratch: Line::default(),
+            known_schemas: Arc::new(OnceLock::new()),
             paused: Vec::new(),
             fetched_tx,
             fetched,
@@ -203,8 +208,14 @@ impl KafkaSource {
         let paused = Arc::new(AtomicBool::new(false));
         self.paused.push(Arc::clone(&paused));
         self.heads.push(Head::default());
-        self.topic_tables.push(serde_json::to_string(&self.spec.table_of(&topic)).unwrap_or_else(|_| "null".to_string()));
-        let controls = fetch::Controls { sender, stop, paused, wait_ms: self.spec.fetch_wait_ms, stats: Arc::clone(&self.fetch_stats) };
+        let kind = if reassembly.has_transaction_topic() && partition == 0 {
+            RecordKind::Transactions
+        } else {
+            RecordKind::Changes { table: serde_json::to_string(&self.spec.table_of(&topic)).unwrap_or_else(|_| "null".to_string()) }
+        };
+        let preparer = Preparer::new(kind, Arc::clone(&self.known_schemas));
+        let controls =
+            fetch::Controls { sender, stop, paused, wait_ms: self.spec.fetch_wait_ms, stats: Arc::clone(&self.fetch_stats), preparer };
         self.runtime.spawn(fetch::run(client, partition, offset, controls));
         Ok(())
     }
@@ -212,19 +223,19 @@ impl KafkaSource {
     /// Takes in fetched batches: all that are queued, or (after an idle report) what
     /// arrives within 100 ms. `false` when no record came (empty fetches only tell
     /// the partitions' high watermarks).
-    fn receive(&mut self, elider: &mut SchemaElider) -> CdcResult<bool> {
+    fn receive(&mut self) -> CdcResult<bool> {
         let deadline = Instant::now() + if self.reported_idle { Duration::from_millis(100) } else { Duration::ZERO };
         let mut took_records = false;
         loop {
             while let Ok(fetched) = self.fetched.try_recv() {
-                took_records |= self.take_in(fetched, elider)?;
+                took_records |= self.take_in(fetched)?;
             }
             let now = Instant::now();
             if took_records || now >= deadline {
                 break;
             }
             match self.fetched.recv_timeout(deadline - now) {
-                Ok(fetched) => took_records |= self.take_in(fetched, elider)?,
+                Ok(fetched) => took_records |= self.take_in(fetched)?,
                 Err(_) => break,
             }
         }
@@ -233,44 +244,28 @@ impl KafkaSource {
     }
 
     /// Takes in one fetched batch; `true` when it held records.
-    fn take_in(&mut self, fetched: Fetched, elider: &mut SchemaElider) -> CdcResult<bool> {
-        let (records, high_watermark) = fetched.result.map_err(|reason| self.error(reason))?;
+    fn take_in(&mut self, fetched: Fetched) -> CdcResult<bool> {
+        let FetchedRecords { records, high_watermark, last_timestamp_ms } = fetched.result.map_err(|reason| self.error(reason))?;
         let took_records = !records.is_empty();
         let partition = fetched.partition;
         let head = &mut self.heads[partition];
         head.high_watermark = high_watermark;
-        if let Some(last) = records.last() {
-            head.last_timestamp_ms = last.record.timestamp.timestamp_millis();
+        if let Some(last) = last_timestamp_ms {
+            head.last_timestamp_ms = last;
         }
         let Some(reassembly) = self.reassembly.as_mut() else { return Ok(took_records) };
-        let is_transaction_topic = reassembly.has_transaction_topic() && partition == 0;
-        for RecordAndOffset { record, offset } in records {
-            let (topic, number) = reassembly.name(partition);
-            let at = |reason: String| format!("topic {topic} partition {number} offset {offset}: {reason}");
-            let not_utf8 = |valid_up_to: usize| at(format!("the value is not UTF-8 text: invalid byte at index {valid_up_to}"));
-            if is_transaction_topic {
-                let Some(value) = record.value else { continue };
-                let value = String::from_utf8(value)
-                    .map_err(|e| CdcError::Source { source_name: self.name.clone(), reason: not_utf8(e.utf8_error().valid_up_to()) })?;
-                let marker = peek::marker(&value)
-                    .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason: at(format!("transaction topic record: {reason}")) })?;
-                reassembly.marker(offset, marker, Line::plain(value));
-                continue;
-            }
-            let (transaction, line) = match record.value {
-                None => (None, None),
-                Some(value) => {
-                    wrap(elider, &mut self.scratch, &self.topic_tables[partition], record.key.as_deref(), &value)
-                        .map_err(|NotUtf8 { valid_up_to }| CdcError::Source { source_name: self.name.clone(), reason: not_utf8(valid_up_to) })?;
-                    let transaction = peek::transaction_id(&value)
-                        .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason: at(reason) })?;
-                    // Held until its transaction completes: a copy of exactly its size.
-                    (transaction, Some(self.scratch.clone()))
-                }
+        for ReadyRecord { offset, content } in records {
+            let at = |reason: String| {
+                let (topic, number) = reassembly.name(partition);
+                CdcError::Source { source_name: self.name.clone(), reason: format!("topic {topic} partition {number} offset {offset}: {reason}") }
             };
-            reassembly
-                .event(partition, offset, transaction, line)
-                .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason })?;
+            match content.map_err(at)? {
+                Content::Marker(None) => {}
+                Content::Marker(Some((marker, line))) => reassembly.marker(offset, marker, line),
+                Content::Event(transaction, line) => reassembly
+                    .event(partition, offset, transaction, line)
+                    .map_err(|reason| CdcError::Source { source_name: self.name.clone(), reason })?,
+            }
         }
         Ok(took_records)
     }
@@ -463,7 +458,12 @@ impl MessageSource for KafkaSource {
                 self.locations.push_back((self.sequence, ready.partition, ready.offset));
                 return Ok(SourceEvent::Message(Position::kafka(self.sequence)));
             }
-            if self.receive(elider)? {
+            if self.known_schemas.get().is_none() {
+                if let Some(known) = elider.known() {
+                    let _ = self.known_schemas.set(known.clone());
+                }
+            }
+            if self.receive()? {
                 continue;
             }
             self.check_waiting()?;
@@ -585,63 +585,5 @@ fn connect_client(runtime: &tokio::runtime::Runtime, spec: &KafkaSpec, tls: Opti
             let why = runtime.block_on(group::diagnose(&connect)).map_or_else(String::new, |why| format!(" ({why})"));
             Err(format!("cannot connect to {brokers}: no answer within {} s{why}", CONNECT_TIMEOUT.as_secs()))
         }
-    }
-}
-
-/// Fills `line` with what the sink decodes: `{"table":T,"key":K,"value":V}`, with
-/// `table` (the JSON string of the table the topic names, for events without a
-/// `source` block) and the key when it is a JSON object (with or without schema) in
-/// UTF-8; the known schemas of key and value are left out (see
-/// [`crate::debezium::elision`]). The error is the value's first byte that is not
-/// UTF-8.
-fn wrap(elider: &mut SchemaElider, line: &mut Line, table: &str, key: Option<&[u8]>, value: &[u8]) -> Result<(), NotUtf8> {
-    let key = key.filter(|k| k.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') && std::str::from_utf8(k).is_ok());
-    line.clear();
-    line.push_str("{\"table\":");
-    line.push_str(table);
-    if let Some(key) = key {
-        line.push_str(",\"key\":");
-        elider.append_envelope(line, key)?;
-    }
-    line.push_str(",\"value\":");
-    elider.append_envelope(line, value)?;
-    line.push_str("}");
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_topic_s_table_and_json_keys_wrap_the_value_and_other_keys_are_left_out() {
-        let wrapped = |key: Option<&[u8]>, value: &str| {
-            let mut line = Line::default();
-            wrap(&mut SchemaElider::none(), &mut line, "\"s.t\"", key, value.as_bytes()).map(|()| line.text().to_string())
-        };
-        assert_eq!(wrapped(Some(br#"{"id":1}"#), "{\"op\":\"c\"}").as_deref(), Ok(r#"{"table":"s.t","key":{"id":1},"value":{"op":"c"}}"#));
-        assert_eq!(wrapped(Some(b"plain-text-key"), "{}").as_deref(), Ok(r#"{"table":"s.t","value":{}}"#));
-        assert_eq!(wrapped(Some(b"{\"id\":\"\xff\"}"), "{}").as_deref(), Ok(r#"{"table":"s.t","value":{}}"#));
-        assert_eq!(wrapped(None, "{}").as_deref(), Ok(r#"{"table":"s.t","value":{}}"#));
-    }
-
-    /// Known schemas of key and value are left out, and a value that is not UTF-8
-    /// is found at its byte.
-    #[test]
-    fn known_schemas_are_left_out_of_the_wrapped_line() {
-        let schema = r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"t.Envelope"}"#;
-        let known = crate::debezium::KnownSchemas::default();
-        known.intern(schema);
-        let mut elider = SchemaElider::new(known);
-        let mut line = Line::default();
-        let value = format!(r#"{{"schema":{schema},"payload":{{"op":"c"}}}}"#);
-        let key = format!(r#"{{"schema":{schema},"payload":{{"id":1}}}}"#);
-        wrap(&mut elider, &mut line, "\"s.t\"", Some(key.as_bytes()), value.as_bytes()).expect("utf-8");
-        assert_eq!(line.text(), r#"{"table":"s.t","key":{"schema":,"payload":{"id":1}},"value":{"schema":,"payload":{"op":"c"}}}"#);
-        assert_eq!(line.full(), format!(r#"{{"table":"s.t","key":{key},"value":{value}}}"#));
-        let mut bad = value.into_bytes();
-        let at = bad.len() - 4;
-        bad[at] = 0xff;
-        assert_eq!(wrap(&mut elider, &mut line, "\"s.t\"", None, &bad), Err(NotUtf8 { valid_up_to: at }));
     }
 }
