@@ -12,9 +12,6 @@ use rskafka::client::partition::{OffsetAt, PartitionClient};
 use super::ready::Preparer;
 use super::{Fetched, FetchedRecords};
 
-/// Bytes asked of one partition per fetch.
-const FETCH_MAX_BYTES: i32 = 4 << 20;
-
 /// What the source thread controls a fetcher with.
 pub(super) struct Controls {
     pub sender: Sender<Fetched>,
@@ -22,6 +19,8 @@ pub(super) struct Controls {
     pub paused: Arc<AtomicBool>,
     /// How long a fetch waits on the broker for new records (`fetch_wait_ms=`).
     pub wait_ms: i32,
+    /// Bytes asked of the partition per fetch (`max_partition_fetch_bytes=`).
+    pub max_bytes: i32,
     pub stats: Arc<FetchStats>,
     /// Makes the partition's records ready for the source thread.
     pub preparer: Preparer,
@@ -68,9 +67,9 @@ fn add_elapsed(counter: &AtomicU64, since: Instant) {
 /// Fetches partition `partition` from `offset` on until stopped or failed (the
 /// failure is the last thing sent).
 pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i64, controls: Controls) {
-    let Controls { sender, stop, paused, wait_ms, stats, mut preparer } = controls;
+    let Controls { sender, stop, paused, wait_ms, max_bytes, stats, mut preparer } = controls;
     let (topic, number) = (client.topic().to_string(), client.partition());
-    match batch_start(&client, offset).await {
+    match batch_start(&client, offset, max_bytes).await {
         Ok(start) => offset = start,
         Err(reason) => {
             let _ = hand_over(&sender, Fetched { partition, result: Err(format!("topic {topic} partition {number}: {reason}")) }).await;
@@ -92,7 +91,7 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
             continue;
         }
         let started = Instant::now();
-        let result = client.fetch_records(offset, 1..FETCH_MAX_BYTES, if behind { 0 } else { wait_ms }).await;
+        let result = client.fetch_records(offset, 1..max_bytes, if behind { 0 } else { wait_ms }).await;
         add_elapsed(&stats.fetch_micros, started);
         stats.fetches.fetch_add(1, Relaxed);
         let result = match result {
@@ -157,9 +156,9 @@ async fn hand_over(sender: &Sender<Fetched>, mut fetched: Fetched) -> bool {
 /// steps back (64, 512, … records, down to the log's start) until a batch holding
 /// `floor` or an earlier offset comes back; the ledger drops what lies below
 /// `floor`.
-async fn batch_start(client: &PartitionClient, floor: i64) -> Result<i64, String> {
+async fn batch_start(client: &PartitionClient, floor: i64, max_bytes: i32) -> Result<i64, String> {
     let first_at = |at: i64| async move {
-        client.fetch_records(at, 1..FETCH_MAX_BYTES, 0).await.map(|(records, high_watermark)| (records.first().map(|r| r.offset), high_watermark))
+        client.fetch_records(at, 1..max_bytes, 0).await.map(|(records, high_watermark)| (records.first().map(|r| r.offset), high_watermark))
     };
     let (first, high_watermark) = first_at(floor).await.map_err(|e| format!("fetching from offset {floor} failed: {e}"))?;
     if high_watermark <= floor || first.is_some_and(|first| first <= floor) {

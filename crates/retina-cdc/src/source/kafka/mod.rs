@@ -214,8 +214,15 @@ impl KafkaSource {
             RecordKind::Changes { table: serde_json::to_string(&self.spec.table_of(&topic)).unwrap_or_else(|_| "null".to_string()) }
         };
         let preparer = Preparer::new(kind, Arc::clone(&self.known_schemas));
-        let controls =
-            fetch::Controls { sender, stop, paused, wait_ms: self.spec.fetch_wait_ms, stats: Arc::clone(&self.fetch_stats), preparer };
+        let controls = fetch::Controls {
+            sender,
+            stop,
+            paused,
+            wait_ms: self.spec.fetch_wait_ms,
+            max_bytes: self.spec.max_partition_fetch_bytes,
+            stats: Arc::clone(&self.fetch_stats),
+            preparer,
+        };
         self.runtime.spawn(fetch::run(client, partition, offset, controls));
         Ok(())
     }

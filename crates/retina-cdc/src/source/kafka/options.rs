@@ -10,6 +10,8 @@
 //! (commit none); `fetch_wait_ms=` (how long a fetch waits on the broker for new
 //! records, default 100: Kafka answers as soon as one arrives, but a broker that
 //! does not, like tansu 0.6, delays every record by up to this long);
+//! `max_partition_fetch_bytes=` (the most one fetch asks of a partition, as Kafka's
+//! consumer setting of that name; default 4 MiB);
 //! `transaction_timeout_s=` (default 30); `memory_budget_mb=`
 //! (default 256); `allow_retention_gap=true` (start where the broker's log now
 //! starts when earlier records are gone); and `table=`, `on_absent_row=` as for any
@@ -75,6 +77,7 @@ pub struct KafkaSpec {
     /// The consumer group applied offsets are committed to (`None`: no commits).
     pub group: Option<String>,
     pub fetch_wait_ms: i32,
+    pub max_partition_fetch_bytes: i32,
 }
 
 impl KafkaSpec {
@@ -130,6 +133,7 @@ pub fn parse(
         allow_retention_gap: false,
         group: Some(format!("retina-{prefix}")),
         fetch_wait_ms: 100,
+        max_partition_fetch_bytes: 4 << 20,
     };
     let mut commit_offsets = true;
     let (mut mechanism, mut username, mut password) = (None, None, None);
@@ -161,6 +165,10 @@ pub fn parse(
                 let wait = value.parse::<i32>().ok().filter(|ms| (0..=60_000).contains(ms));
                 spec.fetch_wait_ms = wait.ok_or("fetch_wait_ms must be a whole number of milliseconds from 0 to 60000")?;
             }
+            "max_partition_fetch_bytes" => {
+                let bytes = value.parse::<i32>().ok().filter(|b| (1024..=256 << 20).contains(b));
+                spec.max_partition_fetch_bytes = bytes.ok_or("max_partition_fetch_bytes must be a whole number of bytes from 1024 to 268435456")?;
+            }
             "commit_offsets" => commit_offsets = value.parse().map_err(|_| "commit_offsets must be true or false")?,
             "sasl_username" => username = Some(non_empty()?),
             "sasl_password" => password = Some(value.to_string()),
@@ -180,7 +188,7 @@ pub fn parse(
                     return Err(format!(
                         "unknown parameter {other:?} (known: topics, topic_regex, transaction_topic, tls, tls_ca, \
                          sasl_mechanism, sasl_username, sasl_password, group, commit_offsets, fetch_wait_ms, \
-                         transaction_timeout_s, memory_budget_mb, allow_retention_gap, table, on_absent_row)"
+                         max_partition_fetch_bytes, transaction_timeout_s, memory_budget_mb, allow_retention_gap, table, on_absent_row)"
                     ));
                 }
             }
@@ -234,7 +242,8 @@ mod tests {
     fn every_option_parses() {
         let spec = parse_plain(
             "a:1,b:2/p?topics=p.s.x,p.s.y&transaction_topic=p.tx&tls_ca=/ca.pem&sasl_mechanism=SCRAM-SHA-512\
-             &sasl_username=u&sasl_password=secret&transaction_timeout_s=2.5&memory_budget_mb=8&allow_retention_gap=true&group=lag-watch&fetch_wait_ms=5",
+             &sasl_username=u&sasl_password=secret&transaction_timeout_s=2.5&memory_budget_mb=8&allow_retention_gap=true&group=lag-watch&fetch_wait_ms=5\
+             &max_partition_fetch_bytes=1048576",
         )
         .unwrap();
         assert_eq!(spec.brokers, ["a:1", "b:2"]);
@@ -248,6 +257,7 @@ mod tests {
         assert!(spec.allow_retention_gap);
         assert_eq!(spec.group.as_deref(), Some("lag-watch"));
         assert_eq!(spec.fetch_wait_ms, 5);
+        assert_eq!(spec.max_partition_fetch_bytes, 1 << 20);
         assert_eq!(parse_plain("a:1/p?commit_offsets=false").unwrap().group, None);
         let regex = parse_plain("a:1/p?topic_regex=p\\.s\\.(x|z)").unwrap();
         let compiled = regex::Regex::new("p\\.s\\.(x|z)").unwrap();
@@ -267,6 +277,7 @@ mod tests {
             ("a:1/p?group=", "group= needs a value"),
             ("a:1/p?commit_offsets=maybe", "commit_offsets must be"),
             ("a:1/p?fetch_wait_ms=-1", "fetch_wait_ms must be"),
+            ("a:1/p?max_partition_fetch_bytes=512", "max_partition_fetch_bytes must be"),
         ] {
             let error = parse_plain(bad).unwrap_err();
             assert!(error.contains(says), "{bad}: {error}");
