@@ -127,7 +127,7 @@ impl SinkPosition {
 /// change them (follow an error's advice to pass `allow_retention_gap=true`, rotate a
 /// password, tune `fetch_wait_ms=`) and resume where the mirror stands, instead of
 /// starting a new mirror of the same stream.
-const NOT_IDENTITY: [&str; 12] = [
+const NOT_IDENTITY: [&str; 13] = [
     "on_absent_row",
     "tls",
     "tls_ca",
@@ -137,6 +137,7 @@ const NOT_IDENTITY: [&str; 12] = [
     "group",
     "commit_offsets",
     "fetch_wait_ms",
+    "max_partition_fetch_bytes",
     "transaction_timeout_s",
     "memory_budget_mb",
     "allow_retention_gap",
@@ -163,6 +164,7 @@ mod tests {
     #[test]
     fn positions_are_keyed_by_what_a_source_reads_not_how() {
         assert_eq!(position_key("kafka://b:9092/srv?allow_retention_gap=true&fetch_wait_ms=5&sasl_password=x"), "kafka://b:9092/srv");
+        assert_eq!(position_key("kafka://b:9092/srv?max_partition_fetch_bytes=1048576"), "kafka://b:9092/srv");
         assert_eq!(position_key("kafka://b:9092/srv?tls=true&topics=srv.a&table=t"), "kafka://b:9092/srv?topics=srv.a&table=t");
         assert_eq!(position_key("generator:chbench?rate=3000&base_rows=5000"), "generator:chbench?rate=3000&base_rows=5000");
         assert_ne!(position_key("kafka://b:9092/srv?topics=srv.a"), position_key("kafka://b:9092/srv?topics=srv.b"));
