@@ -43,16 +43,15 @@ pub const DECODE_WORKERS: usize = 2;
 /// per worker gained nothing more and keeps more lines out of cache.
 pub const MAX_IN_FLIGHT: usize = 2 * DECODE_WORKERS;
 
-/// Invariant: the batches numbered `next_receive .. next_receive + in_flight` were sent
-/// and not taken back; `decoded[i]` holds batch `next_receive + i` once a worker has
-/// answered for it. At most [`MAX_IN_FLIGHT`] are in flight, so neither channel (each
+/// Invariant: the batches numbered `next_receive .. next_receive + decoded.len()` were
+/// sent and not taken back; `decoded[i]` holds batch `next_receive + i` once a worker
+/// has answered for it. At most [`MAX_IN_FLIGHT`] are in flight, so neither channel (each
 /// that deep) ever blocks a worker.
 pub struct DecodeStage {
     inbox: Option<Sender<(u64, LineBatch)>>,
     outbox: Receiver<(u64, PreparedBatch)>,
     threads: Vec<JoinHandle<()>>,
     decoded: VecDeque<Option<PreparedBatch>>,
-    next_send: u64,
     next_receive: u64,
 }
 
@@ -82,11 +81,11 @@ impl DecodeStage {
                 .map_err(|e| CdcError::InvalidOption(format!("cannot start a decode thread: {e}")))?;
             threads.push(thread);
         }
-        Ok(Self { inbox: Some(inbox), outbox, threads, decoded: VecDeque::new(), next_send: 0, next_receive: 0 })
+        Ok(Self { inbox: Some(inbox), outbox, threads, decoded: VecDeque::new(), next_receive: 0 })
     }
 
     pub fn in_flight(&self) -> usize {
-        (self.next_send - self.next_receive) as usize
+        self.decoded.len()
     }
 
     /// Hands `batch` to the workers; the caller keeps at most [`MAX_IN_FLIGHT`] out.
@@ -95,8 +94,7 @@ impl DecodeStage {
             return Ok(());
         }
         let inbox = self.inbox.as_ref().ok_or_else(exited)?;
-        inbox.send((self.next_send, batch)).map_err(|_| exited())?;
-        self.next_send += 1;
+        inbox.send((self.next_receive + self.decoded.len() as u64, batch)).map_err(|_| exited())?;
         self.decoded.push_back(None);
         Ok(())
     }

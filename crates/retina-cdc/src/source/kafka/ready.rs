@@ -41,26 +41,26 @@ pub(super) enum RecordKind {
 }
 
 /// Makes one partition's records ready. Its elider leaves out the schemas the sink
-/// knows once the source thread has shared them (`known`); until then lines are kept
-/// whole, which decodes the same.
+/// knows once the source thread has shared them (`known`); until then it leaves
+/// nothing out, which decodes the same.
 pub(super) struct Preparer {
     kind: RecordKind,
     known: Arc<OnceLock<KnownSchemas>>,
-    elider: Option<SchemaElider>,
+    elider: SchemaElider,
     scratch: Line,
 }
 
 impl Preparer {
     pub fn new(kind: RecordKind, known: Arc<OnceLock<KnownSchemas>>) -> Self {
-        Self { kind, known, elider: None, scratch: Line::default() }
+        Self { kind, known, elider: SchemaElider::none(), scratch: Line::default() }
     }
 
     pub fn prepare(&mut self, records: Vec<RecordAndOffset>) -> Vec<ReadyRecord> {
-        if self.elider.is_none() {
-            self.elider = self.known.get().map(|known| SchemaElider::new(known.clone()));
+        if self.elider.known().is_none() {
+            if let Some(known) = self.known.get() {
+                self.elider = SchemaElider::new(known.clone());
+            }
         }
-        let mut none = SchemaElider::none();
-        let elider = self.elider.as_mut().unwrap_or(&mut none);
         records
             .into_iter()
             .map(|RecordAndOffset { record, offset }| {
@@ -68,7 +68,7 @@ impl Preparer {
                     RecordKind::Transactions => marker(record.value).map(Content::Marker),
                     RecordKind::Changes { table } => match record.value {
                         None => Ok(Content::Event(None, None)),
-                        Some(value) => event(elider, &mut self.scratch, table, record.key.as_deref(), &value),
+                        Some(value) => event(&mut self.elider, &mut self.scratch, table, record.key.as_deref(), &value),
                     },
                 };
                 ReadyRecord { offset, content }
