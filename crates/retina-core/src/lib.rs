@@ -18,6 +18,7 @@ pub mod checkpoint;
 pub mod column_ranges;
 pub mod error;
 pub mod index;
+pub mod keep_rows;
 mod prefetch;
 pub mod replay;
 pub mod rows;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
-use arrow_array::{BooleanArray, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_buffer::{BooleanBuffer, Buffer};
-use arrow_select::filter::filter_record_batch;
 
 use crate::error::CoreResult;
+use crate::keep_rows::keep_rows;
 use crate::schema::TableSchema;
 use crate::storage::{DataFiles, PageBound};
 use crate::table::{FlushedFile, TableFiles, TableRuntime};
@@ -245,7 +245,7 @@ fn mask_batches(
             Some(deleted_here) if deleted_here.count_set_bits() > 0 => {
                 let keep = !&deleted_here;
                 if keep.count_set_bits() > 0 {
-                    out.push(filter_record_batch(&projected, &BooleanArray::new(keep, None))?);
+                    out.push(keep_rows(&projected, &keep)?);
                 }
             }
             _ => out.push(projected),
