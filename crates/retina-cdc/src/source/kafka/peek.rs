@@ -30,6 +30,9 @@ pub fn transaction_id(value: &[u8]) -> Result<Option<String>, String> {
         if rest.starts_with(b"null") {
             return Ok(None);
         }
+        if let Some(id) = plain_leading_id(rest) {
+            return Ok(Some(id.to_owned()));
+        }
         if rest.first() == Some(&b'{') {
             let mut values = serde_json::Deserializer::from_slice(rest).into_iter::<Block<'_>>();
             if let Some(Ok(block)) = values.next() {
@@ -38,6 +41,18 @@ pub fn transaction_id(value: &[u8]) -> Result<Option<String>, String> {
         }
     }
     full_parse(value)
+}
+
+/// The id of a block that starts `{"id":"…"` with no escape in the id: how Debezium
+/// writes it (the id first, compact). Anything else is left to the parser.
+fn plain_leading_id(block: &[u8]) -> Option<&str> {
+    let text = block.strip_prefix(b"{\"id\":\"")?;
+    let end = memchr::memchr(b'"', text)?;
+    let id = &text[..end];
+    if id.contains(&b'\\') {
+        return None;
+    }
+    std::str::from_utf8(id).ok()
 }
 
 /// The slow path: parse the whole value, bare or inside `{"schema":…,"payload":…}`.
@@ -94,6 +109,9 @@ mod tests {
         assert_eq!(transaction_id(bare.as_bytes()), Ok(Some("7".into())));
         assert_eq!(transaction_id(br#"{"after":{"id":1},"op":"c","transaction":null}"#), Ok(None));
         assert_eq!(transaction_id(br#"{"after":{"id":1},"op":"c"}"#), Ok(None));
+        // An id with an escape, or a number, goes through the parser.
+        assert_eq!(transaction_id(br#"{"op":"c","transaction":{"id":"a\"b","total_order":1}}"#), Ok(Some("a\"b".into())));
+        assert_eq!(transaction_id(br#"{"op":"c","transaction":{"id":12,"total_order":1}}"#), Ok(Some("12".into())));
     }
 
     #[test]
