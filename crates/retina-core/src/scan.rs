@@ -12,7 +12,7 @@ use arrow_array::RecordBatch;
 use arrow_buffer::{BooleanBuffer, Buffer};
 
 use crate::error::CoreResult;
-use crate::keep_rows::keep_rows;
+use crate::keep_rows::keep_rows_into;
 use crate::schema::TableSchema;
 use crate::storage::{DataFiles, PageBound};
 use crate::table::{FlushedFile, TableFiles, TableRuntime};
@@ -243,10 +243,7 @@ fn mask_batches(
         let deleted_here = deleted.as_ref().map(|buffer| BooleanBuffer::new(buffer.clone(), offset, visible_len));
         match deleted_here {
             Some(deleted_here) if deleted_here.count_set_bits() > 0 => {
-                let keep = !&deleted_here;
-                if keep.count_set_bits() > 0 {
-                    out.push(keep_rows(&projected, &keep)?);
-                }
+                keep_rows_into(&projected, &!&deleted_here, &mut out)?;
             }
             _ => out.push(projected),
         }
