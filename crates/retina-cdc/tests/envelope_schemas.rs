@@ -174,6 +174,41 @@ fn lines_with_known_schemas_left_out_decode_as_the_full_parse_does() {
     assert_eq!(decoded, decoded_cold(&tricky), "{tricky}");
 }
 
+/// `line` re-serialized the way Python's `json.dumps` does by default: a space after
+/// every `,` and `:` outside strings.
+fn spaced(line: &str) -> String {
+    let (mut out, mut in_string, mut escaped) = (String::with_capacity(line.len() * 2), false, false);
+    for c in line.chars() {
+        out.push(c);
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_string => escaped = true,
+            '"' => in_string = !in_string,
+            ',' | ':' if !in_string => out.push(' '),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The same stream with whitespace between its tokens: schemas are left out as in
+/// the compact form, and every line decodes as the full parse does.
+#[test]
+fn spaced_lines_with_known_schemas_left_out_decode_as_the_full_parse_does() {
+    let lines: Vec<String> = stream().iter().map(|line| spaced(line)).collect();
+    assert!(lines[0].contains(r#"{"schema": {"type": "struct""#) || lines[0].contains(r#"{"key": {"schema": "#), "{}", lines[0]);
+    let known = KnownSchemas::default();
+    lines.iter().for_each(|line| bind_schemas(&known, line));
+    let mut elider = SchemaElider::new(known);
+    let mut elided = 0;
+    for line in &lines {
+        let (decoded, was_elided) = decoded_elided(&mut elider, line);
+        assert_eq!(decoded, decoded_cold(line), "{line}");
+        elided += usize::from(was_elided);
+    }
+    assert!(elided >= 6, "{elided} of {} spaced lines read with schemas left out", lines.len());
+}
+
 /// Every line of the fuzz seeds (captured PostgreSQL and MySQL shapes, keyed and
 /// keyless envelopes, transaction messages) decodes the same when read with its
 /// schemas left out.

@@ -30,7 +30,10 @@ const MAX_SCHEMAS: usize = 256;
 const MIN_SCHEMA_LEN: usize = 32;
 
 /// Where JsonConverter puts the schemas: `{"key":{"schema":KS,…},"value":{"schema":S,…}}`
-/// for a keyed record, `{"schema":S,…}` for a value alone.
+/// for a keyed record, `{"schema":S,…}` for a value alone. These compact forms are
+/// matched first; the same layout with whitespace between its tokens (Python's
+/// `json.dumps` writes `{"key": {"schema": …`) is found token by token
+/// ([`SpacedLayout`]).
 const KEYED_PREFIX: &[u8] = br#"{"key":{"schema":"#;
 const VALUE_PREFIX: &[u8] = br#"{"schema":"#;
 const VALUE_AFTER_KEY: &[u8] = br#","value":{"schema":"#;
@@ -228,16 +231,15 @@ impl SchemaElider {
         // Where in `bytes` each left-out schema starts, in order.
         let mut cuts: [Option<(usize, Arc<str>)>; 2] = [None, None];
         if !self.schemas.is_empty() {
-            if bytes.starts_with(KEYED_PREFIX) {
-                let key = self.known_at(bytes, KEYED_PREFIX.len());
-                let key_end = KEYED_PREFIX.len() + key.as_ref().map_or(0, |schema| schema.len());
-                cuts[0] = key.map(|schema| (KEYED_PREFIX.len(), schema));
-                if let Some(found) = self.value_after_key.find(&bytes[key_end..]) {
-                    let start = key_end + found + VALUE_AFTER_KEY.len();
+            if let Some(key_start) = SpacedLayout::keyed_schema(bytes) {
+                let key = self.known_at(bytes, key_start);
+                let key_end = key_start + key.as_ref().map_or(0, |schema| schema.len());
+                cuts[0] = key.map(|schema| (key_start, schema));
+                if let Some(start) = self.value_schema_after_key(bytes, key_end) {
                     cuts[1] = self.known_at(bytes, start).map(|schema| (start, schema));
                 }
-            } else if bytes.starts_with(VALUE_PREFIX) {
-                cuts[0] = self.known_at(bytes, VALUE_PREFIX.len()).map(|schema| (VALUE_PREFIX.len(), schema));
+            } else if let Some(start) = SpacedLayout::value_schema(bytes) {
+                cuts[0] = self.known_at(bytes, start).map(|schema| (start, schema));
             }
         }
         // A fresh line is allocated once, at the size it keeps (a quarter of the
@@ -259,10 +261,10 @@ impl SchemaElider {
     pub fn append_envelope(&mut self, line: &mut Line, bytes: &[u8]) -> Result<(), NotUtf8> {
         self.refresh();
         let (length, elided) = (line.text.len(), line.elided.len());
-        let known = if bytes.starts_with(VALUE_PREFIX) { self.known_at(bytes, VALUE_PREFIX.len()) } else { None };
+        let known = SpacedLayout::value_schema(bytes).and_then(|start| Some((start, self.known_at(bytes, start)?)));
         let appended = match known {
-            Some(schema) => push_checked(&mut line.text, bytes, 0, VALUE_PREFIX.len()).and_then(|()| {
-                let from = VALUE_PREFIX.len() + schema.len();
+            Some((start, schema)) => push_checked(&mut line.text, bytes, 0, start).and_then(|()| {
+                let from = start + schema.len();
                 line.elided.push(Elision { at: line.text.len(), schema });
                 push_checked(&mut line.text, bytes, from, bytes.len())
             }),
@@ -273,6 +275,27 @@ impl SchemaElider {
             line.elided.truncate(elided);
         }
         appended
+    }
+
+    /// Where the value's schema starts after a keyed line's key (from `from`): the
+    /// first `,"value":{"schema":`, or in a spaced line the first `"value"` followed
+    /// by `:`, `{`, `"schema"` and `:`.
+    fn value_schema_after_key(&self, bytes: &[u8], from: usize) -> Option<usize> {
+        if let Some(found) = self.value_after_key.find(&bytes[from..]) {
+            return Some(SpacedLayout::skip_whitespace(bytes, from + found + VALUE_AFTER_KEY.len()));
+        }
+        let mut search = from;
+        while let Some(found) = memchr::memmem::find(&bytes[search..], br#""value""#) {
+            let after_name = search + found + br#""value""#.len();
+            let start = SpacedLayout::after(bytes, after_name, b":")
+                .and_then(|at| SpacedLayout::after(bytes, at, b"{"))
+                .and_then(|at| SpacedLayout::schema_after(bytes, at));
+            if start.is_some() {
+                return start;
+            }
+            search = after_name;
+        }
+        None
     }
 
     fn refresh(&mut self) {
@@ -296,6 +319,55 @@ impl SchemaElider {
         let index = self.schemas.iter().position(|known| ends_alike(rest, known.as_bytes()) && rest.starts_with(known.as_bytes()))?;
         self.schemas[..=index].rotate_right(1);
         Some(Arc::clone(&self.schemas[0]))
+    }
+}
+
+/// The envelope's layout read token by token, with JSON whitespace allowed between
+/// tokens but not before the line's first brace (so a line that starts with
+/// whitespace is read as it is: see `decode_elided`). Each function returns the index
+/// of the schema's first byte.
+struct SpacedLayout;
+
+impl SpacedLayout {
+    /// `{"key":{"schema":` in any spacing.
+    fn keyed_schema(bytes: &[u8]) -> Option<usize> {
+        if bytes.starts_with(KEYED_PREFIX) {
+            return Some(Self::skip_whitespace(bytes, KEYED_PREFIX.len()));
+        }
+        let at = Self::after(bytes, Self::opening(bytes)?, br#""key""#)?;
+        let at = Self::after(bytes, Self::after(bytes, at, b":")?, b"{")?;
+        Self::schema_after(bytes, at)
+    }
+
+    /// `{"schema":` in any spacing.
+    fn value_schema(bytes: &[u8]) -> Option<usize> {
+        if bytes.starts_with(VALUE_PREFIX) {
+            return Some(Self::skip_whitespace(bytes, VALUE_PREFIX.len()));
+        }
+        Self::schema_after(bytes, Self::opening(bytes)?)
+    }
+
+    fn opening(bytes: &[u8]) -> Option<usize> {
+        (bytes.first() == Some(&b'{')).then_some(1)
+    }
+
+    /// `"schema"`, `:` and whitespace from `at`.
+    fn schema_after(bytes: &[u8], at: usize) -> Option<usize> {
+        let at = Self::after(bytes, Self::after(bytes, at, br#""schema""#)?, b":")?;
+        Some(Self::skip_whitespace(bytes, at))
+    }
+
+    /// The index after whitespace and then `token` from `at`.
+    fn after(bytes: &[u8], at: usize, token: &[u8]) -> Option<usize> {
+        let at = Self::skip_whitespace(bytes, at);
+        bytes.get(at..)?.starts_with(token).then_some(at + token.len())
+    }
+
+    fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
+        while bytes.get(at).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+            at += 1;
+        }
+        at
     }
 }
 
@@ -372,12 +444,31 @@ mod tests {
         for text in [
             format!(r#"{{"payload":{{"op":"c"}},"schema":{SCHEMA}}}"#),
             format!(r#"{{"schema":{},"payload":{{}}}}"#, SCHEMA.replace("int32", "int64")),
-            format!(r#"{{ "schema":{SCHEMA},"payload":{{}}}}"#),
+            format!(r#" {{"schema":{SCHEMA},"payload":{{}}}}"#),
             r#"{"op":"c"}"#.to_string(),
         ] {
             let line = filled(&mut elider, &text);
             assert!(line.elided().is_empty(), "{text}");
         }
+    }
+
+    /// The layout with whitespace between its tokens (as Python's `json.dumps` writes
+    /// it): the schemas are left out where they start, after the whitespace.
+    #[test]
+    fn spaced_lines_leave_out_their_schemas_too() {
+        let mut elider = elider(&[SCHEMA, KEY_SCHEMA]);
+        let text = format!("{{\"key\": {{ \"schema\" :\n{KEY_SCHEMA}, \"payload\": {{\"id\": 1}}}}, \"value\": {{\"schema\":\t{SCHEMA}, \"payload\": null}}}}");
+        let line = filled(&mut elider, &text);
+        let schemas: Vec<&str> = line.elided().iter().map(|e| &*e.schema).collect();
+        assert_eq!(schemas, [KEY_SCHEMA, SCHEMA], "{}", line.text());
+        assert_eq!(&text[line.elided()[0].at..][..KEY_SCHEMA.len()], KEY_SCHEMA);
+        let line = filled(&mut elider, &format!("{{\"schema\": {SCHEMA}, \"payload\": {{}}}}"));
+        assert_eq!(line.text(), r#"{"schema": , "payload": {}}"#);
+        let line = filled(&mut elider, &format!("{{\"key\":{{\"schema\": {KEY_SCHEMA},\"payload\":1}},\"value\":{{\"schema\": {SCHEMA},\"payload\":{{}}}}}}"));
+        assert_eq!(line.elided().len(), 2, "{}", line.text());
+        let mut appended = Line::default();
+        elider.append_envelope(&mut appended, format!("{{ \"schema\": {SCHEMA}}}").as_bytes()).expect("utf-8");
+        assert_eq!((appended.text(), appended.elided().len()), (r#"{ "schema": }"#, 1));
     }
 
     #[test]
