@@ -197,16 +197,23 @@ fn spaced(line: &str) -> String {
 fn spaced_lines_with_known_schemas_left_out_decode_as_the_full_parse_does() {
     let lines: Vec<String> = stream().iter().map(|line| spaced(line)).collect();
     assert!(lines[0].contains(r#"{"schema": {"type": "struct""#) || lines[0].contains(r#"{"key": {"schema": "#), "{}", lines[0]);
+    let elided = decode_with_every_schema_bound(&lines);
+    assert!(elided >= 6, "{elided} of {} spaced lines read with schemas left out", lines.len());
+}
+
+/// Binds the schemas of all `lines`, then checks each decodes through the elider as
+/// the full parse does; how many were read with schemas left out.
+fn decode_with_every_schema_bound(lines: &[String]) -> usize {
     let known = KnownSchemas::default();
     lines.iter().for_each(|line| bind_schemas(&known, line));
     let mut elider = SchemaElider::new(known);
     let mut elided = 0;
-    for line in &lines {
+    for line in lines {
         let (decoded, was_elided) = decoded_elided(&mut elider, line);
         assert_eq!(decoded, decoded_cold(line), "{line}");
         elided += usize::from(was_elided);
     }
-    assert!(elided >= 6, "{elided} of {} spaced lines read with schemas left out", lines.len());
+    elided
 }
 
 /// Every line of the fuzz seeds (captured PostgreSQL and MySQL shapes, keyed and
@@ -215,21 +222,11 @@ fn spaced_lines_with_known_schemas_left_out_decode_as_the_full_parse_does() {
 #[test]
 fn fuzz_seeds_decode_the_same_with_schemas_left_out() {
     let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/debezium_message");
-    let known = KnownSchemas::default();
     let mut lines = Vec::new();
     for entry in std::fs::read_dir(&seeds).expect("the fuzz seeds") {
         let bytes = std::fs::read(entry.expect("a seed").path()).expect("a seed's bytes");
-        for line in String::from_utf8_lossy(&bytes).lines() {
-            bind_schemas(&known, line);
-            lines.push(line.to_string());
-        }
+        lines.extend(String::from_utf8_lossy(&bytes).lines().map(str::to_string));
     }
-    let mut elider = SchemaElider::new(known);
-    let mut elided = 0;
-    for line in &lines {
-        let (decoded, was_elided) = decoded_elided(&mut elider, line);
-        assert_eq!(decoded, decoded_cold(line), "{line}");
-        elided += usize::from(was_elided);
-    }
+    let elided = decode_with_every_schema_bound(&lines);
     assert!(elided >= 30, "{elided} of {} seed lines read with schemas left out", lines.len());
 }
