@@ -5,12 +5,12 @@
 //!   ([`keep_rows_into`]): copying the rows cost the same whether one was left out
 //!   or eighty (`retina bench scan --stale-fraction 0.0001`, ~1 hole a batch: 1.07x
 //!   a clean scan).
-//! - Otherwise the kept runs are copied: Arrow's filter kernel, except for byte
-//!   columns. For UTF-8 and binary columns the kernel's run copy
-//! still recomputes every kept row's offset one at a time, with checked
-//! conversions (`FilterBytes::extend_offsets_slices` in arrow-select 59): on `retina
-//! bench scan` that loop was 40% of the whole filter. Here each kept run is
-//! appended whole through Arrow's byte builder, whose offset shift vectorizes.
+//! - Otherwise the kept runs are copied ([`keep_rows`]): Arrow's filter kernel,
+//!   except for byte columns. For UTF-8 and binary columns the kernel's run copy
+//!   still recomputes every kept row's offset one at a time, with checked
+//!   conversions (`FilterBytes::extend_offsets_slices` in arrow-select 59): on
+//!   `retina bench scan` that loop was 40% of the whole filter. Here each kept run is
+//!   appended whole through Arrow's byte builder, whose offset shift vectorizes.
 
 use std::sync::Arc;
 
@@ -32,8 +32,8 @@ pub fn keep_rows_into(batch: &RecordBatch, keep: &BooleanBuffer, out: &mut Vec<R
     if keep.len() != batch.num_rows() {
         return Err(mask_length_error(keep, batch));
     }
-    let kept = keep.count_set_bits();
     let runs: Vec<(usize, usize)> = keep.set_slices().collect();
+    let kept: usize = runs.iter().map(|(start, end)| end - start).sum();
     if runs.is_empty() {
         return Ok(());
     }
@@ -41,7 +41,7 @@ pub fn keep_rows_into(batch: &RecordBatch, keep: &BooleanBuffer, out: &mut Vec<R
         out.extend(runs.iter().map(|&(start, end)| batch.slice(start, end - start)));
         return Ok(());
     }
-    out.push(keep_rows(batch, keep)?);
+    out.push(copy_runs(batch, keep, &runs, kept)?);
     Ok(())
 }
 
@@ -56,18 +56,24 @@ pub fn keep_rows(batch: &RecordBatch, keep: &BooleanBuffer) -> Result<RecordBatc
     if keep.len() != batch.num_rows() {
         return Err(mask_length_error(keep, batch));
     }
+    let runs: Vec<(usize, usize)> = keep.set_slices().collect();
+    let kept = runs.iter().map(|(start, end)| end - start).sum();
+    copy_runs(batch, keep, &runs, kept)
+}
+
+/// The rows of `batch` in `runs` (`keep`'s set ranges, `kept` rows) copied into one
+/// batch.
+fn copy_runs(batch: &RecordBatch, keep: &BooleanBuffer, runs: &[(usize, usize)], kept: usize) -> Result<RecordBatch, ArrowError> {
     let mask = BooleanArray::new(keep.clone(), None);
     let predicate = FilterBuilder::new(&mask).optimize().build();
-    let runs: Vec<(usize, usize)> = keep.set_slices().collect();
-    let kept = predicate.count();
     let columns = batch
         .columns()
         .iter()
         .map(|column| match column.data_type() {
-            DataType::Utf8 => keep_byte_runs::<GenericStringType<i32>>(column, &runs, kept),
-            DataType::LargeUtf8 => keep_byte_runs::<GenericStringType<i64>>(column, &runs, kept),
-            DataType::Binary => keep_byte_runs::<GenericBinaryType<i32>>(column, &runs, kept),
-            DataType::LargeBinary => keep_byte_runs::<GenericBinaryType<i64>>(column, &runs, kept),
+            DataType::Utf8 => keep_byte_runs::<GenericStringType<i32>>(column, runs, kept),
+            DataType::LargeUtf8 => keep_byte_runs::<GenericStringType<i64>>(column, runs, kept),
+            DataType::Binary => keep_byte_runs::<GenericBinaryType<i32>>(column, runs, kept),
+            DataType::LargeBinary => keep_byte_runs::<GenericBinaryType<i64>>(column, runs, kept),
             _ => predicate.filter(column),
         })
         .collect::<Result<Vec<_>, _>>()?;
