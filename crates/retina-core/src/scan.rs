@@ -118,8 +118,8 @@ pub fn read_split_pruned(
             let any_deleted = deleted.iter().any(|&word| word != 0);
             // Measured on `retina bench scan` (1M rows, 1% scattered deletes): skipping
             // deleted rows through a Parquet RowSelection cost 1.35x a clean scan,
-            // decoding everything and then applying the mask with Arrow's filter
-            // kernel 1.10x. So stores decode whole pages and the mask is applied here.
+            // decoding everything and then keeping the visible rows ([`keep_rows_into`])
+            // 1.10-1.13x. So stores decode whole pages and the mask is applied here.
             let deleted = match (&decoded.selected, any_deleted) {
                 (_, false) => None,
                 (None, true) => Some(deleted),
