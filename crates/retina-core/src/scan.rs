@@ -113,14 +113,18 @@ pub fn read_split_pruned(
             }
             columns.sort_unstable();
             columns.dedup();
-            let decoded = store.read_file(schema, meta, &columns, bounds)?;
             let deleted = file.visibility.bitmap_at(qts, meta.row_count as usize);
             let any_deleted = deleted.iter().any(|&word| word != 0);
             // Measured on `retina bench scan` (1M rows, 1% scattered deletes): skipping
             // deleted rows through a Parquet RowSelection cost 1.35x a clean scan,
             // decoding everything and then keeping the visible rows ([`keep_rows_into`])
-            // 1.10-1.13x. So stores decode whole pages and the mask is applied here.
-            let deleted = match (&decoded.selected, any_deleted) {
+            // 1.10-1.13x. So a store that can leaves the deleted rows out as it decodes
+            // (`read_file_dropping`); otherwise the mask is applied here.
+            let decoded = match any_deleted {
+                true => store.read_file_dropping(schema, meta, &columns, bounds, &deleted)?,
+                false => store.read_file(schema, meta, &columns, bounds)?,
+            };
+            let deleted = match (&decoded.selected, any_deleted && !decoded.dropped_left_out) {
                 (_, false) => None,
                 (None, true) => Some(deleted),
                 (Some(selected), true) => Some(deleted_among(&deleted, selected)),

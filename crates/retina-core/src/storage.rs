@@ -52,12 +52,15 @@ pub struct DecodedRows {
     /// Bytes the store fetched from storage for this read (footer included when it
     /// was not cached); 0 for a store that keeps files in memory.
     pub bytes_fetched: u64,
+    /// The rows a [`DataFiles::read_file_dropping`] named were left out: `selected`
+    /// is then `None` and the batches hold only the other rows.
+    pub dropped_left_out: bool,
 }
 
 impl DecodedRows {
     /// Every row of the file.
     pub fn all(batches: Vec<RecordBatch>) -> Self {
-        Self { batches, selected: None, bytes_fetched: 0 }
+        Self { batches, selected: None, bytes_fetched: 0, dropped_left_out: false }
     }
 
     /// Rows of the file left out by page pruning.
@@ -81,6 +84,23 @@ pub trait DataFiles: Send + Sync {
     /// file written under another version of the schema is conformed to `table`
     /// ([`crate::schema_evolution::StoredColumns`]): added columns read as NULL.
     fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], bounds: &[PageBound]) -> CoreResult<DecodedRows>;
+
+    /// [`Self::read_file`] for a reader that drops the rows set in `dropped` (bit
+    /// `row % 64` of word `row / 64`, as a [`crate::visibility::DeleteBitmap`]): a store
+    /// that can leave them out while decoding does, and says so in
+    /// [`DecodedRows::dropped_left_out`], sparing the copy that dropping them from
+    /// decoded batches costs. The default decodes every row.
+    fn read_file_dropping(
+        &self,
+        table: &TableSchema,
+        file: &DataFileMeta,
+        columns: &[usize],
+        bounds: &[PageBound],
+        dropped: &[u64],
+    ) -> CoreResult<DecodedRows> {
+        let _ = dropped;
+        self.read_file(table, file, columns, bounds)
+    }
 
     /// Deletes a data file that no catalog, checkpoint or query references any more.
     fn delete_file(&self, path: &str) -> CoreResult<()>;

@@ -18,7 +18,7 @@ use parquet::schema::types::ColumnPath;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 /// Rows per decoded batch when reading.
-const READ_BATCH_ROWS: usize = 8192;
+pub(crate) const READ_BATCH_ROWS: usize = 8192;
 
 /// Dictionary bytes past which a column chunk's pages fall back to plain encoding.
 /// Parquet's default (1 MiB) keeps a dictionary for a 64K-row file's unique keys,
@@ -82,14 +82,15 @@ pub(crate) fn plan_read<T>(
     bounds: &[PageBound],
 ) -> (ArrowReaderBuilder<T>, ReadPlan) {
     let stored = StoredColumns::plan(table, builder.schema().fields().len(), columns);
-    // Flat files of the current layout only: then stored column i is Parquet leaf i.
-    let flat = builder.parquet_schema().num_columns() == builder.schema().fields().len();
-    let prunable = !bounds.is_empty() && stored.is_identity() && flat && builder.metadata().num_row_groups() == 1;
-    let rows = builder.metadata().row_groups().first().map_or(0, |group| group.num_rows().max(0) as usize);
-    let selected = if prunable { selected_rows(builder.metadata(), bounds, rows) } else { None };
+    let selected = if stored.is_identity() && is_flat_row_group(builder.metadata(), builder.schema().fields().len()) {
+        selected_rows(builder.metadata(), bounds)
+    } else {
+        None
+    };
     let mask = ProjectionMask::roots(builder.parquet_schema(), stored.physical().iter().copied());
     let mut builder = builder.with_projection(mask).with_batch_size(READ_BATCH_ROWS);
     if let Some(selected) = &selected {
+        let rows = selected.len();
         builder = builder.with_row_selection(RowSelection::from_consecutive_ranges(kept_ranges(selected).into_iter(), rows));
     }
     (builder, ReadPlan { stored, selected })
@@ -108,11 +109,23 @@ impl ReadPlan {
     }
 }
 
-/// Rows `0..rows` of a file's single row group that may satisfy every bound, from the
-/// page index: a page of a bound column is left out when its min/max lie outside the
+/// Whether a file is one row group of flat columns (`fields` Arrow fields, one Parquet
+/// leaf each), so that stored column i is Parquet leaf i and row offsets are the
+/// file's: what page pruning and [`crate::kept_decode`] rely on.
+pub(crate) fn is_flat_row_group(metadata: &ParquetMetaData, fields: usize) -> bool {
+    metadata.num_row_groups() == 1 && metadata.file_metadata().schema_descr().num_columns() == fields
+}
+
+/// The rows of a file's single row group that may satisfy every bound, from the page
+/// index: a page of a bound column is left out when its min/max lie outside the
 /// bound or it holds only nulls (a null satisfies no comparison). `None` when the
-/// file has no usable page index for any bound or nothing is left out.
-fn selected_rows(metadata: &ParquetMetaData, bounds: &[PageBound], rows: usize) -> Option<Vec<bool>> {
+/// file has no usable page index for any bound or nothing is left out. For a file
+/// [`is_flat_row_group`] holds for, read in its own layout.
+pub(crate) fn selected_rows(metadata: &ParquetMetaData, bounds: &[PageBound]) -> Option<Vec<bool>> {
+    if bounds.is_empty() {
+        return None;
+    }
+    let rows = metadata.row_groups().first().map_or(0, |group| group.num_rows().max(0) as usize);
     let (column_index, offset_index) = (metadata.column_index()?, metadata.offset_index()?);
     let (pages_min_max, locations) = (column_index.first()?, offset_index.first()?);
     let mut selected = vec![true; rows];

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use futures::future::BoxFuture;
 use futures::{FutureExt, TryStreamExt};
 use lru::LruCache;
@@ -19,12 +19,16 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use parking_lot::Mutex;
 use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
 use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
-use parquet::errors::Result as ParquetResult;
+use parquet::errors::{ParquetError, Result as ParquetResult};
+use parquet::file::reader::{ChunkReader, Length};
+use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use retina_core::storage::PageBound;
+use retina_core::schema_evolution::StoredColumns;
 use retina_core::TableSchema;
 
-use crate::parquet_files::plan_read;
+use crate::kept_decode::{decode_column, ColumnKind, KeptRuns};
+use crate::parquet_files::{is_flat_row_group, plan_read, selected_rows, READ_BATCH_ROWS};
 
 /// Bytes fetched from the end of a file in one request for its footer: ours are a
 /// few KB of metadata plus page indexes, so one request usually covers both.
@@ -50,6 +54,8 @@ pub(crate) struct RangedRead {
     pub batches: Vec<RecordBatch>,
     pub selected: Option<Vec<bool>>,
     pub bytes_fetched: u64,
+    /// The rows `dropped` named were left out.
+    pub dropped_left_out: bool,
 }
 
 /// Parsed footers (with page indexes) of recently read files, by object path.
@@ -131,13 +137,16 @@ impl AsyncFileReader for RangedFile {
 }
 
 /// Reads the stored columns `columns` of `file`, leaving out the pages `bounds`
-/// rule out. Call from inside the store's runtime.
+/// rule out, and the rows set in `dropped` (one bit per row of the file) where
+/// [`kept_decode`] can (then [`RangedRead::dropped_left_out`]). Call from inside the
+/// store's runtime.
 pub(crate) async fn read(
     mut file: RangedFile,
     footers: &FooterCache,
     table: &TableSchema,
     columns: &[usize],
     bounds: &[PageBound],
+    dropped: &[u64],
 ) -> ParquetResult<RangedRead> {
     let key = file.path.to_string();
     let fetched = Arc::clone(&file.fetched);
@@ -151,6 +160,9 @@ pub(crate) async fn read(
             metadata
         }
     };
+    if let Some(read) = read_kept(&mut file, &metadata, table, columns, bounds, dropped).await? {
+        return Ok(read);
+    }
     let builder = ParquetRecordBatchStreamBuilder::new_with_metadata(file, metadata);
     let (builder, plan) = plan_read(builder, table, columns, bounds);
     let mut stream = builder.build()?;
@@ -159,5 +171,104 @@ pub(crate) async fn read(
         batches.push(batch);
     }
     let batches = plan.conform(table, columns, batches)?;
-    Ok(RangedRead { batches, selected: plan.selected, bytes_fetched: fetched.load(Relaxed) })
+    Ok(RangedRead { batches, selected: plan.selected, bytes_fetched: fetched.load(Relaxed), dropped_left_out: false })
+}
+
+/// [`read`] through [`kept_decode`]: the rows not in `dropped` of every projected
+/// column chunk, decoded straight from their pages; `None` when a column is not one
+/// it decodes, the file is not one flat row group in the table's layout, or the page
+/// index prunes pages (parquet-rs then reads the file). `RETINA_KEPT_DECODE=0` in
+/// the environment turns this path off, to measure it against parquet-rs in one build.
+async fn read_kept(
+    file: &mut RangedFile,
+    metadata: &ArrowReaderMetadata,
+    table: &TableSchema,
+    columns: &[usize],
+    bounds: &[PageBound],
+    dropped: &[u64],
+) -> ParquetResult<Option<RangedRead>> {
+    let (parquet, schema) = (metadata.metadata(), metadata.schema());
+    let layout_fits = !columns.is_empty()
+        && is_flat_row_group(parquet, schema.fields().len())
+        && StoredColumns::plan(table, schema.fields().len(), columns).is_identity();
+    if !layout_fits || std::env::var_os("RETINA_KEPT_DECODE").is_some_and(|v| v == "0") {
+        return Ok(None);
+    }
+    let group = parquet.row_group(0);
+    let mut kinds = Vec::with_capacity(columns.len());
+    for &column in columns {
+        match ColumnKind::of(group.column(column), schema.field(column).data_type()) {
+            Some(kind) => kinds.push(kind),
+            None => return Ok(None),
+        }
+    }
+    if selected_rows(parquet, bounds).is_some() {
+        return Ok(None);
+    }
+    let rows = usize::try_from(group.num_rows()).map_err(|_| ParquetError::General("a negative row count".into()))?;
+    let keep = KeptRuns::without(dropped, rows);
+    let ranges: Vec<Range<u64>> = columns
+        .iter()
+        .map(|&column| {
+            let (start, length) = group.column(column).byte_range();
+            start..start + length
+        })
+        .collect();
+    let chunks = file.get_byte_ranges(ranges.clone()).await?;
+    let mut arrays = Vec::with_capacity(columns.len());
+    for (((&column, kind), range), bytes) in columns.iter().zip(&kinds).zip(&ranges).zip(chunks) {
+        let chunk = group.column(column);
+        let fetched = Arc::new(FetchedChunk { start: range.start, bytes });
+        let mut pages = SerializedPageReader::new(fetched, chunk, rows, None)?;
+        let nullable = chunk.column_descr().max_def_level() > 0;
+        let array = decode_column(&mut pages, kind, nullable, rows, &keep)
+            .map_err(|error| ParquetError::General(format!("column {}: {error}", schema.field(column).name())))?;
+        arrays.push(array);
+    }
+    let batch = RecordBatch::try_new(Arc::new(schema.project(columns)?), arrays)?;
+    let batches = (0..batch.num_rows())
+        .step_by(READ_BATCH_ROWS)
+        .map(|start| batch.slice(start, READ_BATCH_ROWS.min(batch.num_rows() - start)))
+        .collect();
+    Ok(Some(RangedRead { batches, selected: None, bytes_fetched: file.fetched.load(Relaxed), dropped_left_out: true }))
+}
+
+/// One column chunk fetched on its own, addressed by the file offsets a page reader
+/// asks for.
+struct FetchedChunk {
+    start: u64,
+    bytes: Bytes,
+}
+
+impl FetchedChunk {
+    fn local(&self, start: u64, length: usize) -> ParquetResult<Bytes> {
+        let from = start.checked_sub(self.start).and_then(|from| usize::try_from(from).ok());
+        match from {
+            Some(from) if from + length <= self.bytes.len() => Ok(self.bytes.slice(from..from + length)),
+            _ => Err(ParquetError::EOF(format!(
+                "{length} bytes at offset {start} are outside the column chunk at {} ({} bytes)",
+                self.start,
+                self.bytes.len()
+            ))),
+        }
+    }
+}
+
+impl Length for FetchedChunk {
+    fn len(&self) -> u64 {
+        self.start + self.bytes.len() as u64
+    }
+}
+
+impl ChunkReader for FetchedChunk {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> ParquetResult<Self::T> {
+        let rest = (self.start + self.bytes.len() as u64).saturating_sub(start);
+        Ok(self.local(start, usize::try_from(rest).unwrap_or(usize::MAX))?.reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> ParquetResult<Bytes> {
+        self.local(start, length)
+    }
 }

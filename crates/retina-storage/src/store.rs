@@ -306,6 +306,17 @@ impl DataFiles for ParquetLakeStore {
     }
 
     fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], bounds: &[PageBound]) -> CoreResult<DecodedRows> {
+        self.read_file_dropping(table, file, columns, bounds, &[])
+    }
+
+    fn read_file_dropping(
+        &self,
+        table: &TableSchema,
+        file: &DataFileMeta,
+        columns: &[usize],
+        bounds: &[PageBound],
+        dropped: &[u64],
+    ) -> CoreResult<DecodedRows> {
         let path = self.io.path(&file.path);
         let store = Arc::clone(self.io.store());
         let read = self.io.runtime().block_on(async {
@@ -316,10 +327,15 @@ impl DataFiles for ParquetLakeStore {
             };
             let coalesce = self.remote.then_some(ranged_reads::REMOTE_COALESCE_BYTES);
             let file = RangedFile::new(store, path, size, coalesce);
-            ranged_reads::read(file, &self.footers, table, columns, bounds).await
+            ranged_reads::read(file, &self.footers, table, columns, bounds, dropped).await
         });
         match read {
-            Ok(read) => Ok(DecodedRows { batches: read.batches, selected: read.selected, bytes_fetched: read.bytes_fetched }),
+            Ok(read) => Ok(DecodedRows {
+                batches: read.batches,
+                selected: read.selected,
+                bytes_fetched: read.bytes_fetched,
+                dropped_left_out: read.dropped_left_out,
+            }),
             Err(error) if is_not_found(&error) => {
                 Err(CoreError::Storage(format!("data file {} of the catalog is missing from storage", file.path)))
             }

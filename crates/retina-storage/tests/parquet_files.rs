@@ -202,3 +202,32 @@ fn a_lake_from_before_versioned_commits_opens_and_moves_to_versions() {
     let first_kept = std::fs::read_dir(dir.path().join("catalog")).expect("list").filter_map(Result::ok).count();
     assert!(first_kept >= 1 && latest_version(dir.path(), "checkpoints", "checkpoint").exists());
 }
+
+/// A read told which rows a scan drops leaves them out as it decodes, and says so; with
+/// page pruning in play it decodes every row it reads and says that instead.
+#[test]
+fn dropped_rows_are_left_out_while_decoding() {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::Int64Type;
+    use retina_core::storage::PageBound;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
+    let rows = 65_536i64;
+    let meta = write_numbered_file(&store, &schema(), 4, rows, |i| format!("n{i}"));
+    let mut dropped = vec![0u64; (rows as usize).div_ceil(64)];
+    for row in (0..rows as usize).filter(|row| row % 97 == 5 || (10_000..10_300).contains(row)) {
+        dropped[row / 64] |= 1 << (row % 64);
+    }
+    let decoded = store.read_file_dropping(&schema(), &meta, &[0, 1], &[], &dropped).expect("read");
+    assert!(decoded.dropped_left_out);
+    let ids: Vec<i64> = decoded.batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
+    let notes: Vec<String> = decoded.batches.iter().flat_map(|b| b.column(1).as_string::<i32>().iter().map(|n| n.expect("set").to_string()).collect::<Vec<_>>()).collect();
+    let expected: Vec<i64> = (0..rows).filter(|&row| dropped[row as usize / 64] >> (row % 64) & 1 == 0).collect();
+    assert_eq!(ids, expected);
+    assert_eq!(notes, expected.iter().map(|i| format!("n{i}")).collect::<Vec<_>>());
+
+    let bound = PageBound { column: 0, min: Some(40_000), max: Some(40_020) };
+    let pruned = store.read_file_dropping(&schema(), &meta, &[0], &[bound], &dropped).expect("read");
+    assert!(!pruned.dropped_left_out && pruned.selected.is_some(), "pruned reads decode every row they keep");
+}
