@@ -188,26 +188,28 @@ async fn read_kept(
     dropped: &[u64],
 ) -> ParquetResult<Option<RangedRead>> {
     let (parquet, schema) = (metadata.metadata(), metadata.schema());
-    let layout_fits = !columns.is_empty()
-        && is_flat_row_group(parquet, schema.fields().len())
-        && StoredColumns::plan(table, schema.fields().len(), columns).is_identity();
+    let stored = StoredColumns::plan(table, schema.fields().len(), columns);
+    let layout_fits = !stored.physical().is_empty() && is_flat_row_group(parquet, schema.fields().len());
     if !layout_fits || std::env::var_os("RETINA_KEPT_DECODE").is_some_and(|v| v == "0") {
         return Ok(None);
     }
+    // A file written before columns were added holds fewer: read what it has, in its
+    // own indexes, and conform the batch to the table's layout below.
+    let physical = stored.physical();
     let group = parquet.row_group(0);
-    let mut kinds = Vec::with_capacity(columns.len());
-    for &column in columns {
+    let mut kinds = Vec::with_capacity(physical.len());
+    for &column in physical {
         match ColumnKind::of(group.column(column), schema.field(column).data_type()) {
             Some(kind) => kinds.push(kind),
             None => return Ok(None),
         }
     }
-    if selected_rows(parquet, bounds).is_some() {
+    if stored.is_identity() && selected_rows(parquet, bounds).is_some() {
         return Ok(None);
     }
     let rows = usize::try_from(group.num_rows()).map_err(|_| ParquetError::General("a negative row count".into()))?;
     let keep = KeptRuns::without(dropped, rows);
-    let ranges: Vec<Range<u64>> = columns
+    let ranges: Vec<Range<u64>> = physical
         .iter()
         .map(|&column| {
             let (start, length) = group.column(column).byte_range();
@@ -215,8 +217,8 @@ async fn read_kept(
         })
         .collect();
     let chunks = file.get_byte_ranges(ranges.clone()).await?;
-    let mut arrays = Vec::with_capacity(columns.len());
-    for (((&column, kind), range), bytes) in columns.iter().zip(&kinds).zip(&ranges).zip(chunks) {
+    let mut arrays = Vec::with_capacity(physical.len());
+    for (((&column, kind), range), bytes) in physical.iter().zip(&kinds).zip(&ranges).zip(chunks) {
         let chunk = group.column(column);
         let fetched = Arc::new(FetchedChunk { start: range.start, bytes });
         let mut pages = SerializedPageReader::new(fetched, chunk, rows, None)?;
@@ -225,7 +227,10 @@ async fn read_kept(
             .map_err(|error| ParquetError::General(format!("column {}: {error}", schema.field(column).name())))?;
         arrays.push(array);
     }
-    let batch = RecordBatch::try_new(Arc::new(schema.project(columns)?), arrays)?;
+    let mut batch = RecordBatch::try_new(Arc::new(schema.project(physical)?), arrays)?;
+    if !stored.is_identity() {
+        batch = stored.assemble(table, columns, &batch).map_err(|e| ParquetError::General(e.to_string()))?;
+    }
     let batches = (0..batch.num_rows())
         .step_by(READ_BATCH_ROWS)
         .map(|start| batch.slice(start, READ_BATCH_ROWS.min(batch.num_rows() - start)))
