@@ -85,25 +85,47 @@ fn unpack(packed: &[u8], width: usize, count: usize, out: &mut Vec<u32>) {
     }
     let mask = if width == 32 { u32::MAX } else { (1u32 << width) - 1 };
     let full_groups = count / 8;
-    // A group of 8 values is `width` bytes: one load for widths up to 16.
-    if width <= 8 {
-        for group in packed.chunks_exact(width).take(full_groups) {
-            let mut le = [0u8; 8];
-            le[..width].copy_from_slice(group);
-            let word = u64::from_le_bytes(le);
-            out.extend((0..8).map(|k| (word >> (k * width)) as u32 & mask));
-        }
-    } else if width <= 16 {
-        for group in packed.chunks_exact(width).take(full_groups) {
-            let mut le = [0u8; 16];
-            le[..width].copy_from_slice(group);
-            let word = u128::from_le_bytes(le);
-            out.extend((0..8).map(|k| (word >> (k * width)) as u32 & mask));
-        }
-    } else {
-        out.extend((0..full_groups * 8).map(|index| value_at(packed, width, index) & mask));
+    // A group of 8 values is `width` bytes: one load for widths up to 16, with the
+    // width a constant so the load and shifts compile to straight-line code (a
+    // run-time width cost a `memcpy` call per group).
+    match width {
+        1 => unpack_groups::<1>(packed, full_groups, out),
+        2 => unpack_groups::<2>(packed, full_groups, out),
+        3 => unpack_groups::<3>(packed, full_groups, out),
+        4 => unpack_groups::<4>(packed, full_groups, out),
+        5 => unpack_groups::<5>(packed, full_groups, out),
+        6 => unpack_groups::<6>(packed, full_groups, out),
+        7 => unpack_groups::<7>(packed, full_groups, out),
+        8 => unpack_groups::<8>(packed, full_groups, out),
+        9 => unpack_groups::<9>(packed, full_groups, out),
+        10 => unpack_groups::<10>(packed, full_groups, out),
+        11 => unpack_groups::<11>(packed, full_groups, out),
+        12 => unpack_groups::<12>(packed, full_groups, out),
+        13 => unpack_groups::<13>(packed, full_groups, out),
+        14 => unpack_groups::<14>(packed, full_groups, out),
+        15 => unpack_groups::<15>(packed, full_groups, out),
+        16 => unpack_groups::<16>(packed, full_groups, out),
+        _ => out.extend((0..full_groups * 8).map(|index| value_at(packed, width, index) & mask)),
     }
     out.extend((full_groups * 8..count).map(|index| value_at(packed, width, index) & mask));
+}
+
+/// Appends the first `groups` groups of 8 values of `WIDTH` (1 to 16) bits.
+fn unpack_groups<const WIDTH: usize>(packed: &[u8], groups: usize, out: &mut Vec<u32>) {
+    let mask = (1u32 << WIDTH) - 1;
+    for group in packed.chunks_exact(WIDTH).take(groups) {
+        let mut le = [0u8; 16];
+        le[..WIDTH].copy_from_slice(group);
+        // Up to 8 bits a value, a group fits a u64 (cheaper shifts than a u128).
+        let values: [u32; 8] = if WIDTH <= 8 {
+            let word = u64::from_le_bytes([le[0], le[1], le[2], le[3], le[4], le[5], le[6], le[7]]);
+            std::array::from_fn(|k| (word >> (k * WIDTH)) as u32 & mask)
+        } else {
+            let word = u128::from_le_bytes(le);
+            std::array::from_fn(|k| (word >> (k * WIDTH)) as u32 & mask)
+        };
+        out.extend_from_slice(&values);
+    }
 }
 
 /// Value `index` of a bit-packed sequence (unmasked).

@@ -23,7 +23,7 @@ use arrow_array::types::{
     TimestampNanosecondType,
 };
 use arrow_array::{ArrayRef, ArrowPrimitiveType, BinaryArray, PrimitiveArray, StringArray};
-use arrow_buffer::{BooleanBufferBuilder, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{ArrowNativeType, BooleanBufferBuilder, Buffer, MutableBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, TimeUnit};
 use parquet::basic::{Encoding, LogicalType, TimeUnit as ParquetTimeUnit, Type as PhysicalType};
 use parquet::column::page::{Page, PageReader};
@@ -209,9 +209,14 @@ struct DataPage {
 enum Dictionary {
     Fixed4(Vec<u32>),
     Fixed8(Vec<u64>),
-    /// Byte values: `offsets[i]..offsets[i + 1]` of `data`.
+    /// Byte values: `offsets[i]..offsets[i + 1]` of `data`, which ends in
+    /// [`SHORT_VALUE`] zero bytes so that a short value is copied with one
+    /// fixed-size move rather than a `memcpy` call.
     Bytes { offsets: Vec<usize>, data: Vec<u8> },
 }
+
+/// Dictionary values up to this long are copied as this many bytes, then cut.
+const SHORT_VALUE: usize = 16;
 
 impl Dictionary {
     fn read(kind: &ColumnKind, buf: &[u8], entries: usize) -> Result<Self> {
@@ -233,6 +238,7 @@ impl Dictionary {
                     data.extend_from_slice(plain.next_value()?);
                     offsets.push(data.len());
                 }
+                data.extend_from_slice(&[0; SHORT_VALUE]);
                 Ok(Self::Bytes { offsets, data })
             }
         }
@@ -288,6 +294,8 @@ struct ColumnDecoder {
     /// Validity of the rows out so far, started at the first null.
     validity: Option<BooleanBufferBuilder>,
     rows_out: usize,
+    /// Rows the column will hold when done.
+    kept: usize,
     /// Reused from page to page.
     levels: Vec<u32>,
     indices: Vec<u32>,
@@ -311,6 +319,7 @@ impl ColumnDecoder {
             data: Vec::new(),
             validity: None,
             rows_out: 0,
+            kept,
             levels: Vec::new(),
             indices: Vec::new(),
         }
@@ -328,6 +337,9 @@ impl ColumnDecoder {
             None => page.rows,
         };
         let all_valid = non_null == page.rows;
+        if matches!(self.kind, ColumnKind::Bytes { .. }) && self.data.capacity() == 0 && non_null > 0 {
+            self.reserve_bytes(page, non_null);
+        }
         let mut indices = std::mem::take(&mut self.indices);
         indices.clear();
         let result = (|| {
@@ -350,25 +362,23 @@ impl ColumnDecoder {
                 }
                 (encoding, _) => return Err(corrupt(format!("a data page encoded as {encoding}"))),
             };
+            if all_valid {
+                return self.all_valid_pieces(&mut values, pieces);
+            }
             let mut row = 0;
             for piece in pieces {
-                if all_valid {
-                    self.skip(&mut values, piece.start - row)?;
-                    self.take(&mut values, piece.len())?;
-                } else {
-                    let skipped = levels[row..piece.start].iter().filter(|&&level| level == 1).count();
-                    self.skip(&mut values, skipped)?;
-                    let mut at = piece.start;
-                    while at < piece.end {
-                        let valid = levels[at] == 1;
-                        let span = levels[at..piece.end].iter().take_while(|&&level| (level == 1) == valid).count();
-                        if valid {
-                            self.take(&mut values, span)?;
-                        } else {
-                            self.push_nulls(span);
-                        }
-                        at += span;
+                let skipped = levels[row..piece.start].iter().filter(|&&level| level == 1).count();
+                self.skip(&mut values, skipped)?;
+                let mut at = piece.start;
+                while at < piece.end {
+                    let valid = levels[at] == 1;
+                    let span = levels[at..piece.end].iter().take_while(|&&level| (level == 1) == valid).count();
+                    if valid {
+                        self.take(&mut values, span)?;
+                    } else {
+                        self.push_nulls(span);
                     }
+                    at += span;
                 }
                 row = piece.end;
             }
@@ -377,6 +387,86 @@ impl ColumnDecoder {
         self.levels = levels;
         self.indices = indices;
         result
+    }
+
+    /// [`Self::page`]'s pieces of a page with a value in every row: row `r` is value
+    /// `r`, so a piece is one slice of the values, and indices are checked once a page
+    /// (a run of kept rows then costs one copy or gather, not a walk).
+    fn all_valid_pieces(&mut self, values: &mut PageValues<'_>, pieces: &[Range<usize>]) -> Result<()> {
+        match values {
+            PageValues::PlainFixed { data, width, count, .. } => {
+                for piece in pieces {
+                    if piece.end > *count {
+                        return Err(corrupt(format!("a page holds {count} values, fewer than its rows")));
+                    }
+                    self.fixed.extend_from_slice(&data[piece.start * *width..piece.end * *width]);
+                }
+            }
+            PageValues::Indices { indices, .. } => {
+                self.check_indices(indices)?;
+                for piece in pieces {
+                    let taken = indices.get(piece.clone()).ok_or_else(|| corrupt("a page holds fewer values than rows"))?;
+                    self.gather(taken)?;
+                }
+            }
+            PageValues::PlainBytes(_) => {
+                // Byte values are found by walking their lengths: take counts the rows.
+                let mut row = 0;
+                for piece in pieces {
+                    self.skip(values, piece.start - row)?;
+                    self.take(values, piece.len())?;
+                    row = piece.end;
+                }
+                return Ok(());
+            }
+        }
+        let kept = pieces.iter().map(Range::len).sum();
+        if let Some(validity) = &mut self.validity {
+            validity.append_n(kept, true);
+        }
+        self.rows_out += kept;
+        Ok(())
+    }
+
+    /// Errors unless every index in `indices` names an entry of the dictionary.
+    fn check_indices(&self, indices: &[u32]) -> Result<()> {
+        let Some(dictionary) = &self.dictionary else {
+            return Err(corrupt("a dictionary-encoded page before any dictionary page"));
+        };
+        // One reduction the compiler vectorizes, rather than a check per value.
+        let largest = indices.iter().fold(0, |largest, &index| largest.max(index));
+        if !indices.is_empty() && largest as usize >= dictionary.len() {
+            return Err(corrupt(format!("dictionary index {largest} past the dictionary's {} entries", dictionary.len())));
+        }
+        Ok(())
+    }
+
+    /// Appends the dictionary entries `indices` names (checked by [`Self::check_indices`]).
+    fn gather(&mut self, indices: &[u32]) -> Result<()> {
+        match &self.dictionary {
+            Some(Dictionary::Fixed4(values)) => gather_fixed(&mut self.fixed, values, indices),
+            Some(Dictionary::Fixed8(values)) => gather_fixed(&mut self.fixed, values, indices),
+            Some(Dictionary::Bytes { offsets, data }) => {
+                let (out, ends) = (&mut self.data, &mut self.offsets);
+                for &index in indices {
+                    let index = index as usize;
+                    let (start, end) = (offsets[index], offsets[index + 1]);
+                    match data.get(start..).and_then(<[u8]>::first_chunk::<SHORT_VALUE>) {
+                        Some(short) if end - start <= SHORT_VALUE => {
+                            let length = out.len() + end - start;
+                            out.extend_from_slice(short);
+                            out.truncate(length);
+                        }
+                        _ => out.extend_from_slice(&data[start..end]),
+                    }
+                    // Offsets only grow: the check after the loop covers them all.
+                    ends.push(out.len() as i32);
+                }
+                check_byte_offsets(out.len())?;
+            }
+            None => return Err(corrupt("a dictionary-encoded page before any dictionary page")),
+        }
+        Ok(())
     }
 
     /// Passes over the next `n` non-null values.
@@ -400,28 +490,15 @@ impl ColumnDecoder {
                 let from = *at;
                 advance(at, n, indices.len())?;
                 let taken = &indices[from..*at];
-                let entries = self.dictionary.as_ref().map_or(0, Dictionary::len);
-                if taken.iter().any(|&index| index as usize >= entries) {
-                    return Err(corrupt(format!("a dictionary index past the dictionary's {entries} entries")));
-                }
-                match &self.dictionary {
-                    Some(Dictionary::Fixed4(dictionary)) => self.fixed.extend(taken.iter().map(|&i| dictionary[i as usize])),
-                    Some(Dictionary::Fixed8(dictionary)) => self.fixed.extend(taken.iter().map(|&i| dictionary[i as usize])),
-                    Some(Dictionary::Bytes { offsets, data }) => {
-                        for &index in taken {
-                            let index = index as usize;
-                            self.data.extend_from_slice(&data[offsets[index]..offsets[index + 1]]);
-                            self.offsets.push(byte_offset(self.data.len())?);
-                        }
-                    }
-                    None => return Err(corrupt("a dictionary-encoded page before any dictionary page")),
-                }
+                self.check_indices(taken)?;
+                self.gather(taken)?;
             }
             PageValues::PlainBytes(plain) => {
                 for _ in 0..n {
                     self.data.extend_from_slice(plain.next_value()?);
-                    self.offsets.push(byte_offset(self.data.len())?);
+                    self.offsets.push(self.data.len() as i32);
                 }
+                check_byte_offsets(self.data.len())?;
             }
         }
         if let Some(validity) = &mut self.validity {
@@ -429,6 +506,17 @@ impl ColumnDecoder {
         }
         self.rows_out += n;
         Ok(())
+    }
+
+    /// Reserves the byte values of the rows still to come, estimated from `page`'s
+    /// values, so the output grows once rather than by doubling.
+    fn reserve_bytes(&mut self, page: &DataPage, non_null: usize) {
+        let per_value = match (&self.dictionary, page.encoding) {
+            (_, Encoding::PLAIN) => page.values.len().saturating_sub(4 * non_null) / non_null,
+            (Some(Dictionary::Bytes { offsets, data }), _) => (data.len() - SHORT_VALUE) / offsets.len().max(2).saturating_sub(1),
+            _ => 0,
+        };
+        self.data.reserve(per_value.saturating_mul(self.kept.saturating_sub(self.rows_out)) + SHORT_VALUE);
     }
 
     fn push_nulls(&mut self, n: usize) {
@@ -494,8 +582,23 @@ fn advance(at: &mut usize, n: usize, count: usize) -> Result<()> {
     Ok(())
 }
 
-fn byte_offset(len: usize) -> Result<i32> {
-    i32::try_from(len).map_err(|_| corrupt("a column chunk's values pass 2 GiB"))
+/// Appends `values[index]` for each of `indices`, all within `values`. The output is
+/// sized first and written through a typed slice: `MutableBuffer::extend` checks its
+/// capacity per value, which cost more than the gather itself.
+fn gather_fixed<T: ArrowNativeType>(out: &mut MutableBuffer, values: &[T], indices: &[u32]) {
+    let start = out.len() / std::mem::size_of::<T>();
+    out.extend_zeros(indices.len() * std::mem::size_of::<T>());
+    for (slot, &index) in out.typed_data_mut::<T>()[start..].iter_mut().zip(indices) {
+        *slot = values.get(index as usize).copied().unwrap_or_default();
+    }
+}
+
+/// A byte column's offsets are `i32`: its values must stay within 2 GiB.
+fn check_byte_offsets(len: usize) -> Result<()> {
+    match i32::try_from(len) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(corrupt("a column chunk's values pass 2 GiB")),
+    }
 }
 
 fn typed<T: ArrowPrimitiveType>(values: Buffer, rows: usize, nulls: Option<NullBuffer>) -> Result<PrimitiveArray<T>> {
@@ -530,7 +633,7 @@ mod tests {
         let ints: Int32Array = (0..rows).map(|r| (!null(r)).then(|| (pick(r, 1) as i32).wrapping_sub(3))).collect();
         let longs: Int64Array = (0..rows).map(|r| (pick(r, 2) as i64).wrapping_mul(1_000_003)).collect();
         let floats: Float64Array = (0..rows).map(|r| (!null(r)).then(|| pick(r, 3) as f64 * 0.25)).collect();
-        let texts: StringArray = (0..rows).map(|r| (!null(r)).then(|| format!("é-{}", "x".repeat(pick(r, 4) as usize % 9)) + &pick(r, 5).to_string())).collect();
+        let texts: StringArray = (0..rows).map(|r| (!null(r)).then(|| format!("é-{}", "x".repeat(pick(r, 4) as usize % 30)) + &pick(r, 5).to_string())).collect();
         let bytes: BinaryArray = (0..rows).map(|r| Some(pick(r, 6).to_le_bytes()[..(r % 8)].to_vec())).collect();
         let dates: Date32Array = (0..rows).map(|r| (!null(r)).then(|| pick(r, 8) as i32)).collect();
         let stamps = TimestampMicrosecondArray::from_iter((0..rows).map(|r| (!null(r)).then(|| pick(r, 9) as i64))).with_timezone("UTC");
