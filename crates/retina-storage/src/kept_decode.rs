@@ -137,6 +137,7 @@ pub(crate) fn decode_column(pages: &mut dyn PageReader, kind: &ColumnKind, nulla
     let mut column = ColumnDecoder::new(kind, keep.kept)?;
     let mut runs = keep.runs.iter().cloned().peekable();
     let mut first_row = 0;
+    let mut pieces = Vec::new();
     while let Some(page) = pages.get_next_page()? {
         let page = match page {
             Page::DictionaryPage { buf, num_values, encoding, .. } => {
@@ -174,7 +175,7 @@ pub(crate) fn decode_column(pages: &mut dyn PageReader, kind: &ColumnKind, nulla
             return Err(corrupt(format!("pages hold more than the row group's {rows} rows")));
         }
         // The kept runs that overlap this page, in page-local rows.
-        let mut pieces = Vec::new();
+        pieces.clear();
         while let Some(run) = runs.peek_mut() {
             if run.start >= page_rows.end {
                 break;
@@ -275,8 +276,8 @@ impl<'a> PlainBytes<'a> {
 
 /// The non-null values of one data page, read in order.
 enum PageValues<'a> {
-    /// `count` values of `width` bytes.
-    PlainFixed { data: &'a [u8], width: usize, count: usize, at: usize },
+    /// `count` values of the column's width.
+    PlainFixed { data: &'a [u8], count: usize, at: usize },
     PlainBytes(PlainBytes<'a>),
     /// Dictionary indices, decoded for the whole page.
     Indices { indices: &'a [u32], at: usize },
@@ -346,7 +347,7 @@ impl ColumnDecoder {
             let mut values = match (page.encoding, &self.kind) {
                 (Encoding::PLAIN, &ColumnKind::Fixed { width, .. }) => {
                     let data = page.values.get(..non_null * width).ok_or_else(|| corrupt("a page's values end early"))?;
-                    PageValues::PlainFixed { data, width, count: non_null, at: 0 }
+                    PageValues::PlainFixed { data, count: non_null, at: 0 }
                 }
                 (Encoding::PLAIN, ColumnKind::Bytes { .. }) => PageValues::PlainBytes(PlainBytes { data: &page.values, at: 0 }),
                 (Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY, _) => {
@@ -394,13 +395,11 @@ impl ColumnDecoder {
     /// (a run of kept rows then costs one copy or gather, not a walk).
     fn all_valid_pieces(&mut self, values: &mut PageValues<'_>, pieces: &[Range<usize>]) -> Result<()> {
         match values {
-            PageValues::PlainFixed { data, width, count, .. } => {
-                for piece in pieces {
-                    if piece.end > *count {
-                        return Err(corrupt(format!("a page holds {count} values, fewer than its rows")));
-                    }
-                    self.fixed.extend_plain(&data[piece.start * *width..piece.end * *width]);
+            PageValues::PlainFixed { data, count, .. } => {
+                if pieces.last().is_some_and(|piece| piece.end > *count) {
+                    return Err(corrupt(format!("a page holds {count} values, fewer than its rows")));
                 }
+                self.fixed.extend_plain_runs(data, pieces);
             }
             PageValues::Indices { indices, .. } => {
                 self.check_indices(indices)?;
@@ -450,19 +449,22 @@ impl ColumnDecoder {
             (Some(Dictionary::Fixed8(values)), FixedValues::Eight(out)) => runs.for_each(|indices| gather_fixed(out, values, indices)),
             (Some(Dictionary::Bytes { offsets, data }), _) => {
                 let (out, ends) = (&mut self.data, &mut self.offsets);
-                for &index in runs.flatten() {
-                    let index = index as usize;
-                    let (start, end) = (offsets[index], offsets[index + 1]);
-                    match data.get(start..).and_then(<[u8]>::first_chunk::<SHORT_VALUE>) {
-                        Some(short) if end - start <= SHORT_VALUE => {
-                            let length = out.len() + end - start;
-                            out.extend_from_slice(short);
-                            out.truncate(length);
+                for indices in runs {
+                    ends.reserve(indices.len());
+                    for &index in indices {
+                        let index = index as usize;
+                        let (start, end) = (offsets[index], offsets[index + 1]);
+                        match data.get(start..).and_then(<[u8]>::first_chunk::<SHORT_VALUE>) {
+                            Some(short) if end - start <= SHORT_VALUE => {
+                                let length = out.len() + end - start;
+                                out.extend_from_slice(short);
+                                out.truncate(length);
+                            }
+                            _ => out.extend_from_slice(&data[start..end]),
                         }
-                        _ => out.extend_from_slice(&data[start..end]),
+                        // Offsets only grow: the check after the loop covers them all.
+                        ends.push(out.len() as i32);
                     }
-                    // Offsets only grow: the check after the loop covers them all.
-                    ends.push(out.len() as i32);
                 }
                 check_byte_offsets(out.len())?;
             }
@@ -484,10 +486,10 @@ impl ColumnDecoder {
     /// Appends the next `n` non-null values as valid rows.
     fn take(&mut self, values: &mut PageValues<'_>, n: usize) -> Result<()> {
         match values {
-            PageValues::PlainFixed { data, width, count, at } => {
+            PageValues::PlainFixed { data, count, at } => {
                 let from = *at;
                 advance(at, n, *count)?;
-                self.fixed.extend_plain(&data[from * *width..*at * *width]);
+                self.fixed.extend_plain_runs(data, &[from..*at]);
             }
             PageValues::Indices { indices, at } => {
                 let from = *at;
@@ -609,12 +611,21 @@ impl FixedValues {
         }
     }
 
-    /// Appends PLAIN values: whole little-endian values of this width.
-    fn extend_plain(&mut self, bytes: &[u8]) {
+    /// Appends values `runs` (ascending, within `values`) of a page's PLAIN values of
+    /// this width, matched on the width once for all of a page's runs.
+    fn extend_plain_runs(&mut self, values: &[u8], runs: &[Range<usize>]) {
         match self {
-            Self::Four(out) => out.extend(bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+            Self::Four(out) => {
+                for run in runs {
+                    let bytes = &values[run.start * 4..run.end * 4];
+                    out.extend(bytes.chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+                }
+            }
             Self::Eight(out) => {
-                out.extend(bytes.chunks_exact(8).map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])))
+                for run in runs {
+                    let bytes = &values[run.start * 8..run.end * 8];
+                    out.extend(bytes.chunks_exact(8).map(|b| u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])));
+                }
             }
         }
     }
