@@ -119,7 +119,7 @@ pub fn read_split_pruned(
             // deleted rows through a Parquet RowSelection cost 1.35x a clean scan,
             // decoding everything and then keeping the visible rows ([`keep_rows_into`])
             // 1.10-1.13x. So a store that can leaves the deleted rows out as it decodes
-            // (`read_file_dropping`); otherwise the mask is applied here.
+            // (`read_file_dropping`: 1.04x, stop 44); otherwise the mask is applied here.
             let decoded = match any_deleted {
                 true => store.read_file_dropping(schema, meta, &columns, bounds, &deleted)?,
                 false => store.read_file(schema, meta, &columns, bounds)?,
