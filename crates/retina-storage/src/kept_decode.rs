@@ -309,7 +309,7 @@ impl ColumnDecoder {
             ColumnKind::Bytes { .. } => {
                 let mut offsets = Vec::with_capacity(kept + 1);
                 offsets.push(0);
-                (FixedValues::new(8, 0)?, offsets)
+                (FixedValues::Eight(Vec::new()), offsets)
             }
         };
         Ok(Self {
@@ -449,8 +449,8 @@ impl ColumnDecoder {
             (Some(Dictionary::Fixed8(values)), FixedValues::Eight(out)) => runs.for_each(|indices| gather_fixed(out, values, indices)),
             (Some(Dictionary::Bytes { offsets, data }), _) => {
                 let (out, ends) = (&mut self.data, &mut self.offsets);
+                // `ends` was sized for every kept row when the column started.
                 for indices in runs {
-                    ends.reserve(indices.len());
                     for &index in indices {
                         let index = index as usize;
                         let (start, end) = (offsets[index], offsets[index + 1]);
