@@ -43,6 +43,19 @@ const DISTINCT_SAMPLE_VALUES: usize = 1024;
 /// A dictionary is left out when at least this share of the sampled values differ.
 const MAX_DISTINCT_SHARE: f64 = 0.9;
 
+/// What a lake's data files favour when a column compresses only a little.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CompressionGoal {
+    /// Columns of distinct numbers stay uncompressed unless Snappy saves three
+    /// quarters ([`MIN_SAVING_DISTINCT_NUMBERS`]): scans decode them about twice as
+    /// fast, and all-numeric tables take ~40% more bytes. Suits a local disk.
+    #[default]
+    FastScans,
+    /// Every column is compressed where Snappy saves a tenth: smaller files for an
+    /// object store, where each byte fetched costs time and money.
+    SmallFiles,
+}
+
 /// What the sample says about one column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ColumnEncoding {
@@ -54,9 +67,9 @@ impl ColumnEncoding {
     const DEFAULT: Self = Self { compress: true, dictionary: true };
 }
 
-/// The encoding choice for a column from its arrays (the file's batches, in order).
-/// Types without a sample (booleans, nested, ...) keep the defaults.
-pub(crate) fn choose(arrays: &[&ArrayRef]) -> ColumnEncoding {
+/// The encoding choice for a column from its arrays (the file's batches, in order),
+/// towards `goal`. Types without a sample (booleans, nested, ...) keep the defaults.
+pub(crate) fn choose(arrays: &[&ArrayRef], goal: CompressionGoal) -> ColumnEncoding {
     let mut sample = Sample::default();
     for array in arrays {
         if sample.bytes.len() >= SAMPLE_BYTES {
@@ -70,7 +83,11 @@ pub(crate) fn choose(arrays: &[&ArrayRef]) -> ColumnEncoding {
         return ColumnEncoding::DEFAULT;
     }
     let dictionary = !mostly_distinct(&sample);
-    let min_saving = if sample.fixed_width && !dictionary { MIN_SAVING_DISTINCT_NUMBERS } else { MIN_SAVING };
+    let distinct_numbers = sample.fixed_width && !dictionary;
+    let min_saving = match goal {
+        CompressionGoal::FastScans if distinct_numbers => MIN_SAVING_DISTINCT_NUMBERS,
+        _ => MIN_SAVING,
+    };
     ColumnEncoding { compress: compresses(&sample.bytes, min_saving), dictionary }
 }
 
@@ -181,9 +198,9 @@ mod tests {
     #[test]
     fn random_text_is_stored_plain_and_repetitive_text_compressed() {
         let random = random_text(8192, 1);
-        assert_eq!(choose(&[&random]), ColumnEncoding { compress: false, dictionary: false });
+        assert_eq!(choose(&[&random], CompressionGoal::FastScans), ColumnEncoding { compress: false, dictionary: false });
         let repeated = repeated_text(8192);
-        assert_eq!(choose(&[&repeated]), ColumnEncoding { compress: true, dictionary: true });
+        assert_eq!(choose(&[&repeated], CompressionGoal::FastScans), ColumnEncoding { compress: true, dictionary: true });
     }
 
     #[test]
@@ -191,17 +208,20 @@ mod tests {
         // Ascending timestamps share their high bytes, so Snappy saves about half, but
         // that is not worth decoding such short matches: plain; all distinct.
         let ascending: ArrayRef = Arc::new(Int64Array::from_iter_values((0..8192).map(|i| 1_700_000_000_000_000 + i * 1000)));
-        assert_eq!(choose(&[&ascending]), ColumnEncoding { compress: false, dictionary: false });
+        assert_eq!(choose(&[&ascending], CompressionGoal::FastScans), ColumnEncoding { compress: false, dictionary: false });
+        // Unless the lake asks for small files.
+        assert_eq!(choose(&[&ascending], CompressionGoal::SmallFiles), ColumnEncoding { compress: true, dictionary: false });
         // Distinct at first, then long repeats that Snappy shrinks by far more: compressed.
         let repeating: ArrayRef = Arc::new(Int64Array::from_iter_values((0..8192).map(|i| (i % 1024) * 7919)));
-        assert_eq!(choose(&[&repeating]), ColumnEncoding { compress: true, dictionary: false });
+        assert_eq!(choose(&[&repeating], CompressionGoal::FastScans), ColumnEncoding { compress: true, dictionary: false });
         // Random 64-bit values: neither.
         let mut rng = rand::rngs::SmallRng::seed_from_u64(2);
         let random: ArrayRef = Arc::new(Int64Array::from_iter_values((0..8192).map(|_| rng.random::<i64>())));
-        assert_eq!(choose(&[&random]), ColumnEncoding { compress: false, dictionary: false });
+        assert_eq!(choose(&[&random], CompressionGoal::FastScans), ColumnEncoding { compress: false, dictionary: false });
+        assert_eq!(choose(&[&random], CompressionGoal::SmallFiles), ColumnEncoding { compress: false, dictionary: false });
         // Few distinct values: both.
         let few: ArrayRef = Arc::new(Int64Array::from_iter_values((0..8192).map(|i| i % 5)));
-        assert_eq!(choose(&[&few]), ColumnEncoding { compress: true, dictionary: true });
+        assert_eq!(choose(&[&few], CompressionGoal::FastScans), ColumnEncoding { compress: true, dictionary: true });
     }
 
     /// The sample spans batches: many small batches are judged like one large one, and
@@ -210,13 +230,13 @@ mod tests {
     fn the_sample_spans_batches_and_small_columns_keep_the_defaults() {
         let pieces: Vec<ArrayRef> = (0..64).map(|seed| random_text(64, seed)).collect();
         let arrays: Vec<&ArrayRef> = pieces.iter().collect();
-        assert_eq!(choose(&arrays), ColumnEncoding { compress: false, dictionary: false });
+        assert_eq!(choose(&arrays, CompressionGoal::FastScans), ColumnEncoding { compress: false, dictionary: false });
         let small = random_text(16, 3);
-        assert_eq!(choose(&[&small]), ColumnEncoding::DEFAULT);
+        assert_eq!(choose(&[&small], CompressionGoal::FastScans), ColumnEncoding::DEFAULT);
         let booleans: ArrayRef = Arc::new(BooleanArray::from((0..100_000).map(|i| i % 3 == 0).collect::<Vec<_>>()));
-        assert_eq!(choose(&[&booleans]), ColumnEncoding::DEFAULT);
+        assert_eq!(choose(&[&booleans], CompressionGoal::FastScans), ColumnEncoding::DEFAULT);
         let nulls: ArrayRef = Arc::new(StringArray::from(vec![None::<&str>; 10_000]));
-        assert_eq!(choose(&[&nulls]), ColumnEncoding::DEFAULT);
+        assert_eq!(choose(&[&nulls], CompressionGoal::FastScans), ColumnEncoding::DEFAULT);
     }
 
     /// A file written by `encode` carries the choices per column chunk, and reads back
@@ -225,7 +245,7 @@ mod tests {
     fn encoded_files_carry_the_choices_and_read_back() {
         let schema = Arc::new(Schema::new(vec![Field::new("random", DataType::Utf8, false), Field::new("status", DataType::Utf8, false)]));
         let batch = RecordBatch::try_new(schema.clone(), vec![random_text(20_000, 4), repeated_text(20_000)]).expect("batch");
-        let encoded = crate::parquet_files::encode(&schema, std::slice::from_ref(&batch)).expect("encode");
+        let encoded = crate::parquet_files::encode(&schema, std::slice::from_ref(&batch), CompressionGoal::FastScans).expect("encode");
         let reader = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::copy_from_slice(encoded.as_ref())).expect("reader");
         let chunk = |index: usize| reader.metadata().row_group(0).column(index).clone();
         assert_eq!(chunk(0).compression(), Compression::UNCOMPRESSED);

@@ -23,6 +23,7 @@ mod versioned;
 
 pub use lease::LEASE_PATH;
 pub use location::{is_url, open_object_store, redacted};
+pub use column_encoding::CompressionGoal;
 pub use error::StorageError;
 pub use publish::{PublicationReport, PublishOptions, PublishedCut, PublishedTableVersion, LATEST_PATH as PUBLISHED_LATEST_PATH};
 pub use store::ParquetLakeStore;

@@ -12,7 +12,7 @@ use parquet::basic::Compression;
 use parquet::errors::ParquetError;
 use retina_core::schema_evolution::StoredColumns;
 use retina_core::TableSchema;
-use crate::column_encoding;
+use crate::column_encoding::{self, CompressionGoal};
 use crate::recycled::{RecycledBuffer, ENCODE_BUFFERS};
 use parquet::schema::types::ColumnPath;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -31,8 +31,8 @@ const DICTIONARY_PAGE_BYTES: usize = 64 * 1024;
 /// Encodes `batches` as one Parquet file with a single row group (the virtual file's
 /// row group, so row offsets stay valid), page-level statistics and a page index so
 /// readers can prune by `_create_ts` and by predicates. Each column's compression and
-/// dictionary follow a sample of its values ([`column_encoding`]).
-pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecycledBuffer, parquet::errors::ParquetError> {
+/// dictionary follow a sample of its values and the lake's `goal` ([`column_encoding`]).
+pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch], goal: CompressionGoal) -> Result<RecycledBuffer, parquet::errors::ParquetError> {
     let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
     let mut properties = WriterProperties::builder()
         .set_max_row_group_row_count(Some(rows.max(1)))
@@ -42,7 +42,7 @@ pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Recy
         .set_created_by(format!("retina {}", env!("CARGO_PKG_VERSION")));
     for (index, field) in schema.fields().iter().enumerate() {
         let arrays: Vec<&ArrayRef> = batches.iter().filter_map(|batch| batch.columns().get(index)).collect();
-        let choice = column_encoding::choose(&arrays);
+        let choice = column_encoding::choose(&arrays, goal);
         let path = ColumnPath::new(vec![field.name().clone()]);
         if !choice.compress {
             properties = properties.set_column_compression(path.clone(), Compression::UNCOMPRESSED);

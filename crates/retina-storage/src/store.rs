@@ -12,6 +12,7 @@ use retina_core::checkpoint::CheckpointManifest;
 use retina_core::storage::{CatalogStore, CheckpointStore, DataFiles, DecodedRows, PageBound, Publication, PublishedTable, StoredFile};
 use retina_core::{CoreError, CoreResult, FileId, TableSchema, Ts};
 
+use crate::column_encoding::CompressionGoal;
 use crate::direct_write::{DirectWriter, Written};
 use crate::error::StorageError;
 use crate::io::ObjectIo;
@@ -53,6 +54,9 @@ pub struct ParquetLakeStore {
     publication: Mutex<PublicationStatus>,
     /// Whether the segments folder of lakes from before publication was swept.
     legacy_segments_swept: std::sync::atomic::AtomicBool,
+    /// What new data files favour: fast scans on a local disk, small files on an
+    /// object store, unless [`Self::compressing_for`] says otherwise.
+    compression: CompressionGoal,
 }
 
 /// How the last publication went.
@@ -145,6 +149,7 @@ impl ParquetLakeStore {
             publisher: None,
             publication: Mutex::new(PublicationStatus::default()),
             legacy_segments_swept: std::sync::atomic::AtomicBool::new(false),
+            compression: if remote { CompressionGoal::SmallFiles } else { CompressionGoal::FastScans },
         }
     }
 
@@ -167,6 +172,13 @@ impl ParquetLakeStore {
     /// the same files ([`crate::publish`]).
     pub fn publishing(mut self, options: Option<PublishOptions>) -> Self {
         self.publisher = options.map(Publisher::new);
+        self
+    }
+
+    /// Writes the data files from now on towards `goal` (files already written keep
+    /// their encoding; readers need nothing new, as compression is per column chunk).
+    pub fn compressing_for(mut self, goal: CompressionGoal) -> Self {
+        self.compression = goal;
         self
     }
 
@@ -229,7 +241,7 @@ impl ParquetLakeStore {
     /// Writes `batches` as a Parquet file at `path` (atomically, like every put).
     fn put_parquet(&self, path: String, table: &TableSchema, batches: &[RecordBatch]) -> Result<StoredFile, StorageError> {
         self.may_write("writing a data file")?;
-        let bytes = parquet_files::encode(&table.stored_schema(), batches)
+        let bytes = parquet_files::encode(&table.stored_schema(), batches, self.compression)
             .map_err(|source| StorageError::Parquet { path: path.clone(), source })?;
         let size_bytes = bytes.len() as u64;
         let written = match &self.direct {

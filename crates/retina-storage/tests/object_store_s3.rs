@@ -173,9 +173,9 @@ fn reads_fetch_only_the_ranges_they_need() {
     let first = store.read_file(&schema(), &meta, &[0, 1, 2], &[]).expect("read all");
     assert!(first.bytes_fetched >= size / 2 && first.bytes_fetched <= size + 64 * 1024, "all columns: {} of {size}", first.bytes_fetched);
     let ids = store.read_file(&schema(), &meta, &[0], &[]).expect("read ids");
-    // The ids are stored plain (distinct numbers: see column_encoding), 512 KiB of the
-    // file's ~830 KiB; the notes are the rest.
-    assert!(ids.bytes_fetched * 4 < size * 3, "one column, footer cached: {} of {size}", ids.bytes_fetched);
+    // An object-store lake favours small files (`CompressionGoal::SmallFiles`): the
+    // ascending ids are Snappy-compressed to less than half of the file.
+    assert!(ids.bytes_fetched * 2 < size, "one column, footer cached: {} of {size}", ids.bytes_fetched);
     let bound = PageBound { column: 0, min: Some(40_000), max: Some(40_020) };
     let both = store.read_file(&schema(), &meta, &[0, 1], &[]).expect("two columns");
     let pruned = store.read_file(&schema(), &meta, &[0, 1], &[bound.clone()]).expect("pruned read");

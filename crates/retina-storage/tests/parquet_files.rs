@@ -231,3 +231,34 @@ fn dropped_rows_are_left_out_while_decoding() {
     let pruned = store.read_file_dropping(&schema(), &meta, &[0], &[bound], &dropped).expect("read");
     assert!(!pruned.dropped_left_out && pruned.selected.is_some(), "pruned reads decode every row they keep");
 }
+
+/// A local lake favours fast scans: a column of distinct numbers is written plain and
+/// uncompressed. Asked for small files, the same column is Snappy-compressed and the
+/// file is smaller; both read back the same rows.
+#[test]
+fn a_lake_compresses_distinct_numbers_only_when_asked_for_small_files() {
+    use parquet::basic::Compression;
+    use retina_storage::CompressionGoal;
+    let file_of = |store: ParquetLakeStore, dir: &std::path::Path| {
+        let meta = write_numbered_file(&store, &schema(), 1, 65_536, |i| format!("note {}", i % 10));
+        let reader = SerializedFileReader::new(std::fs::File::open(dir.join(&meta.path)).expect("file on disk")).expect("parquet");
+        let id_compression = reader.metadata().row_group(0).column(0).compression();
+        let read = store.read_file(&schema(), &meta, &[0, 1], &[]).expect("read back");
+        let rows: usize = read.batches.iter().map(|batch| batch.num_rows()).sum();
+        let ids: Vec<i64> = read
+            .batches
+            .iter()
+            .flat_map(|batch| arrow_array::cast::AsArray::as_primitive::<arrow_array::types::Int64Type>(batch.column(0)).values().to_vec())
+            .collect();
+        assert_eq!((rows, ids.first(), ids.last()), (65_536, Some(&0), Some(&65_535)));
+        (id_compression, meta.size_bytes)
+    };
+    let (fast_dir, small_dir) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let fast = ParquetLakeStore::open(fast_dir.path().to_str().expect("utf-8")).expect("store");
+    let (fast_ids, fast_bytes) = file_of(fast, fast_dir.path());
+    let small = ParquetLakeStore::open(small_dir.path().to_str().expect("utf-8")).expect("store").compressing_for(CompressionGoal::SmallFiles);
+    let (small_ids, small_bytes) = file_of(small, small_dir.path());
+    assert_eq!(fast_ids, Compression::UNCOMPRESSED);
+    assert!(matches!(small_ids, Compression::SNAPPY), "{small_ids:?}");
+    assert!(small_bytes * 4 < fast_bytes * 3, "small files: {small_bytes} bytes against {fast_bytes}");
+}

@@ -71,3 +71,40 @@ fn on_absent_row_and_table_flags_and_uri_options() {
     assert!(named.status.success(), "{}", String::from_utf8_lossy(&named.stderr));
     assert_eq!(sql(&lake5, "SELECT id, name FROM shop.bare").lines().nth(1), Some("5,x"));
 }
+
+/// Bytes of a table's Parquet files: flushed files and checkpoint segments (a small
+/// ingest's rows are all in segments), not the Delta log's checkpoints.
+fn data_file_bytes(folder: &Path) -> u64 {
+    std::fs::read_dir(folder)
+        .expect("table folder")
+        .map(|entry| entry.expect("entry").path())
+        .map(|path| match path.file_name().and_then(|name| name.to_str()) {
+            Some("_segments") => data_file_bytes(&path),
+            _ if path.extension().is_some_and(|extension| extension == "parquet") => std::fs::metadata(&path).expect("metadata").len(),
+            _ => 0,
+        })
+        .sum()
+}
+
+#[test]
+fn compression_flag_trades_scan_speed_for_file_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stream = dir.path().join("inserts.jsonl");
+    let lines: Vec<String> = (1..=20_000).map(|id| event("c", id, Some(&format!("n{}", id % 5)), id as u64)).collect();
+    std::fs::write(&stream, lines.join("\n") + "\n").expect("write");
+    let uri = format!("file:{}", stream.display());
+    let mut bytes = Vec::new();
+    for (lake, flags) in [("auto", &[][..]), ("fast", &["--compression", "fast-scans"][..]), ("small", &["--compression", "small-files"][..])] {
+        let lake = dir.path().join(lake);
+        let output = ingest(&lake, &uri, flags);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        assert_eq!(sql(&lake, "SELECT count(*), sum(id) FROM public.items").lines().nth(1), Some("20000,200010000"));
+        bytes.push(data_file_bytes(&lake.join("tables").join("public.items")));
+    }
+    // A local lake favours fast scans by default; small files compress the ids.
+    assert!(bytes[1] > 0 && bytes[0] == bytes[1], "auto on a local directory is fast-scans: {bytes:?}");
+    assert!(bytes[2] * 4 < bytes[1] * 3, "small files {} bytes against fast scans {}", bytes[2], bytes[1]);
+    let refused = ingest(&dir.path().join("bad"), &uri, &["--compression", "tiny"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("small-files"), "{}", String::from_utf8_lossy(&refused.stderr));
+}

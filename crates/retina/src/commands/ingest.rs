@@ -51,6 +51,8 @@ pub struct IngestArgs {
     checkpoint_seconds: f64,
     #[command(flatten)]
     publish: super::publishing::PublishArgs,
+    #[command(flatten)]
+    compression: super::file_compression::CompressionArgs,
     /// Print the report as one JSON object on the last line.
     #[arg(long)]
     json: bool,
@@ -75,7 +77,7 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     let location = args.data_dir.to_str().with_context(|| format!("{} is not UTF-8", args.data_dir.display()))?;
     let shown = retina_storage::redacted(location);
     let publish = args.publish.options()?;
-    let store = super::serve::open_lake(location, publish, "ingest")?;
+    let store = super::serve::open_lake(location, publish, args.compression.goal(), "ingest")?;
     // Opens (and recovers) the lakehouse: a source ingested before resumes after its
     // recorded position, so re-running an ingest applies nothing twice.
     let config = EngineConfig {

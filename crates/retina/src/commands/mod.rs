@@ -9,6 +9,7 @@ pub mod bench_scheduler;
 pub mod demo;
 pub mod ingest;
 pub mod demo_sql;
+pub mod file_compression;
 pub mod jobs;
 pub mod progress;
 pub mod publishing;

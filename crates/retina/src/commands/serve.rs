@@ -14,7 +14,7 @@ use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
 use retina_server::{
     scram_from_password_file, ClientAuthentication, MetricsServer, PgServer, DEFAULT_METRICS_LISTEN, DEFAULT_SQL_LISTEN,
 };
-use retina_storage::{ParquetLakeStore, PublishOptions};
+use retina_storage::{CompressionGoal, ParquetLakeStore, PublishOptions};
 
 use super::serve_sources::ServedSource;
 
@@ -52,16 +52,23 @@ pub struct ServeArgs {
     pub checkpoint_seconds: f64,
     #[command(flatten)]
     pub publish: super::publishing::PublishArgs,
+    #[command(flatten)]
+    pub compression: super::file_compression::CompressionArgs,
 }
 
-/// Opens the lake at `location` as its writer, publishing as asked.
-pub fn open_lake(location: &str, publish: Option<PublishOptions>, command: &str) -> anyhow::Result<ParquetLakeStore> {
+/// Opens the lake at `location` as its writer, publishing as asked, its new data
+/// files compressed towards `compression` (`None`: the store's choice by location).
+pub fn open_lake(location: &str, publish: Option<PublishOptions>, compression: Option<CompressionGoal>, command: &str) -> anyhow::Result<ParquetLakeStore> {
     // A local dir is created (and locked) by the store; a URL names one that exists.
     let shown = retina_storage::redacted(location);
     let store = ParquetLakeStore::open(location).with_context(|| format!("opening the lake in {shown}"))?;
     if let Some(previous) = store.took_over_from() {
         eprintln!("retina {command}: took over the expired lease of {previous} on {shown}; recovering what it made durable");
     }
+    let store = match compression {
+        Some(goal) => store.compressing_for(goal),
+        None => store,
+    };
     Ok(store.publishing(publish))
 }
 
@@ -81,13 +88,14 @@ impl Instance {
         query_memory_mb: usize,
         config: EngineConfig,
         publish: Option<PublishOptions>,
+        compression: Option<CompressionGoal>,
     ) -> anyhow::Result<Self> {
         for uri in source_uris {
             ServedSource::validate(uri)?;
         }
         let location = data_dir.to_str().with_context(|| format!("{} is not UTF-8", data_dir.display()))?;
         let shown = retina_storage::redacted(location);
-        let store = open_lake(location, publish, "serve")?;
+        let store = open_lake(location, publish, compression, "serve")?;
         // `open` recovers a data dir that holds a lakehouse (from its latest checkpoint;
         // sources then resume from their recovered positions) or starts an empty one.
         let engine = Arc::new(
@@ -128,7 +136,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let config = EngineConfig { checkpoint_interval: Some(checkpoint_interval(args.checkpoint_seconds)?), ..EngineConfig::default() };
     let publish = args.publish.options()?;
-    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config, publish)?;
+    let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config, publish, args.compression.goal())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
     let endpoints = Endpoints { listen: &args.listen, metrics_listen: &args.metrics_listen, authentication };
     let served = runtime.block_on(serve(Arc::clone(&instance.session), endpoints, args.seconds));
