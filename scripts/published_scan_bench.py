@@ -20,9 +20,10 @@ import duckdb
 import polars as pl
 
 
-def main():
-    lake, table = os.path.abspath(sys.argv[1]), sys.argv[2]
-    repetitions = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+def open_published(lake, table):
+    """The table's Delta path and Iceberg metadata file in the lake's latest cut, a
+    DuckDB connection with the delta, avro and iceberg extensions loaded from their
+    PyPI packages, a clean Parquet copy of the visible rows, and its numeric columns."""
     cut = json.load(open(os.path.join(lake, "_retina", "published", "latest.json")))
     entry = next(t for t in cut["tables"] if t["table"] == table)
     delta = os.path.join(lake, entry["delta_path"])
@@ -33,7 +34,15 @@ def main():
         con.execute(f"LOAD '{glob.glob(os.path.join(base, extension + '.duckdb_extension'))[0]}'")
     clean = os.path.join(tempfile.mkdtemp(), "clean.parquet")
     con.execute(f"COPY (SELECT * FROM delta_scan('{delta}')) TO '{clean}' (FORMAT parquet)")
-    columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{clean}')").fetchall() if r[1] in ("BIGINT", "INTEGER", "SMALLINT", "DOUBLE")]
+    numeric = ("BIGINT", "INTEGER", "SMALLINT", "DOUBLE")
+    columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{clean}')").fetchall() if r[1] in numeric]
+    return delta, iceberg, con, clean, columns
+
+
+def main():
+    lake, table = os.path.abspath(sys.argv[1]), sys.argv[2]
+    repetitions = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    delta, iceberg, con, clean, columns = open_published(lake, table)
     sums = ", ".join(f"sum({c})" for c in columns)
     queries = {
         "duckdb_delta": (f"SELECT count(*), {sums} FROM delta_scan('{delta}')", f"SELECT count(*), {sums} FROM read_parquet('{clean}')"),

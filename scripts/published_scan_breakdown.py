@@ -10,34 +10,22 @@ copy of the visible rows and over the table's data files with the DVs ignored,
 count alone), and Polars `scan_delta` with deltalake's `deletion_vectors()` (what
 Polars calls to get the DVs) timed on its own. Prints one JSON object of medians in ms.
 """
-import glob
 import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 
-import duckdb
 import polars as pl
 from deltalake import DeltaTable
+
+from published_scan_bench import open_published
 
 
 def main():
     lake, table = os.path.abspath(sys.argv[1]), sys.argv[2]
     repetitions = int(sys.argv[3]) if len(sys.argv) > 3 else 7
-    cut = json.load(open(os.path.join(lake, "_retina", "published", "latest.json")))
-    entry = next(t for t in cut["tables"] if t["table"] == table)
-    delta = os.path.join(lake, entry["delta_path"])
-    iceberg = os.path.join(lake, entry["iceberg_metadata"])
-    con = duckdb.connect()
-    base = os.path.join(os.path.dirname(duckdb.__file__), "..", "duckdb_ext", "extensions", "*", "*")
-    for extension in ["delta", "avro", "iceberg"]:
-        con.execute(f"LOAD '{glob.glob(os.path.join(base, extension + '.duckdb_extension'))[0]}'")
-    clean = os.path.join(tempfile.mkdtemp(), "clean.parquet")
-    con.execute(f"COPY (SELECT * FROM delta_scan('{delta}')) TO '{clean}' (FORMAT parquet)")
-    numeric = ("BIGINT", "INTEGER", "SMALLINT", "DOUBLE")
-    columns = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM read_parquet('{clean}')").fetchall() if r[1] in numeric]
+    delta, iceberg, con, clean, columns = open_published(lake, table)
     sums = ", ".join(f"sum({c})" for c in columns)
     sql = {
         "duckdb_clean_copy": f"SELECT count(*), {sums} FROM read_parquet('{clean}')",
