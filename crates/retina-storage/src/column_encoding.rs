@@ -43,13 +43,13 @@ const DISTINCT_SAMPLE_VALUES: usize = 1024;
 /// A dictionary is left out when at least this share of the sampled values differ.
 const MAX_DISTINCT_SHARE: f64 = 0.9;
 
-/// What a lake's data files favour when a column compresses only a little.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a lake's data files favour when a column compresses only a little. No
+/// default: the store picks by where the lake is (`ParquetLakeStore::compressing_for`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompressionGoal {
     /// Columns of distinct numbers stay uncompressed unless Snappy saves three
     /// quarters ([`MIN_SAVING_DISTINCT_NUMBERS`]): scans decode them about twice as
     /// fast, and all-numeric tables take ~40% more bytes. Suits a local disk.
-    #[default]
     FastScans,
     /// Every column is compressed where Snappy saves a tenth: smaller files for an
     /// object store, where each byte fetched costs time and money.
