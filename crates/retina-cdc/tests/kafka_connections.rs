@@ -11,6 +11,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
+use rustix::io::Errno;
 use rustix::net::{getpeername, sockopt, SocketAddrAny};
 use rustix::process::{getpid, pidfd_getfd, pidfd_open, PidfdFlags, PidfdGetfdFlags};
 
@@ -26,8 +27,11 @@ fn sockets_connected_to(peer: SocketAddr) -> Vec<std::os::fd::OwnedFd> {
         if !is_socket {
             continue;
         }
-        // An fd closed since the listing is simply not found.
-        let Ok(socket) = pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty()) else { continue };
+        let socket = match pidfd_getfd(&pidfd, fd, PidfdGetfdFlags::empty()) {
+            Ok(socket) => socket,
+            Err(Errno::BADF) => continue, // closed since the listing
+            Err(e) => panic!("pidfd_getfd of this process's fd {fd}: {e} (needs Linux 5.6+ and ptrace access to itself)"),
+        };
         let expected = SocketAddrAny::from(peer);
         if getpeername(&socket).ok().flatten().is_some_and(|address| address == expected) {
             found.push(socket);
