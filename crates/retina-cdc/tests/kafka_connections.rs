@@ -19,6 +19,7 @@ use rustix::process::{getpid, pidfd_getfd, pidfd_open, PidfdFlags, PidfdGetfdFla
 /// the same options) taken through a pidfd of the process itself.
 fn sockets_connected_to(peer: SocketAddr) -> Vec<std::os::fd::OwnedFd> {
     let pidfd = pidfd_open(getpid(), PidfdFlags::empty()).expect("pidfd_open of this process (Linux 5.3+)");
+    let expected = SocketAddrAny::from(peer);
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
         let entry = entry.expect("an fd entry");
@@ -32,7 +33,6 @@ fn sockets_connected_to(peer: SocketAddr) -> Vec<std::os::fd::OwnedFd> {
             Err(Errno::BADF) => continue, // closed since the listing
             Err(e) => panic!("pidfd_getfd of this process's fd {fd}: {e} (needs Linux 5.6+ and ptrace access to itself)"),
         };
-        let expected = SocketAddrAny::from(peer);
         if getpeername(&socket).ok().flatten().is_some_and(|address| address == expected) {
             found.push(socket);
         }

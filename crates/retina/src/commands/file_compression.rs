@@ -2,13 +2,14 @@
 
 use retina_storage::CompressionGoal;
 
-/// What new data files favour.
+/// What new data files favour (`--help` lists each choice with its doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Compression {
-    /// `fast-scans` on a local directory, `small-files` on an object store.
+    /// `fast-scans` on a local directory, `small-files` on an object store, where
+    /// each byte fetched costs time and money.
     Auto,
-    /// Columns of distinct numbers uncompressed: scans decode them about twice as
-    /// fast; all-numeric tables take ~40% more bytes.
+    /// Columns of distinct numbers (keys, amounts) uncompressed: scans decode them
+    /// about twice as fast; all-numeric tables take ~40% more bytes.
     FastScans,
     /// Snappy on every column it shrinks by a tenth.
     SmallFiles,
@@ -16,11 +17,7 @@ pub enum Compression {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct CompressionArgs {
-    /// What new data files favour: `fast-scans` (columns of distinct numbers, such as
-    /// keys and amounts, left uncompressed: scans read them about twice as fast, and
-    /// all-numeric tables take ~40% more bytes), `small-files` (Snappy wherever it
-    /// saves a tenth), or `auto`: fast scans on a local directory, small files on an
-    /// object store, where each byte fetched costs time and money.
+    /// What new data files favour.
     #[arg(long, value_enum, default_value = "auto")]
     pub compression: Compression,
 }
