@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow_schema::DataType;
+use retina_core::scan::{scan_table_timed, ScanSplit};
+use retina_core::storage::DataFiles;
 use retina_core::{CoreError, CoreResult, EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
 use retina_storage::ParquetLakeStore;
 use serde::Serialize;
@@ -37,6 +39,15 @@ pub struct ScanReport {
     /// Median scan time with stale versions / without (target <= 1.03).
     pub scan_overhead_ratio: f64,
     pub clean_rows_per_s: f64,
+    /// Where a scan's time goes, split by split (extra rounds after the timed ones):
+    /// the flushed Parquet files and the write buffer's in-memory blocks.
+    pub stale_file_ms_median: f64,
+    pub stale_write_buffer_ms_median: f64,
+    pub clean_file_ms_median: f64,
+    pub clean_write_buffer_ms_median: f64,
+    /// Row versions each table holds in its write buffer.
+    pub stale_write_buffer_rows: u64,
+    pub clean_write_buffer_rows: u64,
 }
 
 fn schema() -> TableSchema {
@@ -114,6 +125,27 @@ fn time_scan(engine: &Engine, table: TableId) -> CoreResult<(f64, u64)> {
     Ok((start.elapsed().as_secs_f64() * 1000.0, rows))
 }
 
+/// One scan as [`Engine::scan`] reads it, timed split by split: milliseconds in
+/// flushed files, milliseconds in the write buffer, and the write buffer's rows.
+fn time_splits(engine: &Engine, table: TableId) -> CoreResult<(f64, f64, u64)> {
+    let snapshot = engine.snapshot()?;
+    let runtime = engine.table(table)?;
+    let store: &dyn DataFiles = engine.store().as_ref();
+    let (mut file_ms, mut buffer_ms, mut buffer_rows) = (0.0, 0.0, 0);
+    let batches = scan_table_timed(&runtime, store, snapshot.ts(), None, &mut |split, elapsed| {
+        let ms = elapsed.as_secs_f64() * 1000.0;
+        match split {
+            ScanSplit::File(_) => file_ms += ms,
+            ScanSplit::Virtual(file) => {
+                buffer_ms += ms;
+                buffer_rows += file.blocks().iter().map(|block| block.num_rows() as u64).sum::<u64>();
+            }
+        }
+    })?;
+    drop(batches);
+    Ok((file_ms, buffer_ms, buffer_rows))
+}
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -140,6 +172,20 @@ pub fn run(config: &ScanBenchConfig, work_dir: &Path, progress: Progress) -> Cor
     }
     let clean = median(&mut clean_times);
     let stale = median(&mut stale_times);
+    let mut parts: [Vec<f64>; 4] = Default::default();
+    let (mut stale_buffer_rows, mut clean_buffer_rows) = (0, 0);
+    for round in 0..config.repetitions.max(1) {
+        let (file_ms, buffer_ms, rows) = time_splits(&stale_engine, stale_table)?;
+        parts[0].push(file_ms);
+        parts[1].push(buffer_ms);
+        stale_buffer_rows = rows;
+        let (file_ms, buffer_ms, rows) = time_splits(&clean_engine, clean_table)?;
+        parts[2].push(file_ms);
+        parts[3].push(buffer_ms);
+        clean_buffer_rows = rows;
+        progress("scan split by split", round as u64 + 1, config.repetitions as u64);
+    }
+    let [stale_file, stale_buffer, clean_file, clean_buffer] = parts.map(|mut times| median(&mut times));
     Ok(ScanReport {
         visible_rows: visible,
         stale_versions,
@@ -148,5 +194,29 @@ pub fn run(config: &ScanBenchConfig, work_dir: &Path, progress: Progress) -> Cor
         stale_scan_ms_median: stale,
         scan_overhead_ratio: stale / clean,
         clean_rows_per_s: visible as f64 / (clean / 1000.0),
+        stale_file_ms_median: stale_file,
+        stale_write_buffer_ms_median: stale_buffer,
+        clean_file_ms_median: clean_file,
+        clean_write_buffer_ms_median: clean_buffer,
+        stale_write_buffer_rows: stale_buffer_rows,
+        clean_write_buffer_rows: clean_buffer_rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fewer rows than one data file: both tables sit in the write buffer, and the
+    /// split-by-split report sees every row there and none in files.
+    #[test]
+    fn the_split_report_counts_the_write_buffer_rows() {
+        let dir = tempfile::tempdir().expect("dir");
+        let config = ScanBenchConfig { rows: 20_000, stale_fraction: 0.01, repetitions: 1 };
+        let report = run(&config, dir.path(), &mut |_, _, _| {}).expect("bench");
+        assert_eq!((report.visible_rows, report.stale_versions), (20_000, 200));
+        assert_eq!((report.clean_write_buffer_rows, report.stale_write_buffer_rows), (20_000, 20_200));
+        assert_eq!((report.clean_file_ms_median, report.stale_file_ms_median), (0.0, 0.0));
+        assert!(report.stale_write_buffer_ms_median > 0.0, "{report:?}");
+    }
 }

@@ -52,9 +52,23 @@ pub fn scan_table(
     qts: Ts,
     projection: Option<&[usize]>,
 ) -> CoreResult<Vec<RecordBatch>> {
+    scan_table_timed(table, store, qts, projection, &mut |_, _| {})
+}
+
+/// [`scan_table`] that tells `per_split` how long each split took to read, for
+/// benchmarks that show where a scan's time goes (files or the write buffer).
+pub fn scan_table_timed(
+    table: &TableRuntime,
+    store: &dyn DataFiles,
+    qts: Ts,
+    projection: Option<&[usize]>,
+    per_split: &mut dyn FnMut(&ScanSplit, std::time::Duration),
+) -> CoreResult<Vec<RecordBatch>> {
     let mut out = Vec::new();
     for split in table_splits(table) {
+        let start = std::time::Instant::now();
         out.extend(read_split(&table.schema(), &split, store, qts, projection)?);
+        per_split(&split, start.elapsed());
     }
     Ok(out)
 }

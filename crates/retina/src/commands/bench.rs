@@ -229,6 +229,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 "scan of {} visible rows: {:.2} ms clean, {:.2} ms with {} stale versions: ratio {:.3}",
                 report.visible_rows, report.clean_scan_ms_median, report.stale_scan_ms_median, report.stale_versions, report.scan_overhead_ratio
             );
+            println!(
+                "  split by split: files {:.2} ms clean, {:.2} ms stale; write buffer {:.2} ms clean ({} rows), {:.2} ms stale ({} rows)",
+                report.clean_file_ms_median,
+                report.stale_file_ms_median,
+                report.clean_write_buffer_ms_median,
+                report.clean_write_buffer_rows,
+                report.stale_write_buffer_ms_median,
+                report.stale_write_buffer_rows
+            );
             print_json(args.json, &report)
         }
         BenchName::Txn(args) => {
