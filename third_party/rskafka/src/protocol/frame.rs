@@ -69,8 +69,20 @@ where
             });
         }
 
-        let mut buf = vec![0u8; len];
-        self.read_exact(&mut buf).await?;
+        // Patched (PATCHES.md): `read_buf` fills the reserved capacity as it comes off the
+        // socket, where `vec![0; len]` + `read_exact` zeroed each response (up to the fetch
+        // size, megabytes) before overwriting it.
+        let mut buf = Vec::with_capacity(len);
+        while buf.len() < len {
+            let want = len - buf.len();
+            if (&mut *self).take(want as u64).read_buf(&mut buf).await? == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "connection closed inside a message",
+                )
+                .into());
+            }
+        }
         Ok(buf)
     }
 }

@@ -4,7 +4,7 @@
 //! - <https://kafka.apache.org/protocol#protocol_types>
 //! - <https://cwiki.apache.org/confluence/display/KAFKA/KIP-482%3A+The+Kafka+Protocol+should+Support+Optional+Tagged+Fields#KIP482:TheKafkaProtocolshouldSupportOptionalTaggedFields-UnsignedVarints>
 
-use std::io::{Cursor, Read, Write};
+use std::io::{Read, Write};
 
 use integer_encoding::{VarIntReader, VarIntWriter};
 
@@ -813,12 +813,12 @@ where
 {
     fn read(reader: &mut R) -> Result<Self, ReadError> {
         let buf = NullableBytes::read(reader)?.0.unwrap_or_default();
-        let len = u64::try_from(buf.len())?;
-        let mut buf = Cursor::new(buf);
+        let mut rest = buf.as_slice();
 
         let mut batches = vec![];
-        while buf.position() < len {
-            let batch = match RecordBatch::read(&mut buf) {
+        while !rest.is_empty() {
+            // Patched (PATCHES.md): each batch is decoded where it lies in `buf`.
+            let batch = match RecordBatch::read_from_slice(&mut rest) {
                 Ok(batch) => batch,
                 Err(ReadError::IO(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
                     // Record batch got cut off, likely due to `FetchRequest::max_bytes`.

@@ -347,6 +347,50 @@ where
     R: Read,
 {
     fn read(reader: &mut R) -> Result<Self, ReadError> {
+        let header = RecordBatchHeader::read(reader)?;
+
+        // data
+        let mut data = VecBuilder::new(header.crc_len);
+        data = data.read_exact(reader)?;
+        let data: Vec<u8> = data.into();
+        header.finish(&data)
+    }
+}
+
+impl RecordBatch {
+    /// Reads the batch at the front of `bytes` and moves `bytes` past it.
+    ///
+    /// Patched (PATCHES.md): the CRC-checked part is checked and decoded where it lies,
+    /// where [`ReadType::read`] first copies it into a buffer of its own. A batch cut off
+    /// by the end of `bytes` is an [`std::io::ErrorKind::UnexpectedEof`], as from `read`.
+    pub fn read_from_slice(bytes: &mut &[u8]) -> Result<Self, ReadError> {
+        let header = RecordBatchHeader::read(bytes)?;
+        if bytes.len() < header.crc_len {
+            return Err(ReadError::IO(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "record batch cut off",
+            )));
+        }
+        let (data, rest) = bytes.split_at(header.crc_len);
+        *bytes = rest;
+        header.finish(data)
+    }
+}
+
+/// The fields of a [`RecordBatch`] in front of its CRC-checked part.
+struct RecordBatchHeader {
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    crc: u32,
+    /// Length of the CRC-checked part that follows.
+    crc_len: usize,
+}
+
+impl RecordBatchHeader {
+    fn read<R>(reader: &mut R) -> Result<Self, ReadError>
+    where
+        R: Read,
+    {
         // baseOffset
         let base_offset = Int64::read(reader)?.0;
 
@@ -356,7 +400,7 @@ where
         // size of the CRC-checked part we must substract all sized from this field to and including the CRC field.
         let len = Int32::read(reader)?;
         let len = usize::try_from(len.0).map_err(|e| ReadError::Malformed(Box::new(e)))?;
-        let len = len
+        let crc_len = len
             .checked_sub(
                 4 // partitionLeaderEpoch
             + 1 // magic
@@ -381,26 +425,30 @@ where
         let crc = Int32::read(reader)?.0;
         let crc = u32::from_be_bytes(crc.to_be_bytes());
 
-        // data
-        let mut data = VecBuilder::new(len);
-        data = data.read_exact(reader)?;
-        let data: Vec<u8> = data.into();
-        let actual_crc = crc32c::crc32c(&data);
-        if crc != actual_crc {
+        Ok(Self {
+            base_offset,
+            partition_leader_epoch,
+            crc,
+            crc_len,
+        })
+    }
+
+    /// Checks the CRC of `data`, the batch's CRC-checked part, and decodes it.
+    fn finish(self, data: &[u8]) -> Result<RecordBatch, ReadError> {
+        let actual_crc = crc32c::crc32c(data);
+        if self.crc != actual_crc {
             return Err(ReadError::Malformed(
-                format!("CRC error, got 0x{:x}, expected 0x{:x}", actual_crc, crc).into(),
+                format!("CRC error, got 0x{:x}, expected 0x{:x}", actual_crc, self.crc).into(),
             ));
         }
 
         // ==========================================================================================
         // ======================================== CRC data ========================================
-        let mut data = Cursor::new(data);
-        let body = RecordBatchBody::read(&mut data)?;
+        let mut body_reader = data;
+        let body = RecordBatchBody::read(&mut body_reader)?;
 
         // check if there is any trailing data because this is likely a bug
-        let bytes_read = data.position();
-        let bytes_total = u64::try_from(data.into_inner().len()).map_err(ReadError::Overflow)?;
-        let bytes_left = bytes_total - bytes_read;
+        let bytes_left = body_reader.len();
         if bytes_left != 0 {
             return Err(ReadError::Malformed(
                 format!("Found {} trailing bytes after RecordBatch", bytes_left).into(),
@@ -410,9 +458,9 @@ where
         // ==========================================================================================
         // ==========================================================================================
 
-        Ok(Self {
-            base_offset,
-            partition_leader_epoch,
+        Ok(RecordBatch {
+            base_offset: self.base_offset,
+            partition_leader_epoch: self.partition_leader_epoch,
             last_offset_delta: body.last_offset_delta,
             first_timestamp: body.first_timestamp,
             max_timestamp: body.max_timestamp,

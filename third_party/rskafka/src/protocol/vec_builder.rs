@@ -1,5 +1,7 @@
 //! Helper to build a vector w/o blowing up memory.
 
+use std::io::Read;
+
 /// Default block size (10MB).
 pub const DEFAULT_BLOCK_SIZE: usize = 1024 * 1024 * 10;
 
@@ -73,7 +75,7 @@ impl VecBuilder<u8> {
     /// Read as many bytes as there are left.
     pub fn read_exact<R>(mut self, reader: &mut R) -> Result<Self, std::io::Error>
     where
-        R: std::io::Read,
+        R: Read,
     {
         // Note: We can modify `self` here and still return an error because there is no way the taken/moved `self` will
         //       be accessible in the error case.
@@ -91,10 +93,19 @@ impl VecBuilder<u8> {
                 .remaining_elements
                 .min(self.elements_per_block - buf.len());
 
-            let buf_start_pos = buf.len();
-            buf.resize(buf.len() + to_read, 0);
-
-            reader.read_exact(&mut buf[buf_start_pos..])?;
+            // Patched (PATCHES.md): `read_to_end` fills the reserved capacity without zeroing it
+            // first, where `resize(.., 0)` + `read_exact` wrote every byte twice.
+            buf.reserve_exact(to_read);
+            let read = reader
+                .by_ref()
+                .take(to_read as u64)
+                .read_to_end(buf)?;
+            if read != to_read {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "failed to fill whole buffer",
+                ));
+            }
             self.remaining_elements -= to_read;
         }
 
