@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use super::{
     record::RecordBatch,
     traits::{ReadError, ReadType, WriteError, WriteType},
-    vec_builder::VecBuilder,
+    vec_builder::{VecBuilder, read_bytes},
 };
 
 /// Represents a boolean
@@ -577,9 +577,7 @@ where
             -1 => Ok(Self(None)),
             l => {
                 let len = usize::try_from(l)?;
-                let mut buf = VecBuilder::new(len);
-                buf = buf.read_exact(reader)?;
-                Ok(Self(Some(buf.into())))
+                Ok(Self(Some(read_bytes(reader, len)?)))
             }
         }
     }

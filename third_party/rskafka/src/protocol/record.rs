@@ -27,7 +27,7 @@ use proptest::prelude::*;
 use super::{
     primitives::{Int8, Int16, Int32, Int64, Varint, Varlong},
     traits::{ReadError, ReadType, WriteError, WriteType},
-    vec_builder::VecBuilder,
+    vec_builder::{VecBuilder, read_bytes},
 };
 
 /// Record Header
@@ -49,16 +49,13 @@ where
         // key
         let len = Varint::read(reader)?;
         let len = usize::try_from(len.0).map_err(|e| ReadError::Malformed(Box::new(e)))?;
-        let mut buf = VecBuilder::new(len);
-        buf = buf.read_exact(reader)?;
-        let key = String::from_utf8(buf.into()).map_err(|e| ReadError::Malformed(Box::new(e)))?;
+        let key = String::from_utf8(read_bytes(reader, len)?)
+            .map_err(|e| ReadError::Malformed(Box::new(e)))?;
 
         // value
         let len = Varint::read(reader)?;
         let len = usize::try_from(len.0).map_err(|e| ReadError::Malformed(Box::new(e)))?;
-        let mut value = VecBuilder::new(len);
-        value = value.read_exact(reader)?;
-        let value = value.into();
+        let value = read_bytes(reader, len)?;
 
         Ok(Self { key, value })
     }
@@ -122,9 +119,7 @@ where
             None
         } else {
             let len = usize::try_from(len).map_err(|e| ReadError::Malformed(Box::new(e)))?;
-            let mut key = VecBuilder::new(len);
-            key = key.read_exact(reader)?;
-            Some(key.into())
+            Some(read_bytes(reader, len)?)
         };
 
         // value
@@ -133,9 +128,7 @@ where
             None
         } else {
             let len = usize::try_from(len).map_err(|e| ReadError::Malformed(Box::new(e)))?;
-            let mut value = VecBuilder::new(len);
-            value = value.read_exact(reader)?;
-            Some(value.into())
+            Some(read_bytes(reader, len)?)
         };
 
         // headers
@@ -143,10 +136,16 @@ where
         let n_headers = Varint::read(reader)?;
         let n_headers =
             usize::try_from(n_headers.0).map_err(|e| ReadError::Malformed(Box::new(e)))?;
-        let mut headers = VecBuilder::new(n_headers);
-        for _ in 0..n_headers {
-            headers.push(RecordHeader::read(reader)?);
-        }
+        // Patched (PATCHES.md): no builder for the usual record without headers.
+        let headers = if n_headers == 0 {
+            Vec::new()
+        } else {
+            let mut headers = VecBuilder::new(n_headers);
+            for _ in 0..n_headers {
+                headers.push(RecordHeader::read(reader)?);
+            }
+            headers.into()
+        };
 
         // check if there is any trailing data because this is likely a bug
         if reader.limit() != 0 {
@@ -160,7 +159,7 @@ where
             offset_delta,
             key,
             value,
-            headers: headers.into(),
+            headers,
         })
     }
 }
@@ -350,9 +349,7 @@ where
         let header = RecordBatchHeader::read(reader)?;
 
         // data
-        let mut data = VecBuilder::new(header.crc_len);
-        data = data.read_exact(reader)?;
-        let data: Vec<u8> = data.into();
+        let data = read_bytes(reader, header.crc_len)?;
         header.finish(&data)
     }
 }

@@ -113,6 +113,28 @@ impl VecBuilder<u8> {
     }
 }
 
+/// Reads exactly `len` bytes into a new vector.
+///
+/// Patched (PATCHES.md): for the byte fields of every fetched record. Unlike
+/// [`VecBuilder::read_exact`] it keeps no list of blocks (one allocation per field, not
+/// two). The first allocation is capped at [`DEFAULT_BLOCK_SIZE`], as `VecBuilder`'s
+/// blocks are, so a corrupt length cannot reserve gigabytes before the reader runs
+/// dry; past that the vector grows as bytes arrive.
+pub fn read_bytes<R>(reader: &mut R, len: usize) -> Result<Vec<u8>, std::io::Error>
+where
+    R: Read,
+{
+    let mut buf = Vec::with_capacity(len.min(DEFAULT_BLOCK_SIZE));
+    let read = reader.by_ref().take(len as u64).read_to_end(&mut buf)?;
+    if read != len {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "failed to fill whole buffer",
+        ));
+    }
+    Ok(buf)
+}
+
 impl<T> From<VecBuilder<T>> for Vec<T> {
     fn from(builder: VecBuilder<T>) -> Self {
         if builder.blocks.len() == 1 {
