@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use retina_workload::chbench::{schemas, ChBenchScale};
 
+use crate::measure::{cpu_seconds_of, process_cpu_seconds};
 use crate::debezium_replay::{encoded_workload, freshness_of, freshness_stream, DebeziumReplayConfig, FreshnessConfig, FreshnessReport};
 
 const PREFIX: &str = "bench";
@@ -86,6 +87,12 @@ pub struct KafkaReplayReport {
     /// the broker and record decoding set on this machine.
     pub fetch_only_seconds: f64,
     pub fetch_only_records_per_s: f64,
+    /// CPU seconds this process used during the replay: the mirror's (the records
+    /// were produced before it started).
+    pub replay_cpu_seconds: Option<f64>,
+    /// CPU seconds the broker used during the replay, when the benchmark started it
+    /// (not with `--kafka`): on a shared machine, what the mirror did not get.
+    pub broker_replay_cpu_seconds: Option<f64>,
 }
 
 fn bench_error(reason: String) -> CdcError {
@@ -254,9 +261,14 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
     let produce_messages_per_s = records.len() as f64 / start.elapsed().as_secs_f64();
 
     let registry = SourceRegistry::new();
+    let broker_pid = own.as_ref().map(|broker| broker.pid().to_string());
+    let broker_cpu = || broker_pid.as_deref().and_then(cpu_seconds_of);
+    let cpu_before = (process_cpu_seconds(), broker_cpu());
     let start = Instant::now();
     let replayed = run(StopWhen::idle_for(IDLE_EXIT), Some(registry.clone()))?;
     let replay_seconds = start.elapsed().saturating_sub(IDLE_EXIT).as_secs_f64();
+    let replay_cpu_seconds = process_cpu_seconds().zip(cpu_before.0).map(|(end, start)| end - start);
+    let broker_replay_cpu_seconds = broker_cpu().zip(cpu_before.1).map(|(end, start)| end - start);
     let held_bytes_peak = registry.list().first().and_then(|s| s.held_bytes_peak).unwrap_or(0);
     let started = Instant::now();
     let fetched = runtime.block_on(fetch_only(&client, &partition_list, &starts))?;
@@ -284,6 +296,8 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
         shards: engine.config().shards,
         fetch_only_seconds,
         fetch_only_records_per_s: fetched as f64 / fetch_only_seconds,
+        replay_cpu_seconds,
+        broker_replay_cpu_seconds,
     })
 }
 
@@ -521,5 +535,29 @@ mod tests {
         }
         assert!(tables.len() >= 9, "every table and the transaction topic: {tables:?}");
         assert_eq!(split_keyed(r#"{"value":1}"#), None, "another layout is parsed instead");
+    }
+
+    /// A small run against the benchmark's own broker (tansu, as the Kafka tests
+    /// install it): every produced change is replayed, the bare fetch reads every
+    /// record, and the CPU of the mirror and of the broker during the replay is read.
+    #[test]
+    fn a_small_replay_through_its_own_broker_reports_where_the_cpu_went() {
+        let config = DebeziumReplayConfig {
+            base_rows: 2_000,
+            row_changes: 20_000,
+            shards: 2,
+            seed: 7,
+            encoding: EncoderOptions::kafka_connect_default(),
+        };
+        let kafka = KafkaBenchConfig { broker: None, partitions: 2, source_options: None };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let report = replay_kafka(&config, &kafka, dir.path()).expect("replay through tansu (scripts/test.sh installs it)");
+        assert!(report.row_changes >= 20_000, "{report:?}");
+        assert!(report.messages > report.row_changes, "BEGIN and END markers are records too: {report:?}");
+        assert!(report.fetch_only_records_per_s > 0.0);
+        let mirror = report.replay_cpu_seconds.expect("this process's CPU (Linux)");
+        let broker = report.broker_replay_cpu_seconds.expect("the broker's CPU: the benchmark started it");
+        assert!(mirror > 0.0 && broker > 0.0, "{report:?}");
+        assert!(mirror < report.replay_seconds * 64.0, "CPU seconds, not ticks: {report:?}");
     }
 }

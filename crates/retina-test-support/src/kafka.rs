@@ -282,6 +282,11 @@ impl LocalKafkaBroker {
     }
 
     /// `127.0.0.1:PORT` where clients connect (the TLS port with TLS).
+    /// The broker process's id, for reading what CPU it used (`/proc/{pid}/stat`).
+    pub fn pid(&self) -> u32 {
+        self.process.child.id()
+    }
+
     pub fn bootstrap(&self) -> String {
         format!("127.0.0.1:{}", self.tls.as_ref().map_or(self.process.port, |front| front.process.port))
     }

@@ -111,8 +111,17 @@ pub fn run_replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig,
         report.held_bytes_peak as f64 / 1e6,
         report.fetch_only_seconds,
         report.fetch_only_records_per_s
-    );
+    ) + &replay_cpu(report.replay_cpu_seconds, report.broker_replay_cpu_seconds);
     print_report(&summary, &report, json)
+}
+
+/// Where the replay's CPU went, when it could be read: the mirror's and the broker's.
+fn replay_cpu(mirror: Option<f64>, broker: Option<f64>) -> String {
+    match (mirror, broker) {
+        (Some(mirror), Some(broker)) => format!("; CPU during the replay: mirror {mirror:.2} s, broker {broker:.2} s"),
+        (Some(mirror), None) => format!("; CPU during the replay: mirror {mirror:.2} s"),
+        _ => String::new(),
+    }
 }
 
 fn replayed(row_changes: u64, transactions: u64, shards: usize, seconds: f64, rate: f64) -> String {
