@@ -93,19 +93,9 @@ impl VecBuilder<u8> {
                 .remaining_elements
                 .min(self.elements_per_block - buf.len());
 
-            // Patched (PATCHES.md): `read_to_end` fills the reserved capacity without zeroing it
-            // first, where `resize(.., 0)` + `read_exact` wrote every byte twice.
+            // Patched (PATCHES.md): no zeroing before the read (see `append_exact`).
             buf.reserve_exact(to_read);
-            let read = reader
-                .by_ref()
-                .take(to_read as u64)
-                .read_to_end(buf)?;
-            if read != to_read {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "failed to fill whole buffer",
-                ));
-            }
+            append_exact(reader, buf, to_read)?;
             self.remaining_elements -= to_read;
         }
 
@@ -125,14 +115,26 @@ where
     R: Read,
 {
     let mut buf = Vec::with_capacity(len.min(DEFAULT_BLOCK_SIZE));
-    let read = reader.by_ref().take(len as u64).read_to_end(&mut buf)?;
+    append_exact(reader, &mut buf, len)?;
+    Ok(buf)
+}
+
+/// Appends exactly `len` bytes of `reader` to `buf`, an `UnexpectedEof` if it has fewer.
+///
+/// Patched (PATCHES.md): `read_to_end` fills spare capacity without zeroing it first,
+/// where `resize(.., 0)` + `read_exact` wrote every byte twice.
+fn append_exact<R>(reader: &mut R, buf: &mut Vec<u8>, len: usize) -> Result<(), std::io::Error>
+where
+    R: Read,
+{
+    let read = reader.by_ref().take(len as u64).read_to_end(buf)?;
     if read != len {
         return Err(std::io::Error::new(
             std::io::ErrorKind::UnexpectedEof,
             "failed to fill whole buffer",
         ));
     }
-    Ok(buf)
+    Ok(())
 }
 
 impl<T> From<VecBuilder<T>> for Vec<T> {
