@@ -4,9 +4,10 @@
 //! The fetch path now decodes each record batch where it lies in the response and
 //! fills buffers without zeroing them first. These tests write record batches with
 //! rskafka's own encoder and read them back through both paths: the patched one
-//! (`Records::read`, `RecordBatch::read_from_slice`) and the copying one it replaced
-//! (`RecordBatch::read` over a reader). A response cut off inside a batch yields the
-//! whole batches before it, as before, and a damaged batch is an error.
+//! (`Records::read` of a response in memory, `RecordBatch::read_from_slice`) and the
+//! copying one it replaced (`RecordBatch::read`, and `Records::read`, over another reader). A response cut off inside a batch yields the
+//! whole batches before it, as before, and a damaged batch is an error. Batches carry
+//! the standard CRC-32C (the checksum is crc-fast's since stop 49).
 
 use std::io::Cursor;
 
@@ -77,8 +78,18 @@ proptest! {
             prop_assert!(rest.is_empty());
             prop_assert_eq!(&RecordBatch::read(&mut Cursor::new(bytes.clone())).expect("a whole batch"), batch);
         }
-        let read = Records::read(&mut Cursor::new(response(&encoded))).expect("whole batches");
-        prop_assert_eq!(read.0, batches);
+        // In place (a response in memory, as the client reads every response), then
+        // through a reader that copies the field out; the cursor ends after the field.
+        let mut bytes = response(&encoded);
+        let field_end = bytes.len() as u64;
+        bytes.extend_from_slice(b"next field");
+        let mut cursor = Cursor::new(bytes.clone());
+        let read = Records::read(&mut cursor).expect("whole batches");
+        prop_assert_eq!(cursor.position(), field_end);
+        prop_assert_eq!(&read.0, &batches);
+        let mut copied = Cursor::new(bytes.into_boxed_slice());
+        prop_assert_eq!(Records::read(&mut copied).expect("whole batches").0, batches);
+        prop_assert_eq!(copied.position(), field_end);
     }
 
     #[test]
@@ -92,6 +103,8 @@ proptest! {
         let kept = cut.index(last.len() - 1) + 1; // 1..len: never the whole batch, never nothing
         *cut_off.last_mut().expect("two batches or more") = last[..kept].to_vec();
         let read = Records::read(&mut Cursor::new(response(&cut_off))).expect("the whole batches");
+        prop_assert_eq!(read.0.as_slice(), &batches[..batches.len() - 1]);
+        let read = Records::read(&mut Cursor::new(response(&cut_off).into_boxed_slice())).expect("the whole batches");
         prop_assert_eq!(read.0.as_slice(), &batches[..batches.len() - 1]);
     }
 }
@@ -107,4 +120,46 @@ fn a_damaged_batch_is_an_error_not_a_shorter_answer() {
     assert!(matches!(&error, ReadError::Malformed(e) if e.to_string().starts_with("CRC error")), "{error}");
     let error = Records::read(&mut Cursor::new(response(&[bytes]))).expect_err("a damaged batch");
     assert!(matches!(&error, ReadError::Malformed(e) if e.to_string().starts_with("CRC error")), "{error}");
+}
+
+/// A records field whose length runs past the response is an error, read in place or
+/// copied, not the batches that fit.
+#[test]
+fn a_records_field_longer_than_the_response_is_an_error() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let bytes = encode(&batch().new_tree(&mut runner).expect("a batch").current());
+    let mut short = response(&[bytes]);
+    short.truncate(short.len() - 1);
+    let error = Records::read(&mut Cursor::new(short.clone())).expect_err("a field past the end");
+    assert!(matches!(&error, ReadError::IO(e) if e.kind() == std::io::ErrorKind::UnexpectedEof), "{error}");
+    let error = Records::read(&mut Cursor::new(short.into_boxed_slice())).expect_err("a field past the end");
+    assert!(matches!(&error, ReadError::IO(e) if e.kind() == std::io::ErrorKind::UnexpectedEof), "{error}");
+}
+
+/// CRC-32C bit by bit (reflected polynomial 0x82F63B78), independent of the
+/// table-free kernels rskafka's patched checksum uses.
+fn crc32c_bitwise(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for byte in data {
+        crc ^= u32::from(*byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
+        }
+    }
+    !crc
+}
+
+/// The batch checksum is the CRC-32C Kafka specifies (a reader on the same wrong
+/// checksum as the writer would pass the round trips above): the CRC field of every
+/// written batch equals the checksum of what follows it, computed bit by bit.
+#[test]
+fn written_batches_carry_the_standard_crc32c() {
+    assert_eq!(crc32c_bitwise(b"123456789"), 0xE306_9283, "the reference's own known answer");
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    for _ in 0..16 {
+        let bytes = encode(&batch().new_tree(&mut runner).expect("a batch").current());
+        // base offset (8), batch length (4), leader epoch (4), magic (1), then the CRC.
+        let written = u32::from_be_bytes(bytes[17..21].try_into().expect("four bytes"));
+        assert_eq!(written, crc32c_bitwise(&bytes[21..]), "batch of {} bytes", bytes.len());
+    }
 }

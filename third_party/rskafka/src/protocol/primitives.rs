@@ -807,11 +807,49 @@ pub struct Records(
 
 impl<R> ReadType<R> for Records
 where
-    R: Read,
+    R: Read + 'static,
 {
     fn read(reader: &mut R) -> Result<Self, ReadError> {
+        // Patched (PATCHES.md): a response read into memory (how the messenger reads
+        // every response) is decoded where it lies; any other reader copies the field.
+        if let Some(cursor) = (reader as &mut dyn std::any::Any).downcast_mut::<std::io::Cursor<Vec<u8>>>() {
+            return Self::read_in_place(cursor);
+        }
         let buf = NullableBytes::read(reader)?.0.unwrap_or_default();
-        let mut rest = buf.as_slice();
+        Self::from_slice(&buf)
+    }
+}
+
+impl Records {
+    /// The field at `cursor`'s position, read without copying it out of the cursor's
+    /// buffer; the cursor ends after it.
+    fn read_in_place(cursor: &mut std::io::Cursor<Vec<u8>>) -> Result<Self, ReadError> {
+        let len = Int32::read(cursor)?.0;
+        let len = match len {
+            l if l < -1 => {
+                return Err(ReadError::Malformed(
+                    format!("Invalid negative length for nullable bytes: {}", l).into(),
+                ))
+            }
+            -1 => 0,
+            l => usize::try_from(l)?,
+        };
+        let start = usize::try_from(cursor.position())?;
+        let field = cursor
+            .get_ref()
+            .get(start..)
+            .and_then(|rest| rest.get(..len))
+            .ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "failed to fill whole buffer")
+            })?;
+        let records = Self::from_slice(field)?;
+        cursor.set_position((start + len) as u64);
+        Ok(records)
+    }
+
+    /// The record batches of a records field's bytes.
+    fn from_slice(buf: &[u8]) -> Result<Self, ReadError> {
+        let mut rest = buf;
 
         let mut batches = vec![];
         while !rest.is_empty() {

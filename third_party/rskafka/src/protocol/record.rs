@@ -432,7 +432,7 @@ impl RecordBatchHeader {
 
     /// Checks the CRC of `data`, the batch's CRC-checked part, and decodes it.
     fn finish(self, data: &[u8]) -> Result<RecordBatch, ReadError> {
-        let actual_crc = crc32c::crc32c(data);
+        let actual_crc = crc32c(data);
         if self.crc != actual_crc {
             return Err(ReadError::Malformed(
                 format!("CRC error, got 0x{:x}, expected 0x{:x}", actual_crc, self.crc).into(),
@@ -527,7 +527,7 @@ where
         // See
         // https://github.com/kafka-rust/kafka-rust/blob/a551b6231a7adc9b715552b635a69ac2856ec8a1/src/protocol/mod.rs#L161-L163
         // WARNING: the range in the code linked above is correct but the polynomial is wrong!
-        let crc = crc32c::crc32c(&data);
+        let crc = crc32c(&data);
         let crc = i32::from_be_bytes(crc.to_be_bytes());
         Int32(crc).write(writer)?;
 
@@ -1049,6 +1049,12 @@ fn carefully_decompress_snappy(
 
         break Ok(output);
     }
+}
+
+/// CRC-32C (Castagnoli), the checksum of a record batch. Patched (PATCHES.md):
+/// crc-fast's carry-less multiply kernels in place of the crc32c crate.
+fn crc32c(data: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, data) as u32
 }
 
 #[cfg(test)]

@@ -218,7 +218,8 @@ pub struct FetchResponsePartition {
 
 impl<R> ReadVersionedType<R> for FetchResponsePartition
 where
-    R: Read,
+    // Patched (PATCHES.md): `'static` lets `Records::read` see an in-memory response.
+    R: Read + 'static,
 {
     fn read_versioned(reader: &mut R, version: ApiVersion) -> Result<Self, ReadVersionedError> {
         let v = version.0.0;
@@ -250,7 +251,8 @@ pub struct FetchResponseTopic {
 
 impl<R> ReadVersionedType<R> for FetchResponseTopic
 where
-    R: Read,
+    // Patched (PATCHES.md): `'static` lets `Records::read` see an in-memory response.
+    R: Read + 'static,
 {
     fn read_versioned(reader: &mut R, version: ApiVersion) -> Result<Self, ReadVersionedError> {
         let v = version.0.0;
@@ -276,7 +278,8 @@ pub struct FetchResponse {
 
 impl<R> ReadVersionedType<R> for FetchResponse
 where
-    R: Read,
+    // Patched (PATCHES.md): `'static` lets `Records::read` see an in-memory response.
+    R: Read + 'static,
 {
     fn read_versioned(reader: &mut R, version: ApiVersion) -> Result<Self, ReadVersionedError> {
         let v = version.0.0;
