@@ -14,9 +14,9 @@
 //! exactly the [`Fields`] serde would: strings without escapes are borrowed, short
 //! integers are parsed here, and every other value (escaped strings, floats, long
 //! integers, struct-valued columns) is handed to serde_json on its own span, so it is
-//! read by the same code. Anything else (a wrapper or transaction message, a
-//! duplicate or escaped field name, malformed JSON, deep nesting) returns `None`, and
-//! the caller's serde parse gives the answer or the error.
+//! read by the same code. Transaction messages (BEGIN, END) are read too. Anything
+//! else (a wrapper, a duplicate or escaped field name, malformed JSON, deep nesting)
+//! returns `None`, and the caller's serde parse gives the answer or the error.
 
 use std::borrow::Cow;
 
@@ -320,8 +320,15 @@ impl<'a> Scanner<'a> {
                 "before" => fields.before = seen.first(2).and_then(|()| scanner.image())?,
                 "source" => fields.source = seen.first(3).and_then(|()| scanner.block(|block| block.raw_block(source_slot)))?,
                 "transaction" => fields.transaction = seen.first(4).and_then(|()| scanner.block(|block| block.raw_block(transaction_slot)))?,
-                // Wrappers and transaction messages are rare: the serde path reads them.
-                "key" | "value" | "table" | "schema" | "payload" | "status" | "id" | "event_count" | "data_collections" => return None,
+                // A transaction message's fields, as raw text like `op` (one BEGIN and
+                // one END per transaction: on Kafka each was parsed by serde twice, in
+                // the fetcher and in the decode worker, at about a change event's cost).
+                "status" => fields.status = seen.first(5).and_then(|()| scanner.raw())?,
+                "id" => fields.id = seen.first(6).and_then(|()| scanner.raw())?,
+                "event_count" => fields.event_count = seen.first(7).and_then(|()| scanner.raw())?,
+                "data_collections" => fields.data_collections = seen.first(8).and_then(|()| scanner.raw())?,
+                // Wrappers are read by the serde path.
+                "key" | "value" | "table" | "schema" | "payload" => return None,
                 _ => {
                     scanner.value(1)?;
                 }
@@ -471,6 +478,15 @@ mod tests {
         assert!(agrees(spaced).is_some());
         assert!(agrees(r#"{"op":"c","after":{"n\u0061me":"x","i":-12345678901234567,"j":123456789012345678,"k":1234567890123456789}}"#).is_some());
         assert!(agrees("{}").is_some());
+        // Transaction messages, as Debezium writes them and with nulls, spaces, escapes.
+        for message in [
+            r#"{"status":"BEGIN","id":"571:33461528","ts_ms":1,"event_count":null,"data_collections":null}"#,
+            r#"{"status":"END","id":"571:33461528","ts_ms":1,"event_count":3,"data_collections":[{"data_collection":"s.a","event_count":2},{"data_collection":"s.b","event_count":1}]}"#,
+            " { \"status\" : \"END\" , \"id\" : \"a\\\"b\" , \"event_count\" : 1 , \"data_collections\" : [ ] } ",
+            r#"{"status":"END","id":12,"event_count":"x","data_collections":{"not":"a list"}}"#,
+        ] {
+            assert!(agrees(message).is_some(), "{message}");
+        }
     }
 
     #[test]
@@ -478,7 +494,8 @@ mod tests {
         let declined = [
             r#"{"schema":{},"payload":{"op":"c"}}"#,
             r#"{"key":{"id":1},"value":null}"#,
-            r#"{"status":"BEGIN","id":"1"}"#,
+            r#"{"status":"BEGIN","status":"END","id":"1"}"#,
+            r#"{"status":"END","data_collections":[{"a":1},]}"#,
             r#"{"op":"c","op":"u"}"#,
             r#"{"o\u0070":"c"}"#,
             r#"{"op":"c","source":{"table":"a","table":"b"}}"#,
