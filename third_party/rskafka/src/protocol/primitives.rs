@@ -569,17 +569,24 @@ where
     R: Read,
 {
     fn read(reader: &mut R) -> Result<Self, ReadError> {
-        let len = Int32::read(reader)?;
-        match len.0 {
-            l if l < -1 => Err(ReadError::Malformed(
-                format!("Invalid negative length for nullable bytes: {}", l).into(),
-            )),
-            -1 => Ok(Self(None)),
-            l => {
-                let len = usize::try_from(l)?;
-                Ok(Self(Some(read_bytes(reader, len)?)))
-            }
+        match nullable_length(reader)? {
+            None => Ok(Self(None)),
+            Some(len) => Ok(Self(Some(read_bytes(reader, len)?))),
         }
+    }
+}
+
+/// The length that starts nullable bytes: `None` for null (-1).
+///
+/// Patched (PATCHES.md): shared by [`NullableBytes`] and the in-place read of
+/// [`Records`].
+fn nullable_length<R: Read>(reader: &mut R) -> Result<Option<usize>, ReadError> {
+    match Int32::read(reader)?.0 {
+        l if l < -1 => Err(ReadError::Malformed(
+            format!("Invalid negative length for nullable bytes: {}", l).into(),
+        )),
+        -1 => Ok(None),
+        l => Ok(Some(usize::try_from(l)?)),
     }
 }
 
@@ -824,16 +831,7 @@ impl Records {
     /// The field at `cursor`'s position, read without copying it out of the cursor's
     /// buffer; the cursor ends after it.
     fn read_in_place(cursor: &mut std::io::Cursor<Vec<u8>>) -> Result<Self, ReadError> {
-        let len = Int32::read(cursor)?.0;
-        let len = match len {
-            l if l < -1 => {
-                return Err(ReadError::Malformed(
-                    format!("Invalid negative length for nullable bytes: {}", l).into(),
-                ))
-            }
-            -1 => 0,
-            l => usize::try_from(l)?,
-        };
+        let len = nullable_length(cursor)?.unwrap_or(0);
         let start = usize::try_from(cursor.position())?;
         let field = cursor
             .get_ref()
