@@ -3,8 +3,8 @@
 //! ahead.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Sender, TrySendError};
 use rskafka::client::partition::{OffsetAt, PartitionClient};
@@ -41,9 +41,18 @@ pub(super) struct FetchStats {
     paused_micros: AtomicU64,
     /// Waiting for room in the source thread's queue.
     hand_over_micros: AtomicU64,
+    /// With `RETINA_KAFKA_TRACE`: for each fetch with records, when it arrived
+    /// (seconds since the source started) and how old (ms, by the record's
+    /// timestamp) its oldest record was then. Tells how much of a live stream's
+    /// freshness is spent before the mirror has the record.
+    arrival_ages_ms: Option<(Instant, Mutex<Vec<(u32, u32)>>)>,
 }
 
 impl FetchStats {
+    pub fn new(trace: bool) -> Self {
+        Self { arrival_ages_ms: trace.then(|| (Instant::now(), Mutex::default())), ..Self::default() }
+    }
+
     pub fn describe(&self) -> String {
         let (fetches, records) = (self.fetches.load(Relaxed), self.records.load(Relaxed));
         let seconds = |micros: &AtomicU64| micros.load(Relaxed) as f64 / 1e6;
@@ -56,7 +65,32 @@ impl FetchStats {
             seconds(&self.fetch_micros),
             seconds(&self.paused_micros),
             seconds(&self.hand_over_micros),
-        )
+        ) + &self.describe_arrival_ages()
+    }
+
+    fn note_arrival(&self, oldest_timestamp_ms: i64) {
+        let Some((started, ages)) = &self.arrival_ages_ms else { return };
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        if let Ok(mut ages) = ages.lock() {
+            ages.push((started.elapsed().as_secs() as u32, u32::try_from(now_ms - oldest_timestamp_ms).unwrap_or(0)));
+        }
+    }
+
+    /// Median and maximum arrival age per second of the source's life.
+    fn describe_arrival_ages(&self) -> String {
+        let Some(Ok(ages)) = self.arrival_ages_ms.as_ref().map(|(_, ages)| ages.lock().map(|a| a.clone())) else {
+            return String::new();
+        };
+        let mut by_second: std::collections::BTreeMap<u32, Vec<u32>> = std::collections::BTreeMap::new();
+        for (second, age) in ages {
+            by_second.entry(second).or_default().push(age);
+        }
+        let mut out = String::from("; oldest record's age on arrival by second (median/max ms):");
+        for (second, mut ages) in by_second {
+            ages.sort_unstable();
+            out.push_str(&format!(" {second}s:{}/{}", ages[ages.len() / 2], ages[ages.len() - 1]));
+        }
+        out
     }
 }
 
@@ -105,6 +139,9 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
                 stats.value_bytes.fetch_add(bytes as u64, Relaxed);
                 // tansu 0.6 may answer with record batches out of offset order.
                 records.sort_unstable_by_key(|r| r.offset);
+                if let Some(first) = records.first() {
+                    stats.note_arrival(first.record.timestamp.timestamp_millis());
+                }
                 if let Some(last) = records.last() {
                     offset = offset.max(last.offset + 1);
                 }

@@ -154,7 +154,7 @@ impl KafkaSource {
             last_refresh: Instant::now(),
             notes: Vec::new(),
             group,
-            fetch_stats: Arc::default(),
+            fetch_stats: Arc::new(fetch::FetchStats::new(std::env::var_os("RETINA_KAFKA_TRACE").is_some())),
             idle_reports: 0,
         })
     }
