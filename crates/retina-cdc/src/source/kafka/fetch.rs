@@ -78,20 +78,25 @@ impl FetchStats {
 
     /// Median and maximum arrival age per second of the source's life.
     fn describe_arrival_ages(&self) -> String {
-        let Some(Ok(ages)) = self.arrival_ages_ms.as_ref().map(|(_, ages)| ages.lock().map(|a| a.clone())) else {
-            return String::new();
-        };
-        let mut by_second: std::collections::BTreeMap<u32, Vec<u32>> = std::collections::BTreeMap::new();
-        for (second, age) in ages {
-            by_second.entry(second).or_default().push(age);
+        match self.arrival_ages_ms.as_ref().map(|(_, ages)| ages.lock().map(|a| a.clone())) {
+            Some(Ok(ages)) => ages_by_second(ages),
+            _ => String::new(),
         }
-        let mut out = String::from("; oldest record's age on arrival by second (median/max ms):");
-        for (second, mut ages) in by_second {
-            ages.sort_unstable();
-            out.push_str(&format!(" {second}s:{}/{}", ages[ages.len() / 2], ages[ages.len() - 1]));
-        }
-        out
     }
+}
+
+/// `(second, age)` samples as `; … by second (median/max ms): 0s:M/X 1s:…`.
+fn ages_by_second(ages: Vec<(u32, u32)>) -> String {
+    let mut by_second: std::collections::BTreeMap<u32, Vec<u32>> = std::collections::BTreeMap::new();
+    for (second, age) in ages {
+        by_second.entry(second).or_default().push(age);
+    }
+    let mut out = String::from("; oldest record's age on arrival by second (median/max ms):");
+    for (second, mut ages) in by_second {
+        ages.sort_unstable();
+        out.push_str(&format!(" {second}s:{}/{}", ages[ages.len() / 2], ages[ages.len() - 1]));
+    }
+    out
 }
 
 fn add_elapsed(counter: &AtomicU64, since: Instant) {
@@ -232,3 +237,21 @@ fn describe_fetch_error(topic: &str, partition: i32, offset: i64, error: &rskafk
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrival_ages_are_summed_up_per_second_with_median_and_maximum() {
+        let ages = vec![(1, 40), (0, 5), (1, 10), (0, 7), (1, 20), (0, 6)];
+        assert_eq!(ages_by_second(ages), "; oldest record's age on arrival by second (median/max ms): 0s:6/7 1s:20/40");
+        let stats = FetchStats::new(true);
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        stats.note_arrival(now_ms - 250);
+        let described = stats.describe();
+        let age: u32 = described.rsplit("0s:").next().and_then(|a| a.split('/').next()).and_then(|a| a.parse().ok()).unwrap_or(0);
+        assert!((250..1_000).contains(&age), "{described}");
+        assert!(!FetchStats::new(false).describe().contains("age"), "no ages without the trace");
+    }
+}
