@@ -8,7 +8,9 @@
 //! metadata, consecutive events of one source transaction id form a transaction, or
 //! every event is its own (the `--no-transaction-metadata-grouping` choice).
 
-use std::collections::HashMap;
+// Keyed by transaction ids, looked up for every event: hashbrown's seeded foldhash
+// rather than SipHash (as in the Kafka source's reassembly).
+use hashbrown::HashMap;
 use std::sync::Arc;
 
 use crate::debezium::TransactionBlock;
