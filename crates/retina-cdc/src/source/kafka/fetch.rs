@@ -237,7 +237,6 @@ fn describe_fetch_error(topic: &str, partition: i32, offset: i64, error: &rskafk
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
