@@ -4,7 +4,8 @@
 //! With transaction metadata, a transaction is the events between its BEGIN and END
 //! (matched by id, so transactions may interleave); at END the events are checked
 //! against `event_count` and the per-table counts, and put in `total_order` order
-//! (repairing reordering; a missing or doubled order number is an error). Without
+//! (repairing reordering; a redelivered copy of an event, which repeats its
+//! total_order, is dropped there; a missing order number is an error). Without
 //! metadata, consecutive events of one source transaction id form a transaction, or
 //! every event is its own (the `--no-transaction-metadata-grouping` choice).
 
@@ -75,9 +76,10 @@ pub struct Rejected {
 
 struct OpenTransaction {
     begin: Position,
-    /// The largest total_order so far: events usually arrive in order, so a new one
-    /// above it cannot be a redelivered copy and needs no search.
-    max_order: u64,
+    /// Events as they arrived, redelivered copies included: they are dropped at END,
+    /// after the sort, because a per-event search for an earlier copy is quadratic
+    /// in the transaction's size when its pieces arrive out of order (the Kafka
+    /// source hands them over topic by topic).
     events: Vec<(u64, PendingChange)>,
     raw: Vec<(Position, String)>,
 }
@@ -112,7 +114,7 @@ impl Reconstructor {
     pub fn begin(&mut self, id: String, position: Position, raw: Option<&str>) {
         // A second BEGIN of an open transaction is a redelivery from its start (a
         // connector restart): the partial copy is replaced.
-        let mut open = OpenTransaction { begin: position, max_order: 0, events: Vec::new(), raw: Vec::new() };
+        let mut open = OpenTransaction { begin: position, events: Vec::new(), raw: Vec::new() };
         if self.keep_raw {
             open.raw.extend(raw.map(|r| (position, r.to_string())));
         }
@@ -143,12 +145,7 @@ impl Reconstructor {
             if self.keep_raw {
                 open.raw.extend(raw.map(|r| (position, r.to_string())));
             }
-            // A redelivered event repeats its total_order: keep the first copy.
-            let order = block.total_order;
-            if order > open.max_order || open.events.iter().all(|(seen, _)| *seen != order) {
-                open.max_order = open.max_order.max(order);
-                open.events.push((order, change));
-            }
+            open.events.push((block.total_order, change));
             return Ok(());
         }
         match (self.grouping, source_transaction) {
@@ -158,7 +155,7 @@ impl Reconstructor {
                 }
                 let keep_raw = self.keep_raw;
                 let (_, group) = self.group.get_or_insert_with(|| {
-                    (id.to_string(), OpenTransaction { begin: position, max_order: 0, events: Vec::new(), raw: Vec::new() })
+                    (id.to_string(), OpenTransaction { begin: position, events: Vec::new(), raw: Vec::new() })
                 });
                 if keep_raw {
                     group.raw.extend(raw.map(|r| (position, r.to_string())));
@@ -203,6 +200,10 @@ impl Reconstructor {
             error: Box::new(CdcError::Transaction { position, transaction: id.to_string(), reason }),
             messages: open.raw,
         };
+        // A redelivered event repeats its total_order: the stable sort keeps the
+        // first copy first, and the dedup keeps only it.
+        open.events.sort_by_key(|(order, _)| *order);
+        open.events.dedup_by_key(|(order, _)| *order);
         if open.events.len() as u64 != event_count {
             let reason = format!("END says event_count {event_count} but {} events arrived", open.events.len());
             return Err(reject(reason, open));
@@ -214,7 +215,6 @@ impl Reconstructor {
                 return Err(reject(reason, open));
             }
         }
-        open.events.sort_by_key(|(order, _)| *order);
         if let Some((index, (order, _))) = open.events.iter().enumerate().find(|(i, (order, _))| *order != *i as u64 + 1) {
             let reason = format!("total_order {order} where {} was expected (a missing event)", index + 1);
             return Err(reject(reason, open));
@@ -271,5 +271,82 @@ fn complete(id: String, open: OpenTransaction, last: Position) -> CompletedTrans
         last,
         order,
         changes: open.events.into_iter().map(|(_, change)| change).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use retina_core::TableId;
+
+    fn event(table: &str, line: u64) -> PendingChange {
+        PendingChange {
+            change: SinkChange::Truncate(TableId(0)),
+            table: Arc::from(table),
+            position: Position::line(line),
+            order: None,
+        }
+    }
+
+    fn block(total_order: u64) -> TransactionBlock {
+        TransactionBlock { id: "tx".into(), total_order, data_collection_order: None }
+    }
+
+    /// Feeds `(total_order, table)` events of transaction "tx" on lines 2, 3, …
+    fn open_with(events: &[(u64, &str)]) -> Reconstructor {
+        let mut reconstructor = Reconstructor::new(Grouping::SourceTransaction, false);
+        reconstructor.begin("tx".into(), Position::line(1), None);
+        let mut out = Vec::new();
+        for (index, (order, table)) in events.iter().enumerate() {
+            let change = event(table, index as u64 + 2);
+            assert!(reconstructor.change(change, Some(&block(*order)), None, None, &mut out).is_ok());
+        }
+        assert!(out.is_empty(), "nothing completes before END");
+        reconstructor
+    }
+
+    #[test]
+    fn out_of_order_events_with_redelivered_copies_complete_once_each_first_copy_kept() {
+        // Order 2 arrives twice (lines 3 and 6) and order 1 twice (lines 4 and 7).
+        let events = [(3, "b"), (2, "a"), (1, "a"), (2, "a"), (1, "a")];
+        let mut reconstructor = open_with(&events);
+        let collections = [("a".to_string(), 2), ("b".to_string(), 1)];
+        let done = reconstructor.end("tx", 3, &collections, Position::line(7), None).map_err(|r| r.error);
+        let done = done.expect("complete");
+        let lines: Vec<u64> = done.changes.iter().map(|c| c.position.value).collect();
+        assert_eq!(lines, [4, 3, 2], "total_order 1, 2, 3, each its first copy");
+        assert_eq!(reconstructor.open_transactions(), 0);
+    }
+
+    /// A transaction of 100,000 events handed over out of order (odd orders, then
+    /// even ones, as a source hands them over topic by topic). A per-event search
+    /// for earlier copies took 17.8 s for 160,000 events in a release build; the
+    /// bound leaves a debug build on a loaded machine 20 times what it needs.
+    #[test]
+    fn a_large_transaction_out_of_order_completes_in_linear_time() {
+        let n = 100_000u64;
+        let started = std::time::Instant::now();
+        let mut reconstructor = Reconstructor::new(Grouping::SourceTransaction, false);
+        reconstructor.begin("tx".into(), Position::line(1), None);
+        let mut out = Vec::new();
+        let orders = (1..=n).filter(|o| o % 2 == 1).chain((1..=n).filter(|o| o % 2 == 0));
+        for (index, order) in orders.enumerate() {
+            let change = event("a", index as u64 + 2);
+            assert!(reconstructor.change(change, Some(&block(order)), None, None, &mut out).is_ok());
+        }
+        let done = reconstructor.end("tx", n, &[("a".to_string(), n)], Position::line(n + 2), None).map_err(|r| r.error);
+        let done = done.expect("complete");
+        assert_eq!(done.changes.len() as u64, n);
+        assert_eq!(done.changes[1].position.value, n / 2 + 2, "total_order 2 was the first even one handed over");
+        let elapsed = started.elapsed();
+        assert!(elapsed < std::time::Duration::from_secs(5), "{n} events took {elapsed:?}");
+    }
+
+    #[test]
+    fn a_redelivered_copy_does_not_stand_in_for_a_missing_event() {
+        let mut reconstructor = open_with(&[(1, "a"), (1, "a"), (3, "a")]);
+        let rejected = reconstructor.end("tx", 3, &[("a".to_string(), 3)], Position::line(5), None);
+        let error = rejected.err().map(|r| r.error.to_string()).unwrap_or_default();
+        assert!(error.contains("END says event_count 3 but 2 events arrived"), "{error}");
     }
 }

@@ -50,13 +50,31 @@ struct HeldTransaction {
     begin: Option<(i64, Line)>,
     end: Option<(i64, Line, u64)>,
     events: Vec<HeldEvent>,
+    /// How many of `events` came from each partition (by index; shorter when the
+    /// last partitions gave none): back-pressure asks for the head transaction's
+    /// count per partition after every fetch, and a transaction of a million
+    /// events must not be counted again each time.
+    per_partition: Vec<u32>,
     bytes: usize,
     first_seen: Instant,
 }
 
 impl HeldTransaction {
     fn new() -> Self {
-        Self { begin: None, end: None, events: Vec::new(), bytes: 0, first_seen: Instant::now() }
+        Self { begin: None, end: None, events: Vec::new(), per_partition: Vec::new(), bytes: 0, first_seen: Instant::now() }
+    }
+
+    fn hold(&mut self, event: HeldEvent) {
+        if self.per_partition.len() <= event.partition {
+            self.per_partition.resize(event.partition + 1, 0);
+        }
+        self.per_partition[event.partition] += 1;
+        self.bytes += event.line.len();
+        self.events.push(event);
+    }
+
+    fn events_from(&self, partition: usize) -> usize {
+        self.per_partition.get(partition).map_or(0, |count| *count as usize)
     }
 
     fn complete(&self) -> bool {
@@ -202,10 +220,9 @@ impl Reassembly {
         match transaction {
             Some(id) if self.has_transaction_topic => {
                 let transaction = self.transactions.entry(id).or_insert_with(HeldTransaction::new);
-                transaction.bytes += line.len();
                 self.held_bytes += line.len();
                 self.held_bytes_peak = self.held_bytes_peak.max(self.held_bytes);
-                transaction.events.push(HeldEvent { partition, offset, line });
+                transaction.hold(HeldEvent { partition, offset, line });
                 self.ledgers[partition].hold(offset);
                 self.release();
             }
@@ -315,7 +332,7 @@ impl Reassembly {
             .ends
             .front()
             .and_then(|id| self.transactions.get(id))
-            .map_or(0, |t| t.events.iter().filter(|e| e.partition == partition).count());
+            .map_or(0, |t| t.events_from(partition));
         held > for_head
     }
 
@@ -334,13 +351,8 @@ impl Reassembly {
                 let _ = write!(detail, "{} events arrived, but no END", transaction.events.len());
             }
         }
-        let mut per_partition: Vec<(usize, usize)> = Vec::new();
-        for event in &transaction.events {
-            match per_partition.iter_mut().find(|(p, _)| *p == event.partition) {
-                Some((_, count)) => *count += 1,
-                None => per_partition.push((event.partition, 1)),
-            }
-        }
+        let per_partition: Vec<(usize, u32)> =
+            transaction.per_partition.iter().copied().enumerate().filter(|(_, count)| *count > 0).collect();
         if !per_partition.is_empty() {
             detail.push_str(" (");
             for (i, (partition, count)) in per_partition.iter().enumerate() {
@@ -459,5 +471,25 @@ mod tests {
         assert_eq!(waiting.id, "tx7");
         assert!(waiting.has_end);
         assert_eq!(waiting.detail, "its END says 3 events, 1 arrived (1 from srv.public.t0 partition 0)");
+    }
+
+    /// Counted per partition as events arrive: the detail and back-pressure agree
+    /// with the events held, however they interleave.
+    #[test]
+    fn a_waiting_transaction_is_counted_per_partition() {
+        let mut r = reassembly(3);
+        r.marker(0, Marker::Begin { id: "tx8".into() }, "b".into());
+        r.marker(1, Marker::End { id: "tx8".into(), event_count: 6 }, "e".into());
+        for (partition, offset) in [(3, 0), (1, 0), (3, 1), (3, 2), (1, 1)] {
+            r.event(partition, offset, Some("tx8".into()), Some("x".into())).unwrap();
+        }
+        let waiting = r.oldest_waiting().unwrap();
+        assert_eq!(
+            waiting.detail,
+            "its END says 6 events, 5 arrived (2 from srv.public.t0 partition 0, 3 from srv.public.t2 partition 0)"
+        );
+        assert!(!r.runs_ahead(1) && !r.runs_ahead(2) && !r.runs_ahead(3), "everything held is the head's");
+        r.event(2, 0, Some("tx9".into()), Some("y".into())).unwrap();
+        assert!(r.runs_ahead(2), "partition 2 holds only a later transaction's event");
     }
 }
