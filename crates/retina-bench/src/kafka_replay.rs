@@ -82,6 +82,11 @@ pub struct KafkaReplayReport {
     /// The most memory the reassembly held for incomplete transactions.
     pub held_bytes_peak: u64,
     pub shards: usize,
+    /// The initial load (untimed before the changes): its row changes, and how long
+    /// its replay took from the broker to applied, in transactions of 4,096 inserts
+    /// spread over the tables' topics, so each arrives in pieces out of order.
+    pub load_row_changes: u64,
+    pub load_seconds: f64,
     /// The same records fetched again after the replay by a bare client (rskafka, one
     /// task per partition, as the source fetches), with nothing applied: the ceiling
     /// the broker and record decoding set on this machine.
@@ -240,7 +245,9 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
         drive(&engine, &uri, source.as_mut(), options)
     };
     produce(&runtime, &broker, &route(&load)?, partitions, true)?;
+    let load_started = Instant::now();
     run(StopWhen::idle_for(IDLE_EXIT), None)?;
+    let load_seconds = load_started.elapsed().saturating_sub(IDLE_EXIT).as_secs_f64();
 
     let records = route(&changes)?;
     let topics = records.iter().map(|(t, _, _)| t.as_str()).collect::<std::collections::BTreeSet<_>>().len();
@@ -294,6 +301,8 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
         replay_seconds,
         held_bytes_peak,
         shards: engine.config().shards,
+        load_row_changes: load.iter().map(|c| c.row_changes).sum(),
+        load_seconds,
         fetch_only_seconds,
         fetch_only_records_per_s: fetched as f64 / fetch_only_seconds,
         replay_cpu_seconds,

@@ -101,12 +101,14 @@ pub fn run_replay_nats(config: &DebeziumReplayConfig, server: Option<&str>, dir:
 pub fn run_replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dir: &Path, json: bool) -> anyhow::Result<()> {
     let report = replay_kafka(config, kafka, dir)?;
     let summary = format!(
-        "Debezium JSON (envelope+key) in Kafka ({}, {} topics of {} partitions and a transaction topic): produced {} records at {:.0}/s; replayed {}; reassembly held at most {:.1} MB; the same records fetched alone, nothing applied: {:.2} s ({:.0} records/s)",
+        "Debezium JSON (envelope+key) in Kafka ({}, {} topics of {} partitions and a transaction topic): produced {} records at {:.0}/s; initial load of {} row changes replayed in {:.2} s; replayed {}; reassembly held at most {:.1} MB; the same records fetched alone, nothing applied: {:.2} s ({:.0} records/s)",
         report.broker,
         report.topics - 1,
         report.partitions_per_topic,
         report.messages,
         report.produce_messages_per_s,
+        report.load_row_changes,
+        report.load_seconds,
         replayed(report.row_changes, report.transactions, report.shards, report.replay_seconds, report.row_changes_per_s),
         report.held_bytes_peak as f64 / 1e6,
         report.fetch_only_seconds,
