@@ -3,12 +3,16 @@
 //! (`--on-absent-row upsert`), and updates that keep columns the source did not send
 //! (PostgreSQL's unchanged TOAST values). Each is decided in the shard owning the key.
 
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use arrow_schema::DataType;
+use retina_core::catalog::{CatalogManifest, DataFileMeta};
+use retina_core::checkpoint::CheckpointManifest;
 use retina_core::rows::rows_of;
-use retina_core::storage::MemoryLakeStore;
-use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
+use retina_core::storage::{CatalogStore, CheckpointStore, DataFiles, DecodedRows, MemoryLakeStore, PageBound, StoredFile};
+use retina_core::{CoreResult, EmbeddedTransactionService, Engine, EngineConfig, FileId, RowChange, TableId, TableSchema, Ts, Value};
 
 fn engine() -> Engine {
     let config = EngineConfig {
@@ -154,4 +158,84 @@ fn update_keeping_that_changes_the_key_is_refused_at_submission() {
         .to_string();
     assert!(error.contains("column body") && error.contains("changes the primary key"), "{error}");
     engine.sync().expect("the engine goes on");
+}
+
+/// Counts data-file reads; everything else is the memory store's.
+#[derive(Default)]
+struct CountingStore {
+    inner: MemoryLakeStore,
+    reads: AtomicUsize,
+}
+
+impl DataFiles for CountingStore {
+    fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
+        self.inner.write_file(table, file_id, batches)
+    }
+    fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], bounds: &[PageBound]) -> CoreResult<DecodedRows> {
+        self.reads.fetch_add(1, SeqCst);
+        self.inner.read_file(table, file, columns, bounds)
+    }
+    fn delete_file(&self, path: &str) -> CoreResult<()> {
+        self.inner.delete_file(path)
+    }
+}
+
+impl CatalogStore for CountingStore {
+    fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
+        self.inner.save_catalog(catalog)
+    }
+    fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>> {
+        self.inner.load_catalog()
+    }
+}
+
+impl CheckpointStore for CountingStore {
+    fn write_checkpoint_segment(&self, table: &TableSchema, file_id: FileId, first_row: u64, ts: Ts, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
+        self.inner.write_checkpoint_segment(table, file_id, first_row, ts, batches)
+    }
+    fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
+        self.inner.save_checkpoint(checkpoint)
+    }
+    fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {
+        self.inner.load_checkpoint()
+    }
+}
+
+/// A bulk update keeping columns of rows in data files (an UPDATE of many rows with
+/// an unchanged TOAST column) reads each file once per batch, not once per row, and
+/// keeps every row's own values.
+#[test]
+fn a_bulk_update_keeping_columns_reads_each_data_file_once_per_batch() {
+    let store = Arc::new(CountingStore::default());
+    let config = EngineConfig {
+        shards: 1,
+        block_rows: 4,
+        file_rows: 8,
+        batch_changes: 1_000,
+        gc_interval: None,
+        checkpoint_interval: None,
+        storage_gc_interval: None,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::start(config, Arc::new(EmbeddedTransactionService::new()), Arc::clone(&store) as _).expect("engine");
+    let table = documents(&engine);
+    engine
+        .submit((1..=20).map(|id| RowChange::Insert { table, row: doc(id, "t", Some(&format!("body {id}"))) }).collect())
+        .expect("insert");
+    engine.wait_for_flushes().expect("flushes");
+    assert_eq!(engine.stats().files_flushed, 2, "rows 1..=16 in two data files, the rest in the write buffer");
+    let before = store.reads.load(SeqCst);
+    let mut expected: Vec<Vec<Value>> = (1..=20).map(|id| doc(id, "t", Some(&format!("body {id}")))).collect();
+    let mut changes = Vec::new();
+    for id in 1..=20i64 {
+        let mut row = doc(id, "new", None);
+        row[3] = Value::Null;
+        changes.push(RowChange::UpdateKeeping { table, key: key(id), row, keep: vec![2, 3] });
+        expected[id as usize - 1][1] = Value::Utf8("new".into());
+    }
+    engine.submit(changes).expect("bulk update");
+    engine.sync().expect("sync");
+    assert_eq!(store.reads.load(SeqCst) - before, 2, "one read of each data file");
+    expected.sort_by_key(|r| format!("{r:?}"));
+    assert_eq!(rows(&engine, table), expected);
 }

@@ -17,7 +17,7 @@ use crate::schema::TableSchema;
 use crate::table::TableRuntime;
 use crate::rows::value_at;
 use crate::schema_evolution::conform_batches;
-use crate::types::{RowId, RowLocation, TableId, Ts};
+use crate::types::{FileId, RowId, RowLocation, TableId, Ts};
 use crate::value::{Row, Value};
 use crate::write_buffer::{validate_row, WriteBuffer};
 
@@ -38,11 +38,27 @@ pub(crate) struct Shard {
     shared: Arc<EngineShared>,
     tables: Vec<Option<ShardTable>>,
     dirty: Vec<TableId>,
+    /// The last data file read for an update's kept columns, while one batch is
+    /// applied (see [`KeptColumnsRead`]).
+    kept_read: Option<KeptColumnsRead>,
+}
+
+/// The columns of one data file that updates keeping values (PostgreSQL's unchanged
+/// TOAST columns) read their previous values from. A store reads a file's columns
+/// whole, so a bulk update of a million rows read a 64K-row file once per row; now
+/// the rows of one file in a batch share one read. Right while the file id, the
+/// columns and the schema match, because data files never change. Dropped when the
+/// batch is applied: it holds no more than each of those reads decoded.
+struct KeptColumnsRead {
+    file_id: FileId,
+    columns: Vec<usize>,
+    schema: Arc<TableSchema>,
+    batches: Vec<RecordBatch>,
 }
 
 impl Shard {
     pub(crate) fn new(shared: Arc<EngineShared>) -> Self {
-        Self { shared, tables: Vec::new(), dirty: Vec::new() }
+        Self { shared, tables: Vec::new(), dirty: Vec::new(), kept_read: None }
     }
 
     /// Installs what recovery rebuilt for one table, before the shard runs.
@@ -64,7 +80,9 @@ impl Shard {
                     if self.shared.has_failed() {
                         continue; // never commit after a failure: HWM stays put
                     }
-                    match self.apply(txns) {
+                    let applied = self.apply(txns);
+                    self.kept_read = None;
+                    match applied {
                         Ok(()) => group.shard_done(),
                         Err(error) => self.shared.fail(error.to_string()),
                     }
@@ -225,6 +243,7 @@ impl Shard {
     /// of the table, or a data file), then it is an update like any other.
     fn update_keeping(&mut self, table_id: TableId, key: &HashedKey, mut row: Row, keep: &[usize], ts: Ts) -> CoreResult<()> {
         let shared = Arc::clone(&self.shared);
+        let mut kept_read = self.kept_read.take();
         let table = self.table_mut(table_id)?;
         let unavailable = |table: &ShardTable, reason| CoreError::UnavailableValue {
             table: table.runtime.name().to_string(),
@@ -245,8 +264,10 @@ impl Shard {
                 buffer.publish();
             }
         }
-        let previous = previous_values(&shared, &table.runtime, location, keep)?;
-        let Some(previous) = previous else {
+        let previous = previous_values(&shared, &table.runtime, location, keep, &mut kept_read);
+        self.kept_read = kept_read;
+        let table = self.table_mut(table_id)?;
+        let Some(previous) = previous? else {
             return Err(unavailable(table, "its stored row could not be found"));
         };
         for (&column, value) in keep.iter().zip(previous) {
@@ -285,13 +306,15 @@ fn op_ahead<'a>(rest: &'a [ShardOp], later: &'a [ShardTxn], mut n: usize) -> Opt
 }
 
 /// The values of `columns` of the row stored at `location`: from a virtual file's
-/// published blocks, else from the data file in lake storage. `None` when the file
-/// is in neither list (it cannot be while the index points at it).
+/// published blocks, else from the data file in lake storage (through `kept_read`,
+/// which it reads into when it holds another file). `None` when the file is in
+/// neither list (it cannot be while the index points at it).
 fn previous_values(
     shared: &EngineShared,
     runtime: &TableRuntime,
     location: RowLocation,
     columns: &[usize],
+    kept_read: &mut Option<KeptColumnsRead>,
 ) -> CoreResult<Option<Vec<Value>>> {
     let schema = runtime.schema();
     let files = runtime.files();
@@ -315,13 +338,20 @@ fn previous_values(
         let blocks = conform_batches(&schema, &file.blocks())?;
         return pick(&blocks, columns);
     }
+    let mut sorted: Vec<usize> = columns.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let read: Vec<usize> = columns.iter().filter_map(|c| sorted.binary_search(c).ok()).collect();
+    let held = kept_read.as_ref().filter(|r| {
+        r.file_id == location.file_id && r.columns == sorted && Arc::ptr_eq(&r.schema, &schema)
+    });
+    if let Some(held) = held {
+        return pick(&held.batches, &read);
+    }
     if let Some(file) = files.flushed.iter().find(|f| f.meta.file_id == location.file_id) {
-        let mut sorted: Vec<usize> = columns.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
         let batches = shared.store.read_file(&schema, &file.meta, &sorted, &[])?.batches;
-        let read: Vec<usize> = columns.iter().filter_map(|c| sorted.binary_search(c).ok()).collect();
-        return pick(&batches, &read);
+        let held = kept_read.insert(KeptColumnsRead { file_id: location.file_id, columns: sorted, schema, batches });
+        return pick(&held.batches, &read);
     }
     Ok(None)
 }
