@@ -202,8 +202,8 @@ impl CheckpointStore for CountingStore {
 }
 
 /// A bulk update keeping columns of rows in data files (an UPDATE of many rows with
-/// an unchanged TOAST column) reads each file once per batch, not once per row, and
-/// keeps every row's own values.
+/// an unchanged TOAST column) reads each file once per batch, not once per row, also
+/// when its rows alternate between files, and keeps every row's own values.
 #[test]
 fn a_bulk_update_keeping_columns_reads_each_data_file_once_per_batch() {
     let store = Arc::new(CountingStore::default());
@@ -227,7 +227,8 @@ fn a_bulk_update_keeping_columns_reads_each_data_file_once_per_batch() {
     let before = store.reads.load(SeqCst);
     let mut expected: Vec<Vec<Value>> = (1..=20).map(|id| doc(id, "t", Some(&format!("body {id}")))).collect();
     let mut changes = Vec::new();
-    for id in 1..=20i64 {
+    // Alternating between the two files' rows, then the write buffer's.
+    for id in (1..=8i64).flat_map(|id| [id, id + 8]).chain(17..=20) {
         let mut row = doc(id, "new", None);
         row[3] = Value::Null;
         changes.push(RowChange::UpdateKeeping { table, key: key(id), row, keep: vec![2, 3] });

@@ -4,5 +4,6 @@
 
 pub(crate) mod commit_group;
 pub(crate) mod file_swap;
+pub(crate) mod kept_reads;
 pub(crate) mod operation;
 pub(crate) mod shard;

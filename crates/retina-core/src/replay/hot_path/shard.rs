@@ -7,6 +7,7 @@ use arrow_array::RecordBatch;
 use crossbeam_channel::Receiver;
 
 use crate::replay::hot_path::file_swap::apply_swap;
+use crate::replay::hot_path::kept_reads::KeptColumnsReads;
 use crate::replay::hot_path::operation::{IfAbsent, ShardOp, ShardTxn};
 use crate::replay::messages::{FlushJob, RestoredShardTable, ShardMessage};
 use crate::replay::shared::EngineShared;
@@ -17,7 +18,7 @@ use crate::schema::TableSchema;
 use crate::table::TableRuntime;
 use crate::rows::value_at;
 use crate::schema_evolution::conform_batches;
-use crate::types::{FileId, RowId, RowLocation, TableId, Ts};
+use crate::types::{RowId, RowLocation, TableId, Ts};
 use crate::value::{Row, Value};
 use crate::write_buffer::{validate_row, WriteBuffer};
 
@@ -38,27 +39,13 @@ pub(crate) struct Shard {
     shared: Arc<EngineShared>,
     tables: Vec<Option<ShardTable>>,
     dirty: Vec<TableId>,
-    /// The last data file read for an update's kept columns, while one batch is
-    /// applied (see [`KeptColumnsRead`]).
-    kept_read: Option<KeptColumnsRead>,
-}
-
-/// The columns of one data file that updates keeping values (PostgreSQL's unchanged
-/// TOAST columns) read their previous values from. A store reads a file's columns
-/// whole, so a bulk update of a million rows read a 64K-row file once per row; now
-/// the rows of one file in a batch share one read. Right while the file id, the
-/// columns and the schema match, because data files never change. Dropped when the
-/// batch is applied: it holds no more than each of those reads decoded.
-struct KeptColumnsRead {
-    file_id: FileId,
-    columns: Vec<usize>,
-    schema: Arc<TableSchema>,
-    batches: Vec<RecordBatch>,
+    /// Data-file reads of kept columns while one batch is applied.
+    kept_reads: KeptColumnsReads,
 }
 
 impl Shard {
     pub(crate) fn new(shared: Arc<EngineShared>) -> Self {
-        Self { shared, tables: Vec::new(), dirty: Vec::new(), kept_read: None }
+        Self { shared, tables: Vec::new(), dirty: Vec::new(), kept_reads: KeptColumnsReads::default() }
     }
 
     /// Installs what recovery rebuilt for one table, before the shard runs.
@@ -81,7 +68,7 @@ impl Shard {
                         continue; // never commit after a failure: HWM stays put
                     }
                     let applied = self.apply(txns);
-                    self.kept_read = None;
+                    self.kept_reads.clear();
                     match applied {
                         Ok(()) => group.shard_done(),
                         Err(error) => self.shared.fail(error.to_string()),
@@ -243,7 +230,7 @@ impl Shard {
     /// of the table, or a data file), then it is an update like any other.
     fn update_keeping(&mut self, table_id: TableId, key: &HashedKey, mut row: Row, keep: &[usize], ts: Ts) -> CoreResult<()> {
         let shared = Arc::clone(&self.shared);
-        let mut kept_read = self.kept_read.take();
+        let mut kept_reads = std::mem::take(&mut self.kept_reads);
         let table = self.table_mut(table_id)?;
         let unavailable = |table: &ShardTable, reason| CoreError::UnavailableValue {
             table: table.runtime.name().to_string(),
@@ -264,8 +251,8 @@ impl Shard {
                 buffer.publish();
             }
         }
-        let previous = previous_values(&shared, &table.runtime, location, keep, &mut kept_read);
-        self.kept_read = kept_read;
+        let previous = previous_values(&shared, &table.runtime, location, keep, &mut kept_reads);
+        self.kept_reads = kept_reads;
         let table = self.table_mut(table_id)?;
         let Some(previous) = previous? else {
             return Err(unavailable(table, "its stored row could not be found"));
@@ -306,15 +293,15 @@ fn op_ahead<'a>(rest: &'a [ShardOp], later: &'a [ShardTxn], mut n: usize) -> Opt
 }
 
 /// The values of `columns` of the row stored at `location`: from a virtual file's
-/// published blocks, else from the data file in lake storage (through `kept_read`,
-/// which it reads into when it holds another file). `None` when the file is in
-/// neither list (it cannot be while the index points at it).
+/// published blocks, else from the data file in lake storage (read once per batch,
+/// through `kept_reads`). `None` when the file is in neither list (it cannot be
+/// while the index points at it).
 fn previous_values(
     shared: &EngineShared,
     runtime: &TableRuntime,
     location: RowLocation,
     columns: &[usize],
-    kept_read: &mut Option<KeptColumnsRead>,
+    kept_reads: &mut KeptColumnsReads,
 ) -> CoreResult<Option<Vec<Value>>> {
     let schema = runtime.schema();
     let files = runtime.files();
@@ -342,16 +329,12 @@ fn previous_values(
     sorted.sort_unstable();
     sorted.dedup();
     let read: Vec<usize> = columns.iter().filter_map(|c| sorted.binary_search(c).ok()).collect();
-    let held = kept_read.as_ref().filter(|r| {
-        r.file_id == location.file_id && r.columns == sorted && Arc::ptr_eq(&r.schema, &schema)
-    });
-    if let Some(held) = held {
-        return pick(&held.batches, &read);
+    if let Some(batches) = kept_reads.get(location.file_id, &sorted, &schema) {
+        return pick(batches, &read);
     }
     if let Some(file) = files.flushed.iter().find(|f| f.meta.file_id == location.file_id) {
         let batches = shared.store.read_file(&schema, &file.meta, &sorted, &[])?.batches;
-        let held = kept_read.insert(KeptColumnsRead { file_id: location.file_id, columns: sorted, schema, batches });
-        return pick(&held.batches, &read);
+        return pick(kept_reads.keep(location.file_id, sorted, schema, batches), &read);
     }
     Ok(None)
 }
