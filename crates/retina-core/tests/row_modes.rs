@@ -227,8 +227,9 @@ fn a_bulk_update_keeping_columns_reads_each_data_file_once_per_batch() {
     let before = store.reads.load(SeqCst);
     let mut expected: Vec<Vec<Value>> = (1..=20).map(|id| doc(id, "t", Some(&format!("body {id}")))).collect();
     let mut changes = Vec::new();
-    // Alternating between the two files' rows, then the write buffer's.
-    for id in (1..=8i64).flat_map(|id| [id, id + 8]).chain(17..=20) {
+    // Alternating between the two files' rows. (Not the write buffer's: the new
+    // versions fill it, and a virtual file the flusher writes meanwhile is read.)
+    for id in (1..=8i64).flat_map(|id| [id, id + 8]) {
         let mut row = doc(id, "new", None);
         row[3] = Value::Null;
         changes.push(RowChange::UpdateKeeping { table, key: key(id), row, keep: vec![2, 3] });
