@@ -353,7 +353,14 @@ impl<'e> Sink<'e> {
             let position = SinkPosition { transport, order: transaction.order, offsets: self.offsets_at(transport) };
             let count = transaction.changes.len() as u64;
             let changes: Vec<SinkChange> = transaction.changes.into_iter().map(|c| c.change).collect();
-            self.widened.extend(self.tables.take_widened());
+            let newly_widened = self.tables.take_widened();
+            if !newly_widened.is_empty() {
+                // Listed once per table, not once per added column: every later
+                // transaction pads each listed table's rows.
+                self.widened.extend(newly_widened);
+                self.widened.sort_unstable();
+                self.widened.dedup();
+            }
             let submitted =
                 retina_core::submit_source_transaction(self.engine, &self.source, position.encode(), changes, &self.widened);
             let ts = match submitted {
