@@ -207,11 +207,18 @@ pub struct MemoryLakeStore {
     files: Mutex<HashMap<String, Vec<RecordBatch>>>,
     catalog: Mutex<Option<CatalogManifest>>,
     checkpoint: Mutex<Option<CheckpointManifest>>,
+    data_file_reads: std::sync::atomic::AtomicU64,
 }
 
 impl MemoryLakeStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How many times a data file was read: tests check that a path reads no more
+    /// than it needs.
+    pub fn data_file_reads(&self) -> u64 {
+        self.data_file_reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -225,6 +232,7 @@ impl DataFiles for MemoryLakeStore {
 
     /// Reads whole files: memory batches have no page index to prune with.
     fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], _bounds: &[PageBound]) -> CoreResult<DecodedRows> {
+        self.data_file_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let files = self.files.lock();
         let batches = files
             .get(&file.path)

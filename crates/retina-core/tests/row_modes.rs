@@ -3,16 +3,12 @@
 //! (`--on-absent-row upsert`), and updates that keep columns the source did not send
 //! (PostgreSQL's unchanged TOAST values). Each is decided in the shard owning the key.
 
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
 use arrow_schema::DataType;
-use retina_core::catalog::{CatalogManifest, DataFileMeta};
-use retina_core::checkpoint::CheckpointManifest;
 use retina_core::rows::rows_of;
-use retina_core::storage::{CatalogStore, CheckpointStore, DataFiles, DecodedRows, MemoryLakeStore, PageBound, StoredFile};
-use retina_core::{CoreResult, EmbeddedTransactionService, Engine, EngineConfig, FileId, RowChange, TableId, TableSchema, Ts, Value};
+use retina_core::storage::MemoryLakeStore;
+use retina_core::{EmbeddedTransactionService, Engine, EngineConfig, RowChange, TableId, TableSchema, Value};
 
 fn engine() -> Engine {
     let config = EngineConfig {
@@ -160,53 +156,12 @@ fn update_keeping_that_changes_the_key_is_refused_at_submission() {
     engine.sync().expect("the engine goes on");
 }
 
-/// Counts data-file reads; everything else is the memory store's.
-#[derive(Default)]
-struct CountingStore {
-    inner: MemoryLakeStore,
-    reads: AtomicUsize,
-}
-
-impl DataFiles for CountingStore {
-    fn write_file(&self, table: &TableSchema, file_id: FileId, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
-        self.inner.write_file(table, file_id, batches)
-    }
-    fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], bounds: &[PageBound]) -> CoreResult<DecodedRows> {
-        self.reads.fetch_add(1, SeqCst);
-        self.inner.read_file(table, file, columns, bounds)
-    }
-    fn delete_file(&self, path: &str) -> CoreResult<()> {
-        self.inner.delete_file(path)
-    }
-}
-
-impl CatalogStore for CountingStore {
-    fn save_catalog(&self, catalog: &CatalogManifest) -> CoreResult<()> {
-        self.inner.save_catalog(catalog)
-    }
-    fn load_catalog(&self) -> CoreResult<Option<CatalogManifest>> {
-        self.inner.load_catalog()
-    }
-}
-
-impl CheckpointStore for CountingStore {
-    fn write_checkpoint_segment(&self, table: &TableSchema, file_id: FileId, first_row: u64, ts: Ts, batches: &[RecordBatch]) -> CoreResult<StoredFile> {
-        self.inner.write_checkpoint_segment(table, file_id, first_row, ts, batches)
-    }
-    fn save_checkpoint(&self, checkpoint: &CheckpointManifest) -> CoreResult<()> {
-        self.inner.save_checkpoint(checkpoint)
-    }
-    fn load_checkpoint(&self) -> CoreResult<Option<CheckpointManifest>> {
-        self.inner.load_checkpoint()
-    }
-}
-
 /// A bulk update keeping columns of rows in data files (an UPDATE of many rows with
 /// an unchanged TOAST column) reads each file once per batch, not once per row, also
 /// when its rows alternate between files, and keeps every row's own values.
 #[test]
 fn a_bulk_update_keeping_columns_reads_each_data_file_once_per_batch() {
-    let store = Arc::new(CountingStore::default());
+    let store = Arc::new(MemoryLakeStore::new());
     let config = EngineConfig {
         shards: 1,
         block_rows: 4,
@@ -224,7 +179,7 @@ fn a_bulk_update_keeping_columns_reads_each_data_file_once_per_batch() {
         .expect("insert");
     engine.wait_for_flushes().expect("flushes");
     assert_eq!(engine.stats().files_flushed, 2, "rows 1..=16 in two data files, the rest in the write buffer");
-    let before = store.reads.load(SeqCst);
+    let before = store.data_file_reads();
     let mut expected: Vec<Vec<Value>> = (1..=20).map(|id| doc(id, "t", Some(&format!("body {id}")))).collect();
     let mut changes = Vec::new();
     // Alternating between the two files' rows. (Not the write buffer's: the new
@@ -237,7 +192,7 @@ fn a_bulk_update_keeping_columns_reads_each_data_file_once_per_batch() {
     }
     engine.submit(changes).expect("bulk update");
     engine.sync().expect("sync");
-    assert_eq!(store.reads.load(SeqCst) - before, 2, "one read of each data file");
+    assert_eq!(store.data_file_reads() - before, 2, "one read of each data file");
     expected.sort_by_key(|r| format!("{r:?}"));
     assert_eq!(rows(&engine, table), expected);
 }
