@@ -10,7 +10,7 @@
 //! checkpoint in force, with at worst unreferenced segments that the next checkpoint
 //! removes.
 
-use retina_core::checkpoint::{CheckpointManifest, CHECKPOINT_FORMAT_VERSION};
+use retina_core::checkpoint::{CheckpointManifest, CHECKPOINT_FORMAT_VERSION, OLDEST_CHECKPOINT_FORMAT_VERSION};
 use retina_core::{FileId, TableSchema, Ts};
 
 use crate::error::StorageError;
@@ -38,7 +38,7 @@ pub(crate) fn encode(checkpoint: &CheckpointManifest) -> Result<Vec<u8>, Storage
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<CheckpointManifest, StorageError> {
-    crate::manifest::decode_versioned(bytes, CHECKPOINT_FORMAT_VERSION..=CHECKPOINT_FORMAT_VERSION, "checkpoint manifest")
+    crate::manifest::decode_versioned(bytes, OLDEST_CHECKPOINT_FORMAT_VERSION..=CHECKPOINT_FORMAT_VERSION, "checkpoint manifest")
         .map_err(|reason| StorageError::Checkpoint { reason })
 }
 

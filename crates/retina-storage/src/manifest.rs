@@ -17,7 +17,7 @@ pub(crate) const DOCUMENT: Document =
     Document { what: "catalog manifest", folder: "catalog", stem: "manifest", legacy: "catalog/manifest.json" };
 
 pub(crate) fn encode(manifest: &CatalogManifest) -> Result<Vec<u8>, StorageError> {
-    serde_json::to_vec_pretty(manifest).map_err(|e| StorageError::Manifest { reason: e.to_string() })
+    serde_json::to_vec(manifest).map_err(|e| StorageError::Manifest { reason: e.to_string() })
 }
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<CatalogManifest, StorageError> {

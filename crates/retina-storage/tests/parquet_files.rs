@@ -203,6 +203,53 @@ fn a_lake_from_before_versioned_commits_opens_and_moves_to_versions() {
     assert!(first_kept >= 1 && latest_version(dir.path(), "checkpoints", "checkpoint").exists());
 }
 
+/// A checkpoint of format 1 (every file's delete bitmap as dense base64 words) still
+/// opens with the same rows, and the next checkpoint writes format 2 (sizes: the
+/// unit tests of `retina_core::checkpoint`).
+#[test]
+fn a_checkpoint_with_dense_bitmaps_opens_and_the_next_is_compact() {
+    use base64::Engine as _;
+    use retina_core::storage::CheckpointStore;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let location = dir.path().to_str().expect("utf-8");
+    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, ..EngineConfig::default() };
+    let engine = Engine::open(config.clone(), Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("engine");
+    let table = engine.create_table(schema()).expect("table");
+    for id in 0..200 {
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}").into())] }]).expect("insert");
+    }
+    // Deletes in flushed files (ids below 192) and in the write buffer.
+    let deleted: Vec<i64> = vec![3, 70, 71, 150, 195];
+    engine.submit(deleted.iter().map(|&id| RowChange::Delete { table, key: vec![Value::Int64(id)] }).collect()).expect("delete");
+    engine.close().expect("close");
+
+    let path = latest_version(dir.path(), "checkpoints", "checkpoint");
+    let compact = std::fs::read(&path).expect("read");
+    let typed = ParquetLakeStore::open(location).expect("store").load_checkpoint().expect("load").expect("a checkpoint");
+    let mut json: serde_json::Value = serde_json::from_slice(&compact).expect("json");
+    assert_eq!(json["format_version"], 2);
+    json["format_version"] = 1.into();
+    let files = json["tables"][0]["files"].as_array_mut().expect("files");
+    assert!(files.iter().filter(|f| f["deleted"]["words"].as_u64().unwrap_or(0) > 0).count() >= 3, "deletes in several files");
+    for (file, saved) in files.iter_mut().zip(&typed.tables[0].files) {
+        let words = (saved.rows as usize).div_ceil(64);
+        let dense: Vec<u8> = (0..words).flat_map(|i| saved.deleted.get(i).copied().unwrap_or(0).to_le_bytes()).collect();
+        file["deleted"] = base64::engine::general_purpose::STANDARD.encode(dense).into();
+    }
+    std::fs::write(&path, serde_json::to_vec(&json).expect("encode")).expect("rewrite as format 1");
+
+    let engine = Engine::open(config, Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("open format 1");
+    let table = engine.table_id("public.orders").expect("table");
+    let rows = retina_core::rows::rows_of(&engine.scan(table, &engine.snapshot().expect("snapshot"), None).expect("scan")).expect("rows");
+    let mut ids: Vec<i64> = rows.iter().map(|row| match row[0] { Value::Int64(id) => id, ref other => panic!("id {other:?}") }).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..200).filter(|id| !deleted.contains(id)).collect::<Vec<_>>());
+    engine.close().expect("close");
+    let next: serde_json::Value = serde_json::from_slice(&std::fs::read(latest_version(dir.path(), "checkpoints", "checkpoint")).expect("read")).expect("json");
+    assert_eq!(next["format_version"], 2, "the next checkpoint is written in the current format");
+}
+
 /// A read told which rows a scan drops leaves them out as it decodes, and says so; with
 /// page pruning in play it decodes every row it reads and says that instead.
 #[test]

@@ -140,8 +140,11 @@ fn open_reports_newer_checkpoint_formats_clearly() {
     drop(open(dir.path(), &config));
     let latest = latest_version(dir.path(), "checkpoints", "checkpoint");
     let text = std::fs::read_to_string(&latest).expect("first checkpoint written at open");
-    std::fs::write(&latest, text.replace("\"format_version\":1", "\"format_version\":2")).expect("write");
+    let (current, newer) = (retina_core::checkpoint::CHECKPOINT_FORMAT_VERSION, retina_core::checkpoint::CHECKPOINT_FORMAT_VERSION + 1);
+    let rewritten = text.replace(&format!("\"format_version\":{current}"), &format!("\"format_version\":{newer}"));
+    assert_ne!(rewritten, text, "the checkpoint names its format");
+    std::fs::write(&latest, rewritten).expect("write");
     let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
     let error = Engine::open(config, Arc::new(store)).err().expect("newer format refused");
-    assert!(error.to_string().contains("format version 2"), "{error}");
+    assert!(error.to_string().contains(&format!("format version {newer}")), "{error}");
 }

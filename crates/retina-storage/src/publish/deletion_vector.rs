@@ -26,6 +26,7 @@ impl HiddenRows {
     /// renumbered from 0.
     pub fn from_words(words: &[u64], start: u64, end: u64) -> Self {
         let mut rows = RoaringTreemap::new();
+        let end = end.min(words.len() as u64 * 64); // words past the end are zero
         let mut row = start;
         while row < end {
             let word = words.get((row / 64) as usize).copied().unwrap_or(0) >> (row % 64);

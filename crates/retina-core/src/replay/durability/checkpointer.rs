@@ -34,6 +34,15 @@ fn slice_rows(batches: &[RecordBatch], start: usize, end: usize) -> Vec<RecordBa
     out
 }
 
+/// `words` up to its last one with a deleted row: a file nobody deleted from holds
+/// no words while the manifest is built, written and published.
+fn without_trailing_zeros(mut words: Vec<u64>) -> Vec<u64> {
+    let used = words.iter().rposition(|&w| w != 0).map_or(0, |last| last + 1);
+    words.truncate(used);
+    words.shrink_to_fit();
+    words
+}
+
 /// Buffered rows a checkpoint still has to write, and where their segment goes.
 struct UnwrittenSegment {
     /// Indexes into the checkpoint's tables and that table's files.
@@ -87,7 +96,7 @@ impl EngineShared {
                     first_row_id: file.meta.first_row_id,
                     capacity: rows,
                     rows,
-                    deleted: file.visibility.bitmap_at(ts, rows as usize),
+                    deleted: without_trailing_zeros(file.visibility.bitmap_at(ts, rows as usize)),
                     segments: Vec::new(),
                     meta: Some(file.meta.clone()),
                 });
@@ -118,7 +127,7 @@ impl EngineShared {
                     first_row_id: file.first_row_id(),
                     capacity: file.capacity() as u64,
                     rows,
-                    deleted: file.visibility().bitmap_at(ts, rows as usize),
+                    deleted: without_trailing_zeros(file.visibility().bitmap_at(ts, rows as usize)),
                     segments,
                     meta: None,
                 });

@@ -22,7 +22,7 @@ use crate::replay::messages::FlushJob;
 use crate::replay::messages::RestoredShardTable;
 use crate::replay::shared::TableRegistry;
 use crate::catalog::{DataFileMeta, CATALOG_FORMAT_VERSION};
-use crate::checkpoint::{CheckpointFile, CheckpointManifest, CHECKPOINT_FORMAT_VERSION};
+use crate::checkpoint::{CheckpointFile, CheckpointManifest, CHECKPOINT_FORMAT_VERSION, OLDEST_CHECKPOINT_FORMAT_VERSION};
 use crate::error::{CoreError, CoreResult};
 use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
 use crate::rows::value_at;
@@ -84,9 +84,10 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
         tables: Vec::new(),
         sources: Vec::new(),
     });
-    if checkpoint.format_version != CHECKPOINT_FORMAT_VERSION {
+    if !(OLDEST_CHECKPOINT_FORMAT_VERSION..=CHECKPOINT_FORMAT_VERSION).contains(&checkpoint.format_version) {
         return Err(CoreError::Storage(format!(
-            "checkpoint format version {} is not supported by this build (expects {CHECKPOINT_FORMAT_VERSION})",
+            "checkpoint format version {} is not supported by this build (it reads {OLDEST_CHECKPOINT_FORMAT_VERSION} to \
+             {CHECKPOINT_FORMAT_VERSION})",
             checkpoint.format_version
         )));
     }
