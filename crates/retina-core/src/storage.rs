@@ -220,6 +220,11 @@ impl MemoryLakeStore {
     pub fn data_file_reads(&self) -> u64 {
         self.data_file_reads.load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// How many checkpoint segments the store holds (referenced or not).
+    pub fn checkpoint_segments(&self) -> usize {
+        self.files.lock().keys().filter(|path| path.starts_with("checkpoints/")).count()
+    }
 }
 
 impl DataFiles for MemoryLakeStore {

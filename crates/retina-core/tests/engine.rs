@@ -214,6 +214,36 @@ fn checkpoints_write_only_new_buffered_rows_and_recover() {
     assert!(!rows.iter().any(|r| r[0] == Value::Int64(5) || r[0] == Value::Int64(999)));
 }
 
+/// A table that gets a row per checkpoint does not pile up a segment per checkpoint:
+/// the newest ones are merged, the replaced ones deleted, and recovery gets every row.
+#[test]
+fn a_slowly_filling_file_keeps_few_checkpoint_segments() {
+    use retina_core::storage::CheckpointStore;
+
+    let store = Arc::new(MemoryLakeStore::new());
+    let config = EngineConfig { file_rows: 4096, ..small() };
+    let engine = Engine::open(config.clone(), store.clone()).expect("open");
+    let table = engine.create_table(accounts()).expect("table");
+    let (mut most, mut written) = (0, 0);
+    for id in 0..300 {
+        engine.submit(vec![RowChange::Insert { table, row: account(id, "a", 1) }]).expect("insert");
+        engine.sync().expect("sync");
+        written += engine.checkpoint().expect("checkpoint").buffered_rows;
+        let checkpoint = store.load_checkpoint().expect("load").expect("saved");
+        let segments: Vec<usize> = checkpoint.tables[0].files.iter().map(|f| f.segments.len()).collect();
+        assert_eq!(store.checkpoint_segments(), segments.iter().sum::<usize>(), "replaced segments are deleted");
+        most = most.max(segments.into_iter().max().unwrap_or(0));
+    }
+    // Two shards, so two files of ~150 rows: segments of 1, 8 and 64 rows, at most
+    // seven of each (a merge per checkpoint would be 150 each).
+    assert!(most <= 21, "{most} segments in one file for ~150 rows saved one by one");
+    assert!((300..=300 * 4).contains(&written), "{written} rows written for 300");
+    drop(engine);
+    let recovered = Engine::open(config, store).expect("recover");
+    let ids: Vec<Value> = scan_sorted(&recovered, table, None).into_iter().map(|row| row[0].clone()).collect();
+    assert_eq!(ids, (0..300).map(Value::Int64).collect::<Vec<_>>());
+}
+
 #[test]
 fn mistyped_or_null_keys_are_rejected_at_submit() {
     let engine = engine(small());

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use arrow_array::RecordBatch;
 
+use crate::replay::durability::segment_merge;
 use crate::replay::shared::EngineShared;
 use crate::checkpoint::{CheckpointFile, CheckpointManifest, CheckpointTable, RowSegment, CHECKPOINT_FORMAT_VERSION};
 use crate::error::{CoreError, CoreResult};
@@ -108,9 +109,14 @@ impl EngineShared {
                 if rows == 0 {
                     continue; // its row ids stay reserved through `next_row_id`
                 }
-                let segments = written.remove(&file.file_id()).unwrap_or_default();
-                let saved: u64 = segments.iter().map(|s| s.rows).sum();
+                let mut segments = written.remove(&file.file_id()).unwrap_or_default();
+                let mut saved: u64 = segments.iter().map(|s| s.rows).sum();
                 if rows > saved {
+                    // The newest segments may be rewritten with the new rows as one,
+                    // so a slowly filling file does not pile them up.
+                    let segment_rows: Vec<u64> = segments.iter().map(|s| s.rows).collect();
+                    segments.truncate(segment_merge::segments_kept(&segment_rows, rows - saved));
+                    saved = segments.iter().map(|s| s.rows).sum();
                     // Written after the snapshot is released (below): slow I/O must not
                     // hold LWM. The rows are immutable blocks captured here.
                     unwritten.push(UnwrittenSegment {
