@@ -264,8 +264,8 @@ impl TileVisibility {
         let current = self.snapshot.load(Acquire, &guard);
         // SAFETY: loaded under `guard`.
         let Some(snapshot) = (unsafe { current.as_ref() }) else { return 0 };
-        if snapshot.base_ts >= lwm.0 {
-            return 0;
+        if snapshot.base_ts >= lwm.0 || snapshot.head.is_null() {
+            return 0; // nothing to fold: no copy of the bitmap for an idle tile
         }
         let mut bitmap = snapshot.bitmap;
         let mut head = snapshot.head;
