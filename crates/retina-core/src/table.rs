@@ -15,7 +15,9 @@ use crate::write_buffer::VirtualFile;
 /// A data file in lake storage with its in-memory visibility.
 #[derive(Clone)]
 pub struct FlushedFile {
-    pub meta: DataFileMeta,
+    /// Shared: every change to a table's file lists copies the lists, and a large
+    /// table has thousands of files with paths and column ranges each.
+    pub meta: Arc<DataFileMeta>,
     pub visibility: Arc<RgVisibility>,
 }
 

@@ -323,7 +323,7 @@ fn storage_gc_then_checkpoint_deletes_the_old_files_and_recovers_from_the_new() 
     engine.checkpoint().expect("checkpoint after the swap");
     let meta = engine.table(table).expect("table").files().flushed[0].meta.clone();
     for path in &old_paths {
-        let gone = store.read_file(&accounts(), &retina_core::catalog::DataFileMeta { path: path.clone(), ..meta.clone() }, &[0], &[]);
+        let gone = store.read_file(&accounts(), &retina_core::catalog::DataFileMeta { path: path.clone(), ..retina_core::catalog::DataFileMeta::clone(&meta) }, &[0], &[]);
         assert!(gone.is_err(), "old file {path} must be deleted after the checkpoint");
     }
     drop(engine);

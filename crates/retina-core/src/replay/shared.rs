@@ -13,7 +13,7 @@ use crate::replay::config::EngineConfig;
 use crate::replay::durability::source_progress::{SourcePosition, SourceProgress};
 use crate::replay::messages::{FlushJob, FlushMessage, RetiredFile};
 use crate::replay::stats::SharedStats;
-use crate::catalog::{CatalogManifest, TableEntry, CATALOG_FORMAT_VERSION};
+use crate::catalog::{CatalogManifest, DataFileMeta, TableEntry, CATALOG_FORMAT_VERSION};
 use crate::checkpoint::RowSegment;
 use crate::error::{CoreError, CoreResult};
 use crate::schema::TableSchema;
@@ -133,7 +133,7 @@ impl EngineShared {
                 .map(|table| TableEntry {
                     id: table.id(),
                     schema: TableSchema::clone(&table.schema()),
-                    files: table.files().flushed.iter().map(|f| f.meta.clone()).collect(),
+                    files: table.files().flushed.iter().map(|f| DataFileMeta::clone(&f.meta)).collect(),
                 })
                 .collect(),
             next_file_id: self.next_file_id.load(Relaxed),

@@ -15,6 +15,7 @@ use arrow_array::RecordBatch;
 
 use crate::replay::durability::segment_merge;
 use crate::replay::shared::EngineShared;
+use crate::catalog::DataFileMeta;
 use crate::checkpoint::{CheckpointFile, CheckpointManifest, CheckpointTable, RowSegment, CHECKPOINT_FORMAT_VERSION};
 use crate::error::{CoreError, CoreResult};
 use crate::scan::created_at_or_before;
@@ -99,7 +100,7 @@ impl EngineShared {
                     rows,
                     deleted: without_trailing_zeros(file.visibility.bitmap_at(ts, rows as usize)),
                     segments: Vec::new(),
-                    meta: Some(file.meta.clone()),
+                    meta: Some(DataFileMeta::clone(&file.meta)),
                 });
             }
             for file in &files.virtual_files {

@@ -101,7 +101,7 @@ fn write_and_swap_in(shared: &EngineShared, job: &FlushJob) -> CoreResult<()> {
         replaces: Vec::new(),
         column_ranges: crate::column_ranges::column_ranges(&schema, &batches),
     };
-    let swapped = job.table.replace_with_flushed(file.file_id(), FlushedFile { meta, visibility: Arc::clone(file.visibility()) });
+    let swapped = job.table.replace_with_flushed(file.file_id(), FlushedFile { meta: Arc::new(meta), visibility: Arc::clone(file.visibility()) });
     debug_assert!(swapped, "file {} was flushed twice", file.file_id());
     Ok(())
 }

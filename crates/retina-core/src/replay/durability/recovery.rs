@@ -148,7 +148,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             main_entries.push((owner, MainIndexEntry { first_row_id: meta.first_row_id, rows: rows as u64, file_id: meta.file_id, writer }));
             next_row_id = next_row_id.max(meta.first_row_id.0 + meta.row_count);
             next_file_id = next_file_id.max(meta.file_id.0 + 1);
-            files.flushed.push(FlushedFile { meta: meta.clone(), visibility });
+            files.flushed.push(FlushedFile { meta: Arc::new(meta.clone()), visibility });
             file_count += 1;
         }
         let flushed_ids: Vec<FileId> = files.flushed.iter().map(|f| f.meta.file_id).collect();

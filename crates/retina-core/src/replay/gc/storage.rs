@@ -132,7 +132,7 @@ impl EngineShared {
                 column_ranges: crate::column_ranges::column_ranges(&schema, &live),
             };
             let writer = RgWriter::new(kept);
-            Some((FlushedFile { meta, visibility: Arc::clone(writer.visibility()) }, writer))
+            Some((FlushedFile { meta: Arc::new(meta), visibility: Arc::clone(writer.visibility()) }, writer))
         };
         fail::fail_point!("storage_gc::before-swap", |_| Ok(Some(0)));
         let new_path = new.as_ref().map(|(file, _)| file.meta.path.clone());
@@ -147,7 +147,7 @@ impl EngineShared {
             return Ok(None);
         }
         self.retired.lock().push(RetiredFile {
-            meta: old.meta.clone(),
+            meta: DataFileMeta::clone(&old.meta),
             readers: Arc::downgrade(&old.visibility),
             checkpoint_seq: self.checkpoint_started.load(std::sync::atomic::Ordering::SeqCst) + 1,
         });
