@@ -20,9 +20,6 @@ const INDEX_GC_EVERY: u64 = 3;
 /// shards' indexes.
 pub(crate) fn collect_garbage(shared: &EngineShared, shard_inboxes: &[Sender<ShardMessage>]) -> Ts {
     let lwm = shared.txn.low_watermark();
-    // Every tile pins the epoch; pinned here once, those pins are nested and cost a
-    // counter increment each (a pin per tile was most of an idle run's cost).
-    let _pinned = crossbeam_epoch::pin();
     let tables = shared.registry.read().tables.clone();
     for table in tables {
         let files = table.files();
