@@ -194,6 +194,18 @@ impl KeySlot<'_> {
         }
     }
 
+    /// The live row of the key as of its newest version, with the ts it has been
+    /// live since.
+    pub fn latest_since(&self) -> Option<(RowId, Ts)> {
+        match &self.place {
+            Place::Present(entry) => {
+                let version = entry.get().versions.latest();
+                version.row().map(|row| (row, version.ts))
+            }
+            Place::Absent(..) => None,
+        }
+    }
+
     /// Records that the key points to `row` (`None`: a tombstone) from `ts` on.
     pub fn write(self, ts: Ts, row: Option<RowId>) {
         let starts_awaiting_gc = match self.place {
@@ -219,6 +231,15 @@ impl KeySlot<'_> {
 impl SinglePointIndex {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Makes room for `keys` more keys spread over the parts, so a bulk load
+    /// (recovery) does not rehash each part as it doubles.
+    pub(crate) fn reserve(&mut self, keys: usize) {
+        let per_part = keys / INDEX_PARTS + keys / INDEX_PARTS / 16 + 16;
+        for part in self.parts.iter_mut() {
+            part.reserve(per_part, |entry| table_hash(stable_key_hash(entry.key.as_bytes())));
+        }
     }
 
     fn find(&self, key: &[u8]) -> Option<&KeyVersions> {

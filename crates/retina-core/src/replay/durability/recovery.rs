@@ -17,7 +17,7 @@ use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
 
 use crate::replay::durability::source_progress::SourcePosition;
-use crate::index::shard_of;
+use crate::index::HashedKey;
 use crate::replay::messages::FlushJob;
 use crate::replay::messages::RestoredShardTable;
 use crate::replay::shared::TableRegistry;
@@ -30,7 +30,6 @@ use crate::schema::TableSchema;
 use crate::storage::LakeStore;
 use crate::table::{FlushedFile, TableFiles, TableRuntime};
 use crate::types::{FileId, RowId, TableId, Ts};
-use crate::value::encode_key;
 use crate::visibility::RgWriter;
 use crate::write_buffer::VirtualFile;
 
@@ -115,6 +114,14 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             .unwrap_or_default();
         let mut next_row_id = checkpointed.get(&entry.id).map_or(0, |t| t.next_row_id);
         let mut indexes: Vec<SinglePointIndex> = (0..shards).map(|_| SinglePointIndex::new()).collect();
+        // At most the rows visible at C get keys, spread evenly over the shards.
+        let stored: u64 = entry.files.iter().map(|meta| meta.row_count).sum::<u64>()
+            + saved.values().filter(|f| f.is_buffered()).map(|f| f.rows).sum::<u64>();
+        let deleted: u64 = saved.values().flat_map(|f| &f.deleted).map(|w| w.count_ones() as u64).sum();
+        let visible = stored.saturating_sub(deleted);
+        for index in &mut indexes {
+            index.reserve((visible / shards as u64) as usize);
+        }
         let mut main_entries = Vec::new();
         let mut origins = Vec::new();
         let mut files = TableFiles::default();
@@ -345,6 +352,7 @@ fn index_visible_rows(
     let key_columns = schema.primary_key().len();
     let (mut scanned, mut added) = (0u64, 0u64);
     let mut offset = 0usize;
+    let mut values = Vec::with_capacity(key_columns);
     for batch in key_rows {
         let created = batch.column(key_columns).as_primitive::<Int64Type>().values();
         for row in 0..batch.num_rows() {
@@ -353,11 +361,16 @@ fn index_visible_rows(
             if deleted.get(at / 64).is_some_and(|w| w >> (at % 64) & 1 == 1) {
                 continue;
             }
-            let values = (0..key_columns).map(|c| value_at(batch.column(c).as_ref(), row)).collect::<CoreResult<Vec<_>>>()?;
-            let key = encode_key(&values);
-            let shard = shard_of(&key, shards);
+            values.clear();
+            for column in 0..key_columns {
+                values.push(value_at(batch.column(column).as_ref(), row)?);
+            }
+            // One hash and one probe a key: the index is most of recovery's time.
+            let key = HashedKey::encode(&values, None);
+            let shard = key.shard(shards);
             owner.get_or_insert(shard);
-            if let Some((existing, existing_created)) = indexes[shard].latest_since(&key) {
+            let slot = indexes[shard].slot(&key);
+            if let Some((existing, existing_created)) = slot.latest_since() {
                 let duplicate = RowId(first_row_id.0 + at as u64);
                 return Err(CoreError::Storage(format!(
                     "recovery: table {} has two visible rows with the same primary key at checkpoint ts {}: {} created at ts {} and {} created at ts {}",
@@ -369,7 +382,7 @@ fn index_visible_rows(
                     created[row] as u64
                 )));
             }
-            indexes[shard].insert(&key, RowId(first_row_id.0 + at as u64), Ts(created[row] as u64));
+            slot.write(Ts(created[row] as u64), Some(RowId(first_row_id.0 + at as u64)));
             added += 1;
         }
         offset += batch.num_rows();
