@@ -138,7 +138,7 @@ pub struct SinglePointIndex {
     /// key's need (GC then finds nothing to do and drops it), and keys with the same
     /// hash share one.
     awaiting_gc: Box<[Vec<u64>]>,
-    /// Per part, where its control bytes were at the last probe that found a key
+    /// Per part, where its control bytes were at the last probe that found or added a key
     /// (0: not known yet), so [`Self::prefetch`] can name a bucket's memory without
     /// reading any of it. Only a hint: after the part grows it is stale, and a
     /// prefetch of a stale address is wasted, not wrong, until the next probe.
@@ -178,6 +178,15 @@ pub(crate) struct KeySlot<'a> {
     /// The key's table hash and its part's list of keys awaiting GC.
     hash: u64,
     awaiting_gc: &'a mut Vec<u64>,
+    /// The part's prefetch hint ([`SinglePointIndex::prefetch`]).
+    control: &'a mut usize,
+}
+
+/// Where the control bytes of `entry`'s table are: hashbrown keeps bucket `i` just
+/// below them, at `-(i + 1)` entries.
+fn control_bytes_of(entry: &OccupiedEntry<'_, KeyEntry>) -> usize {
+    let at = std::ptr::from_ref(entry.get()).addr();
+    at.wrapping_add((entry.bucket_index() + 1) * std::mem::size_of::<KeyEntry>())
 }
 
 enum Place<'a> {
@@ -218,7 +227,9 @@ impl KeySlot<'_> {
             Place::Absent(entry, key) => {
                 let versions = KeyVersions::One(Version::new(ts, row));
                 let awaits = versions.awaits_gc();
-                entry.insert(KeyEntry { key: key.clone(), versions });
+                // A new key is a hint too: a bulk load of new keys (recovery) never
+                // finds one, and would never prefetch.
+                *self.control = control_bytes_of(&entry.insert(KeyEntry { key: key.clone(), versions }));
                 awaits
             }
         };
@@ -255,15 +266,12 @@ impl SinglePointIndex {
         let part = part_of(hash);
         let place = match self.parts[part].entry(hash, |entry| entry.key == *key, rehash) {
             Entry::Occupied(entry) => {
-                // hashbrown keeps bucket `i` just below its control bytes, at `-(i + 1)`
-                // entries.
-                let at = std::ptr::from_ref(entry.get()).addr();
-                self.control[part] = at.wrapping_add((entry.bucket_index() + 1) * std::mem::size_of::<KeyEntry>());
+                self.control[part] = control_bytes_of(&entry);
                 Place::Present(entry)
             }
             Entry::Vacant(entry) => Place::Absent(entry, key),
         };
-        KeySlot { place, hash, awaiting_gc: &mut self.awaiting_gc[part] }
+        KeySlot { place, hash, awaiting_gc: &mut self.awaiting_gc[part], control: &mut self.control[part] }
     }
 
     /// Starts loading, without waiting, the table memory a [`Self::slot`] of `key`

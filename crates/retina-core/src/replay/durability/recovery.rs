@@ -339,6 +339,10 @@ fn describe_row(row: RowId, origins: &[RowOrigin]) -> String {
 /// Returns (rows read, keys added, the shard owning the file's keys: shard 0 when it
 /// has no live key). `(checkpoint ts, origins of the files read so far)` name rows
 /// in errors.
+/// How many keys ahead recovery asks for a key's index memory (replay's shards use
+/// the same distance).
+const RECOVERY_PREFETCH_DISTANCE: usize = 6;
+
 fn index_visible_rows(
     schema: &TableSchema,
     key_rows: &[RecordBatch],
@@ -353,8 +357,10 @@ fn index_visible_rows(
     let (mut scanned, mut added) = (0u64, 0u64);
     let mut offset = 0usize;
     let mut values = Vec::with_capacity(key_columns);
+    let mut keys: Vec<(usize, HashedKey)> = Vec::new();
     for batch in key_rows {
         let created = batch.column(key_columns).as_primitive::<Int64Type>().values();
+        keys.clear();
         for row in 0..batch.num_rows() {
             let at = offset + row;
             scanned += 1;
@@ -365,11 +371,18 @@ fn index_visible_rows(
             for column in 0..key_columns {
                 values.push(value_at(batch.column(column).as_ref(), row)?);
             }
-            // One hash and one probe a key: the index is most of recovery's time.
-            let key = HashedKey::encode(&values, None);
+            keys.push((row, HashedKey::encode(&values, None)));
+        }
+        // The probes are cache misses on a large index: each key's memory is asked
+        // for a few keys ahead, so they overlap (as replay's shards do).
+        for (i, (row, key)) in keys.iter().enumerate() {
+            if let Some((_, ahead)) = keys.get(i + RECOVERY_PREFETCH_DISTANCE) {
+                indexes[ahead.shard(shards)].prefetch(ahead);
+            }
+            let (row, at) = (*row, offset + *row);
             let shard = key.shard(shards);
             owner.get_or_insert(shard);
-            let slot = indexes[shard].slot(&key);
+            let slot = indexes[shard].slot(key);
             if let Some((existing, existing_created)) = slot.latest_since() {
                 let duplicate = RowId(first_row_id.0 + at as u64);
                 return Err(CoreError::Storage(format!(
