@@ -169,6 +169,22 @@ fn a_version_1_catalog_gets_its_column_ranges_recorded_once() {
     assert_eq!(engine.recovery_report().expect("recovered").files_given_column_ranges, 0, "recorded once");
 }
 
+/// One shard, 64-row files, no background checkpoints or GC.
+fn small_files() -> EngineConfig {
+    EngineConfig { shards: 1, block_rows: 16, file_rows: 64, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, ..EngineConfig::default() }
+}
+
+/// An engine over the lake at `location` with `public.orders` rows `ids` inserted
+/// one transaction each (notes `n<id>`).
+fn open_with_orders(location: &str, config: &EngineConfig, ids: std::ops::Range<i64>) -> (Engine, retina_core::TableId) {
+    let engine = Engine::open(config.clone(), Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("engine");
+    let table = engine.create_table(schema()).expect("table");
+    for id in ids {
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}").into())] }]).expect("insert");
+    }
+    (engine, table)
+}
+
 /// A lake written before the catalog and checkpoint were versioned (one replaced
 /// `catalog/manifest.json` and `checkpoints/latest.json`) opens as it was, and its
 /// next commits move it to numbered versions, removing the old objects.
@@ -176,12 +192,8 @@ fn a_version_1_catalog_gets_its_column_ranges_recorded_once() {
 fn a_lake_from_before_versioned_commits_opens_and_moves_to_versions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let location = dir.path().to_str().expect("utf-8");
-    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, ..EngineConfig::default() };
-    let engine = Engine::open(config.clone(), Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("engine");
-    let table = engine.create_table(schema()).expect("table");
-    for id in 0..100 {
-        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}").into())] }]).expect("insert");
-    }
+    let config = small_files();
+    let (engine, _) = open_with_orders(location, &config, 0..100);
     engine.close().expect("close");
     // Rewind the layout: the latest versions become the legacy objects.
     for (folder, stem, legacy) in [("catalog", "manifest", "catalog/manifest.json"), ("checkpoints", "checkpoint", "checkpoints/latest.json")] {
@@ -213,12 +225,8 @@ fn a_checkpoint_with_dense_bitmaps_opens_and_the_next_is_compact() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let location = dir.path().to_str().expect("utf-8");
-    let config = EngineConfig { shards: 1, block_rows: 16, file_rows: 64, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, ..EngineConfig::default() };
-    let engine = Engine::open(config.clone(), Arc::new(ParquetLakeStore::open(location).expect("store"))).expect("engine");
-    let table = engine.create_table(schema()).expect("table");
-    for id in 0..200 {
-        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id), Value::Utf8(format!("n{id}").into())] }]).expect("insert");
-    }
+    let config = small_files();
+    let (engine, table) = open_with_orders(location, &config, 0..200);
     // Deletes in flushed files (ids below 192) and in the write buffer.
     let deleted: Vec<i64> = vec![3, 70, 71, 150, 195];
     engine.submit(deleted.iter().map(|&id| RowChange::Delete { table, key: vec![Value::Int64(id)] }).collect()).expect("delete");

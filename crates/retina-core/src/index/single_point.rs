@@ -309,15 +309,6 @@ impl SinglePointIndex {
         self.find(key).and_then(|versions| versions.latest().row())
     }
 
-    /// The live row of `key` as of the newest version, with the ts it has been live
-    /// since (recovery names both in its errors).
-    pub fn latest_since(&self, key: &[u8]) -> Option<(RowId, Ts)> {
-        self.find(key).and_then(|versions| {
-            let version = versions.latest();
-            version.row().map(|row| (row, version.ts))
-        })
-    }
-
     /// The live row of `key` visible at snapshot `ts`.
     pub fn lookup_at(&self, key: &[u8], ts: Ts) -> Option<RowId> {
         self.find(key).and_then(|versions| versions.at(ts))
