@@ -5,6 +5,7 @@
 
 pub(crate) mod checkpointer;
 pub(crate) mod flusher;
+pub(crate) mod index_rebuild;
 pub(crate) mod recovery;
 pub(crate) mod segment_merge;
 pub(crate) mod source_progress;

@@ -16,8 +16,8 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
 use arrow_array::RecordBatch;
 
+use crate::replay::durability::index_rebuild::{IndexRebuild, KeyedFile, RebuildError};
 use crate::replay::durability::source_progress::SourcePosition;
-use crate::index::HashedKey;
 use crate::replay::messages::FlushJob;
 use crate::replay::messages::RestoredShardTable;
 use crate::replay::shared::TableRegistry;
@@ -25,7 +25,6 @@ use crate::catalog::{DataFileMeta, CATALOG_FORMAT_VERSION};
 use crate::checkpoint::{CheckpointFile, CheckpointManifest, CHECKPOINT_FORMAT_VERSION, OLDEST_CHECKPOINT_FORMAT_VERSION};
 use crate::error::{CoreError, CoreResult};
 use crate::index::{MainIndex, MainIndexEntry, SinglePointIndex};
-use crate::rows::value_at;
 use crate::schema::TableSchema;
 use crate::storage::LakeStore;
 use crate::table::{FlushedFile, TableFiles, TableRuntime};
@@ -114,6 +113,14 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             .unwrap_or_default();
         let mut next_row_id = checkpointed.get(&entry.id).map_or(0, |t| t.next_row_id);
         let mut indexes: Vec<SinglePointIndex> = (0..shards).map(|_| SinglePointIndex::new()).collect();
+        let flushed = flushed_files_at(&entry.files, &saved);
+        let buffered: Vec<&CheckpointFile> = {
+            let flushed_ids: Vec<FileId> = flushed.iter().map(|meta| meta.file_id).collect();
+            let mut buffered: Vec<&CheckpointFile> =
+                saved.values().copied().filter(|f| f.is_buffered() && !flushed_ids.contains(&f.file_id)).collect();
+            buffered.sort_by_key(|f| f.first_row_id);
+            buffered
+        };
         // At most the rows visible at C get keys, spread evenly over the shards.
         let stored: u64 = entry.files.iter().map(|meta| meta.row_count).sum::<u64>()
             + saved.values().filter(|f| f.is_buffered()).map(|f| f.rows).sum::<u64>();
@@ -122,11 +129,14 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
         for index in &mut indexes {
             index.reserve((visible / shards as u64) as usize);
         }
+        // A table of one file has nothing to build in parallel.
+        let threads = if flushed.len() + buffered.len() > 1 { index_threads() } else { 1 };
+        let mut rebuild = IndexRebuild::start(indexes, schema.primary_key().len(), threads)?;
         let mut main_entries = Vec::new();
         let mut origins = Vec::new();
         let mut files = TableFiles::default();
 
-        for mut meta in flushed_files_at(&entry.files, &saved) {
+        for mut meta in flushed {
             if catalog.format_version < CATALOG_FORMAT_VERSION && meta.column_ranges.is_empty() {
                 // Written before column ranges were recorded: read once, recorded by
                 // the next catalog save.
@@ -148,18 +158,17 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             let writer = RgWriter::from_bitmap(rows, &deleted, ts);
             let visibility = Arc::clone(writer.visibility());
             origins.push(RowOrigin { first_row_id: meta.first_row_id, rows: meta.row_count, file_id: meta.file_id, source: "a flushed file" });
-            let (scanned, restored, owner) =
-                index_visible_rows(schema, &key_rows, &deleted, meta.first_row_id, shards, &mut indexes, (ts, &origins))?;
-            rows_scanned += scanned;
-            keys += restored;
+            rows_scanned += key_rows.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            let owner = rebuild
+                .add(KeyedFile { first_row_id: meta.first_row_id, key_rows, deleted })
+                .map_err(|e| rebuild_error(e, schema, ts, &origins))?;
             main_entries.push((owner, MainIndexEntry { first_row_id: meta.first_row_id, rows: rows as u64, file_id: meta.file_id, writer }));
             next_row_id = next_row_id.max(meta.first_row_id.0 + meta.row_count);
             next_file_id = next_file_id.max(meta.file_id.0 + 1);
             files.flushed.push(FlushedFile { meta: Arc::new(meta.clone()), visibility });
             file_count += 1;
         }
-        let flushed_ids: Vec<FileId> = files.flushed.iter().map(|f| f.meta.file_id).collect();
-        for saved in saved.values().filter(|f| f.is_buffered() && !flushed_ids.contains(&f.file_id)) {
+        for saved in buffered {
             let all_columns: Vec<usize> = (0..=schema.create_ts_index()).collect();
             let mut batches = Vec::new();
             for segment in &saved.segments {
@@ -195,10 +204,10 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             ));
             let key_rows = project_key_columns(schema, &file.blocks())?;
             origins.push(RowOrigin { first_row_id: saved.first_row_id, rows: saved.rows, file_id: saved.file_id, source: "checkpoint segments" });
-            let (scanned, restored, owner) =
-                index_visible_rows(schema, &key_rows, &saved.deleted, saved.first_row_id, shards, &mut indexes, (ts, &origins))?;
-            rows_scanned += scanned;
-            keys += restored;
+            rows_scanned += key_rows.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            let owner = rebuild
+                .add(KeyedFile { first_row_id: saved.first_row_id, key_rows, deleted: saved.deleted.clone() })
+                .map_err(|e| rebuild_error(e, schema, ts, &origins))?;
             main_entries.push((owner, MainIndexEntry { first_row_id: saved.first_row_id, rows: saved.capacity, file_id: saved.file_id, writer }));
             next_row_id = next_row_id.max(saved.first_row_id.0 + saved.capacity);
             next_file_id = next_file_id.max(saved.file_id.0 + 1);
@@ -206,6 +215,8 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             file_count += 1;
             to_flush.push(file);
         }
+        let (indexes, restored) = rebuild.finish().map_err(|e| rebuild_error(e, schema, ts, &origins))?;
+        keys += restored;
         main_entries.sort_by_key(|(_, e): &(usize, MainIndexEntry)| e.first_row_id);
         let table = Arc::new(TableRuntime::restored(entry.id, TableSchema::clone(schema), next_row_id, files));
         // A file's rows all belong to one shard (its keys hash there), so only that
@@ -335,101 +346,47 @@ fn describe_row(row: RowId, origins: &[RowOrigin]) -> String {
     }
 }
 
-/// Adds every row not set in `deleted` to the index of the shard owning its key.
-/// Returns (rows read, keys added, the shard owning the file's keys: shard 0 when it
-/// has no live key). `(checkpoint ts, origins of the files read so far)` name rows
-/// in errors.
-/// How many keys ahead recovery asks for a key's index memory (replay's shards use
-/// the same distance).
-const RECOVERY_PREFETCH_DISTANCE: usize = 6;
+/// The threads that rebuild a table's index: one per core, since recovery is all
+/// the process does meanwhile.
+fn index_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
 
-fn index_visible_rows(
-    schema: &TableSchema,
-    key_rows: &[RecordBatch],
-    deleted: &[u64],
-    first_row_id: RowId,
-    shards: usize,
-    indexes: &mut [SinglePointIndex],
-    (checkpoint_ts, origins): (Ts, &[RowOrigin]),
-) -> CoreResult<(u64, u64, usize)> {
-    let mut owner = None;
-    let key_columns = schema.primary_key().len();
-    let (mut scanned, mut added) = (0u64, 0u64);
-    let mut offset = 0usize;
-    let mut values = Vec::with_capacity(key_columns);
-    let mut keys: Vec<(usize, HashedKey)> = Vec::new();
-    for batch in key_rows {
-        let created = batch.column(key_columns).as_primitive::<Int64Type>().values();
-        keys.clear();
-        for row in 0..batch.num_rows() {
-            let at = offset + row;
-            scanned += 1;
-            if deleted.get(at / 64).is_some_and(|w| w >> (at % 64) & 1 == 1) {
-                continue;
-            }
-            values.clear();
-            for column in 0..key_columns {
-                values.push(value_at(batch.column(column).as_ref(), row)?);
-            }
-            keys.push((row, HashedKey::encode(&values, None)));
+/// A rebuild's error, naming a duplicated key's rows by their files.
+fn rebuild_error(error: RebuildError, schema: &TableSchema, checkpoint_ts: Ts, origins: &[RowOrigin]) -> CoreError {
+    match error {
+        RebuildError::Core(error) => error,
+        RebuildError::Duplicate { existing: (existing, existing_created), duplicate: (duplicate, duplicate_created) } => {
+            CoreError::Storage(format!(
+                "recovery: table {} has two visible rows with the same primary key at checkpoint ts {}: {} created at ts {} and {} created at ts {}",
+                schema.name(),
+                checkpoint_ts.0,
+                describe_row(existing, origins),
+                existing_created.0,
+                describe_row(duplicate, origins),
+                duplicate_created.0
+            ))
         }
-        // The probes are cache misses on a large index: each key's memory is asked
-        // for a few keys ahead, so they overlap (as replay's shards do).
-        for (i, (row, key)) in keys.iter().enumerate() {
-            if let Some((_, ahead)) = keys.get(i + RECOVERY_PREFETCH_DISTANCE) {
-                indexes[ahead.shard(shards)].prefetch(ahead);
-            }
-            let (row, at) = (*row, offset + *row);
-            let shard = key.shard(shards);
-            owner.get_or_insert(shard);
-            let slot = indexes[shard].slot(key);
-            if let Some((existing, existing_created)) = slot.latest_since() {
-                let duplicate = RowId(first_row_id.0 + at as u64);
-                return Err(CoreError::Storage(format!(
-                    "recovery: table {} has two visible rows with the same primary key at checkpoint ts {}: {} created at ts {} and {} created at ts {}",
-                    schema.name(),
-                    checkpoint_ts.0,
-                    describe_row(existing, origins),
-                    existing_created.0,
-                    describe_row(duplicate, origins),
-                    created[row] as u64
-                )));
-            }
-            slot.write(Ts(created[row] as u64), Some(RowId(first_row_id.0 + at as u64)));
-            added += 1;
-        }
-        offset += batch.num_rows();
     }
-    Ok((scanned, added, owner.unwrap_or(0)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::{ArrayRef, Int64Array};
     use arrow_schema::{DataType, Field, Schema};
 
     /// Two visible rows of one key (a lake recovery cannot trust): the error names
     /// the table, the checkpoint and, for each row, its file, offset, source and
-    /// create ts.
+    /// create ts. (`index_rebuild`'s tests find the duplicates.)
     #[test]
     fn two_visible_rows_of_one_key_are_named_with_their_files() {
         let schema = TableSchema::new("t", Schema::new(vec![Field::new("id", DataType::Int64, false)]), vec![0]).expect("schema");
-        let keys: ArrayRef = Arc::new(Int64Array::from(vec![1, 7, 1]));
-        let created: ArrayRef = Arc::new(Int64Array::from(vec![10, 11, 12]));
-        let key_rows = vec![RecordBatch::try_from_iter([("id", keys), ("_create_ts", created)]).expect("batch")];
         let origins = [
             RowOrigin { first_row_id: RowId(0), rows: 4096, file_id: FileId(3), source: "a flushed file" },
             RowOrigin { first_row_id: RowId(4096), rows: 3, file_id: FileId(9), source: "checkpoint segments" },
         ];
-        let mut indexes: Vec<SinglePointIndex> = (0..2).map(|_| SinglePointIndex::new()).collect();
-        let (scanned, added, _) = index_visible_rows(&schema, &key_rows, &[0b100], RowId(4096), 2, &mut indexes, (Ts(20), &origins))
-            .expect("the third row is deleted: no duplicate");
-        assert_eq!((scanned, added), (3, 2));
-        let mut indexes: Vec<SinglePointIndex> = (0..2).map(|_| SinglePointIndex::new()).collect();
-        let message = index_visible_rows(&schema, &key_rows, &[0], RowId(4096), 2, &mut indexes, (Ts(20), &origins))
-            .expect_err("key 1 is visible twice")
-            .to_string();
+        let duplicate = RebuildError::Duplicate { existing: (RowId(4096), Ts(10)), duplicate: (RowId(4098), Ts(12)) };
+        let message = rebuild_error(duplicate, &schema, Ts(20), &origins).to_string();
         assert!(message.contains("table t"), "{message}");
         assert!(message.contains("checkpoint ts 20"), "{message}");
         assert!(message.contains("row id 4096 (row 0 of file 9, from checkpoint segments) created at ts 10"), "{message}");
