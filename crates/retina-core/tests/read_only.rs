@@ -18,6 +18,7 @@ use retina_core::{CoreError, CoreResult, Engine, EngineConfig, FileId, RowChange
 struct ReaderStore {
     inner: Arc<MemoryLakeStore>,
     writes: AtomicUsize,
+    reads: AtomicUsize,
 }
 
 impl ReaderStore {
@@ -32,6 +33,7 @@ impl DataFiles for ReaderStore {
         self.refuse()
     }
     fn read_file(&self, table: &TableSchema, file: &DataFileMeta, columns: &[usize], bounds: &[PageBound]) -> CoreResult<DecodedRows> {
+        self.reads.fetch_add(1, SeqCst);
         self.inner.read_file(table, file, columns, bounds)
     }
     fn delete_file(&self, _: &str) -> CoreResult<()> {
@@ -88,7 +90,7 @@ fn a_read_only_engine_reads_the_checkpoint_and_writes_nothing() {
         storage_gc_threshold: 0.0,
         ..quiet
     };
-    let store = Arc::new(ReaderStore { inner: Arc::clone(&lake), writes: AtomicUsize::new(0) });
+    let store = Arc::new(ReaderStore { inner: Arc::clone(&lake), writes: AtomicUsize::new(0), reads: AtomicUsize::new(0) });
     let reader = Engine::open(busy, Arc::clone(&store) as _).expect("a read-only engine");
     assert!(reader.is_read_only() && !writer.is_read_only());
     let rows = rows_of(&reader.scan(table, &reader.snapshot().expect("snapshot"), None).expect("scan")).expect("rows");
@@ -107,4 +109,65 @@ fn a_read_only_engine_reads_the_checkpoint_and_writes_nothing() {
     reader.close().expect("a read-only close");
     assert_eq!(store.writes.load(SeqCst), 0, "the read-only engine asked its store to write");
     writer.close().expect("the writer goes on");
+}
+
+/// A reader applies no change, so it rebuilds no primary index, and at open it
+/// reads only the checkpoint's segments and the files holding rows created after
+/// the checkpoint (to hide them); it still shows exactly the checkpoint's rows.
+#[test]
+fn a_read_only_engine_builds_no_index_and_reads_only_files_newer_than_the_checkpoint() {
+    let lake = Arc::new(MemoryLakeStore::new());
+    let quiet = EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 4, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, ..EngineConfig::default() };
+    let writer = Engine::open(quiet.clone(), Arc::clone(&lake) as _).expect("writer");
+    let table = writer.create_table(schema()).expect("table");
+    let insert = |ids: std::ops::Range<i64>| {
+        for id in ids {
+            writer.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id)] }]).expect("insert");
+        }
+    };
+    insert(0..60);
+    writer.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(5)] }]).expect("delete");
+    writer.wait_for_flushes().expect("flush");
+    let checkpoint = writer.checkpoint().expect("checkpoint");
+    let ids = |engine: &Engine| {
+        let rows = rows_of(&engine.scan(table, &engine.snapshot().expect("snapshot"), None).expect("scan")).expect("rows");
+        let mut ids: Vec<i64> = rows.iter().map(|row| if let [Value::Int64(id)] = row[..] { id } else { panic!("{row:?}") }).collect();
+        ids.sort_unstable();
+        ids
+    };
+    let at_checkpoint = ids(&writer);
+    assert_eq!(at_checkpoint.len(), 59);
+    // After the checkpoint: rows flushed to new files, and deletes in old ones.
+    insert(60..100);
+    writer.submit(vec![RowChange::Delete { table, key: vec![Value::Int64(7)] }]).expect("delete");
+    writer.wait_for_flushes().expect("flush");
+
+    let catalog = lake.load_catalog().expect("catalog").expect("a catalog");
+    let files = &catalog.tables[0].files;
+    let newer = files.iter().filter(|meta| meta.max_create_ts > checkpoint.ts).count();
+    let manifest = lake.load_checkpoint().expect("checkpoint").expect("a checkpoint");
+    // Segments of files still buffered (a file flushed since is read as the file).
+    let segments: usize = manifest.tables[0]
+        .files
+        .iter()
+        .filter(|f| f.is_buffered() && !files.iter().any(|meta| meta.file_id == f.file_id))
+        .map(|f| f.segments.len())
+        .sum();
+    assert!(newer > 0 && newer < files.len(), "{newer} of {} files are newer than the checkpoint", files.len());
+
+    let store = Arc::new(ReaderStore { inner: Arc::clone(&lake), writes: AtomicUsize::new(0), reads: AtomicUsize::new(0) });
+    let reader = Engine::open(quiet.clone(), Arc::clone(&store) as _).expect("a read-only engine");
+    let report = reader.recovery_report().expect("recovered").clone();
+    assert_eq!(report.checkpoint_ts, checkpoint.ts);
+    assert_eq!(report.keys, 0, "a reader rebuilds no index");
+    assert_eq!(store.reads.load(SeqCst), newer + segments, "reads at open: the newer files and the segments");
+    assert_eq!(ids(&reader), at_checkpoint, "a reader sees the checkpoint's rows");
+    let keys = reader.live_keys(table).expect("live keys");
+    assert_eq!(keys.len(), 59);
+    reader.close().expect("a read-only close");
+
+    // The writer's own recovery of the same lake rebuilds every key.
+    writer.close().expect("close");
+    let reopened = Engine::open(quiet, Arc::clone(&lake) as _).expect("writer reopens");
+    assert_eq!(reopened.recovery_report().expect("recovered").keys, 98);
 }

@@ -6,7 +6,9 @@
 //!   as deleted: their transactions are replayed again from the source.
 //! - Rows that were in write buffers at C come back from the checkpoint's files as
 //!   complete virtual files, flushed right after start.
-//! - The primary index is rebuilt from the rows visible at C.
+//! - The primary index is rebuilt from the rows visible at C. A reader (a store
+//!   that may not write) applies no change and needs no index: it gets none, and
+//!   reads no flushed file at open unless the file has rows created after C.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -38,9 +40,10 @@ pub struct RecoveryReport {
     pub checkpoint_ts: Ts,
     pub tables: usize,
     pub files: usize,
-    /// Rows read to rebuild the primary index.
+    /// Rows whose keys were read: to rebuild the primary index, or to hide rows
+    /// created after the checkpoint.
     pub rows_scanned: u64,
-    /// Live keys restored.
+    /// Live keys restored (none for a reader, which rebuilds no index).
     pub keys: u64,
     /// Files of a version-1 catalog read once to record their column ranges.
     pub files_given_column_ranges: usize,
@@ -91,6 +94,7 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
     }
     let ts = checkpoint.ts;
     let shards = checkpoint.shards.max(1);
+    let build_index = store.writable();
     let checkpointed: HashMap<TableId, _> = checkpoint.tables.iter().map(|t| (t.id, t)).collect();
 
     let mut registry = TableRegistry::default();
@@ -112,7 +116,6 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             .map(|t| t.files.iter().map(|f| (f.file_id, f)).collect())
             .unwrap_or_default();
         let mut next_row_id = checkpointed.get(&entry.id).map_or(0, |t| t.next_row_id);
-        let mut indexes: Vec<SinglePointIndex> = (0..shards).map(|_| SinglePointIndex::new()).collect();
         let flushed = flushed_files_at(&entry.files, &saved);
         let buffered: Vec<&CheckpointFile> = {
             let flushed_ids: Vec<FileId> = flushed.iter().map(|meta| meta.file_id).collect();
@@ -121,17 +124,22 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             buffered.sort_by_key(|f| f.first_row_id);
             buffered
         };
-        // At most the rows visible at C get keys, spread evenly over the shards.
-        let stored: u64 = entry.files.iter().map(|meta| meta.row_count).sum::<u64>()
-            + saved.values().filter(|f| f.is_buffered()).map(|f| f.rows).sum::<u64>();
-        let deleted: u64 = saved.values().flat_map(|f| &f.deleted).map(|w| w.count_ones() as u64).sum();
-        let visible = stored.saturating_sub(deleted);
-        for index in &mut indexes {
-            index.reserve((visible / shards as u64) as usize);
-        }
-        // A table of one file has nothing to build in parallel.
-        let threads = if flushed.len() + buffered.len() > 1 { index_threads() } else { 1 };
-        let mut rebuild = IndexRebuild::start(indexes, schema.primary_key().len(), threads)?;
+        let mut rebuild = if build_index {
+            // At most the rows visible at C get keys, spread evenly over the shards.
+            let stored: u64 = entry.files.iter().map(|meta| meta.row_count).sum::<u64>()
+                + saved.values().filter(|f| f.is_buffered()).map(|f| f.rows).sum::<u64>();
+            let deleted: u64 = saved.values().flat_map(|f| &f.deleted).map(|w| w.count_ones() as u64).sum();
+            let visible = stored.saturating_sub(deleted);
+            let mut indexes: Vec<SinglePointIndex> = (0..shards).map(|_| SinglePointIndex::new()).collect();
+            for index in &mut indexes {
+                index.reserve((visible / shards as u64) as usize);
+            }
+            // A table of one file has nothing to build in parallel.
+            let threads = if flushed.len() + buffered.len() > 1 { index_threads() } else { 1 };
+            Some(IndexRebuild::start(indexes, schema.primary_key().len(), threads)?)
+        } else {
+            None
+        };
         let mut main_entries = Vec::new();
         let mut origins = Vec::new();
         let mut files = TableFiles::default();
@@ -153,15 +161,21 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
                     *word = *saved_word;
                 }
             }
-            let key_rows = read_key_columns(store, schema, meta)?;
-            mask_created_after(&key_rows, schema, ts, &mut deleted);
+            // A reader reads a file only to hide rows created after C.
+            let key_rows = (rebuild.is_some() || meta.max_create_ts > ts).then(|| read_key_columns(store, schema, meta)).transpose()?;
+            if let Some(key_rows) = &key_rows {
+                mask_created_after(key_rows, schema, ts, &mut deleted);
+                rows_scanned += key_rows.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            }
             let writer = RgWriter::from_bitmap(rows, &deleted, ts);
             let visibility = Arc::clone(writer.visibility());
             origins.push(RowOrigin { first_row_id: meta.first_row_id, rows: meta.row_count, file_id: meta.file_id, source: "a flushed file" });
-            rows_scanned += key_rows.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-            let owner = rebuild
-                .add(KeyedFile { first_row_id: meta.first_row_id, key_rows, deleted })
-                .map_err(|e| rebuild_error(e, schema, ts, &origins))?;
+            let owner = match (&mut rebuild, key_rows) {
+                (Some(rebuild), Some(key_rows)) => rebuild
+                    .add(KeyedFile { first_row_id: meta.first_row_id, key_rows, deleted })
+                    .map_err(|e| rebuild_error(e, schema, ts, &origins))?,
+                _ => 0,
+            };
             main_entries.push((owner, MainIndexEntry { first_row_id: meta.first_row_id, rows: rows as u64, file_id: meta.file_id, writer }));
             next_row_id = next_row_id.max(meta.first_row_id.0 + meta.row_count);
             next_file_id = next_file_id.max(meta.file_id.0 + 1);
@@ -202,12 +216,17 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
                 Arc::clone(writer.visibility()),
                 batches,
             ));
-            let key_rows = project_key_columns(schema, &file.blocks())?;
             origins.push(RowOrigin { first_row_id: saved.first_row_id, rows: saved.rows, file_id: saved.file_id, source: "checkpoint segments" });
-            rows_scanned += key_rows.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-            let owner = rebuild
-                .add(KeyedFile { first_row_id: saved.first_row_id, key_rows, deleted: saved.deleted.clone() })
-                .map_err(|e| rebuild_error(e, schema, ts, &origins))?;
+            let owner = match &mut rebuild {
+                Some(rebuild) => {
+                    let key_rows = project_key_columns(schema, &file.blocks())?;
+                    rows_scanned += key_rows.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+                    rebuild
+                        .add(KeyedFile { first_row_id: saved.first_row_id, key_rows, deleted: saved.deleted.clone() })
+                        .map_err(|e| rebuild_error(e, schema, ts, &origins))?
+                }
+                None => 0,
+            };
             main_entries.push((owner, MainIndexEntry { first_row_id: saved.first_row_id, rows: saved.capacity, file_id: saved.file_id, writer }));
             next_row_id = next_row_id.max(saved.first_row_id.0 + saved.capacity);
             next_file_id = next_file_id.max(saved.file_id.0 + 1);
@@ -215,8 +234,14 @@ pub(crate) fn recover(store: &dyn LakeStore, configured_shards: usize) -> CoreRe
             file_count += 1;
             to_flush.push(file);
         }
-        let (indexes, restored) = rebuild.finish().map_err(|e| rebuild_error(e, schema, ts, &origins))?;
-        keys += restored;
+        let indexes = match rebuild {
+            Some(rebuild) => {
+                let (indexes, restored) = rebuild.finish().map_err(|e| rebuild_error(e, schema, ts, &origins))?;
+                keys += restored;
+                indexes
+            }
+            None => (0..shards).map(|_| SinglePointIndex::new()).collect(),
+        };
         main_entries.sort_by_key(|(_, e): &(usize, MainIndexEntry)| e.first_row_id);
         let table = Arc::new(TableRuntime::restored(entry.id, TableSchema::clone(schema), next_row_id, files));
         // A file's rows all belong to one shard (its keys hash there), so only that
