@@ -60,6 +60,13 @@ pub(crate) struct EngineShared {
     /// Sequence number of the last checkpoint started, and of the last completed.
     pub(crate) checkpoint_started: AtomicU64,
     pub(crate) checkpoint_seq: AtomicU64,
+    /// Catalog saves for a change (flush, storage-GC swap, new table or column),
+    /// and how many of them the latest checkpoint had seen when it started: equal
+    /// means no file changed since ([`Self::checkpoint_unless_idle`]).
+    pub(crate) catalog_changes: AtomicU64,
+    pub(crate) checkpointed_catalog_changes: AtomicU64,
+    /// Periodic checkpoints skipped in a row because nothing changed.
+    pub(crate) idle_checkpoints_skipped: AtomicU64,
     pub(crate) stats: SharedStats,
 }
 
@@ -123,7 +130,14 @@ impl EngineShared {
     }
 
     /// Writes the manifest of every table and its flushed files.
+    /// Saves the catalog after a change to the tables or their files.
     pub(crate) fn save_catalog(&self) -> CoreResult<()> {
+        self.catalog_changes.fetch_add(1, SeqCst);
+        self.write_catalog()
+    }
+
+    /// Writes the catalog as it is (a checkpoint's own save, which changes nothing).
+    pub(crate) fn write_catalog(&self) -> CoreResult<()> {
         let _guard = self.catalog_write.lock();
         let tables = self.registry.read().tables.clone();
         let manifest = CatalogManifest {

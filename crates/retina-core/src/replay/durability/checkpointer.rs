@@ -8,6 +8,7 @@
 //! up for the capture only.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -69,10 +70,43 @@ pub struct CheckpointReport {
     pub cleanup_error: Option<String>,
 }
 
+/// How many periodic checkpoints in a row an idle engine skips at most: one still
+/// runs every so often (a minute at the default 5 s), so clean-up and the expiry of
+/// published versions, which run after a checkpoint, go on while nothing changes.
+pub(crate) const IDLE_CHECKPOINTS_SKIPPED_AT_MOST: u64 = 11;
+
 impl EngineShared {
+    /// The periodic checkpoint: [`Self::checkpoint`], or `None` when it would save
+    /// what the latest one saved. An idle mirror rewrote its whole checkpoint and
+    /// catalog every few seconds (~2 MB at 100M rows; writes and requests that an
+    /// object store bills) for nothing.
+    pub(crate) fn checkpoint_unless_idle(&self) -> Option<CoreResult<CheckpointReport>> {
+        if self.nothing_to_checkpoint() && self.idle_checkpoints_skipped.load(Relaxed) < IDLE_CHECKPOINTS_SKIPPED_AT_MOST {
+            self.idle_checkpoints_skipped.fetch_add(1, Relaxed);
+            return None;
+        }
+        self.idle_checkpoints_skipped.store(0, Relaxed);
+        Some(self.checkpoint())
+    }
+
+    /// Whether a checkpoint now would hold what the latest one holds: no
+    /// transaction became visible since (so no row, delete or source position
+    /// changed), no file or table changed, and nothing waits for clean-up.
+    fn nothing_to_checkpoint(&self) -> bool {
+        let _one_at_a_time = self.checkpoint_write.lock();
+        self.stats.checkpoints.load(Relaxed) > 0
+            && self.stats.last_checkpoint_ts.load(Relaxed) == self.txn.high_watermark().prev().0
+            && self.catalog_changes.load(SeqCst) == self.checkpointed_catalog_changes.load(SeqCst)
+            && self.retired.lock().is_empty()
+            && self.last_checkpoint_error.lock().is_none()
+    }
+
     /// Writes a checkpoint at HWM - 1 and makes it the latest.
     pub(crate) fn checkpoint(&self) -> CoreResult<CheckpointReport> {
         let _one_at_a_time = self.checkpoint_write.lock();
+        // A change to the files after this point is not known to be in this
+        // checkpoint: the next one must run.
+        let catalog_changes = self.catalog_changes.load(SeqCst);
         // Files retired after this point wait for the next checkpoint.
         let sequence = self.checkpoint_started.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         let started = Instant::now();
@@ -172,7 +206,7 @@ impl EngineShared {
         // a crash at this step. The same for the next two.
         fail::fail_point!("checkpoint::after-segments", |_| Err(crate::error::failpoint_error("checkpoint::after-segments", "the checkpoint failed here")));
         // The catalog must list every flushed file the checkpoint relies on.
-        self.save_catalog()?;
+        self.write_catalog()?;
         fail::fail_point!("checkpoint::before-manifest", |_| Err(crate::error::failpoint_error("checkpoint::before-manifest", "the checkpoint failed here")));
         let segments_left = match self.store.save_checkpoint(&manifest) {
             Ok(()) => None,
@@ -188,11 +222,73 @@ impl EngineShared {
         *self.durable_sources.lock() = sources;
         self.stats.checkpoints.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.stats.last_checkpoint_ts.store(ts.0, std::sync::atomic::Ordering::Relaxed);
+        self.checkpointed_catalog_changes.store(catalog_changes, SeqCst);
         let files_left = self.delete_retired_files().err().map(|e| format!("deleting files storage GC replaced: {e}"));
         let cleanup_error = match (segments_left, files_left) {
             (Some(segments), Some(files)) => Some(format!("{segments}; {files}")),
             (one, other) => one.or(other),
         };
         Ok(CheckpointReport { ts, files: file_count, buffered_rows, millis: started.elapsed().as_secs_f64() * 1000.0, cleanup_error })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_schema::{DataType, Field};
+
+    use crate::replay::config::EngineConfig;
+    use crate::replay::engine::Engine;
+    use crate::storage::MemoryLakeStore;
+    use crate::txn::EmbeddedTransactionService;
+    use crate::RowChange;
+    use crate::value::Value;
+
+    /// The periodic checkpoint runs after a transaction, a new column or a failed
+    /// checkpoint; with nothing new it is skipped, but never more than
+    /// [`IDLE_CHECKPOINTS_SKIPPED_AT_MOST`] times in a row.
+    #[test]
+    fn an_idle_engine_skips_periodic_checkpoints_a_bounded_number_of_times() {
+        let config = EngineConfig { shards: 2, block_rows: 4, file_rows: 8, batch_changes: 1, gc_interval: None, checkpoint_interval: None, storage_gc_interval: None, ..EngineConfig::default() };
+        let engine = Engine::start(config, Arc::new(EmbeddedTransactionService::new()), Arc::new(MemoryLakeStore::new())).expect("engine");
+        let shared = Arc::clone(&engine.shared);
+        let table = engine.create_table(TableSchema::from_columns("s.t", &[("id", DataType::Int64, false)], &["id"]).expect("schema")).expect("table");
+        let checkpoints = || shared.stats.checkpoints.load(Relaxed);
+        // Runs (or not) the periodic checkpoint; whether one was written.
+        let periodic = || match shared.checkpoint_unless_idle() {
+            Some(result) => {
+                result.expect("checkpoint");
+                true
+            }
+            None => false,
+        };
+        assert!(periodic(), "the first one runs");
+        assert!(!periodic(), "nothing changed");
+
+        engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(1)] }]).expect("insert");
+        engine.sync().expect("sync");
+        assert!(periodic(), "a transaction is visible");
+        assert_eq!(shared.stats.last_checkpoint_ts.load(Relaxed), engine.snapshot().expect("snapshot").ts().0);
+
+        let before = checkpoints();
+        let skipped = (0..IDLE_CHECKPOINTS_SKIPPED_AT_MOST).filter(|_| !periodic()).count() as u64;
+        assert_eq!(skipped, IDLE_CHECKPOINTS_SKIPPED_AT_MOST);
+        assert_eq!(checkpoints(), before);
+        assert!(periodic(), "one runs after the most skipped in a row");
+        assert!(!periodic(), "and the count starts again");
+
+        engine.add_column(table, Field::new("note", DataType::Utf8, true)).expect("add column");
+        assert!(periodic(), "a new column changes the catalog, not the ts");
+        assert!(!periodic());
+
+        *shared.last_checkpoint_error.lock() = Some("disk full".into());
+        assert!(periodic(), "the last one failed");
+        *shared.last_checkpoint_error.lock() = None;
+        assert!(!periodic());
+
+        // An explicit checkpoint always runs.
+        let before = checkpoints();
+        engine.checkpoint().expect("checkpoint");
+        assert_eq!(checkpoints(), before + 1);
     }
 }

@@ -124,6 +124,9 @@ impl Engine {
             retired: Mutex::new(Vec::new()),
             checkpoint_started: AtomicU64::new(0),
             checkpoint_seq: AtomicU64::new(0),
+            catalog_changes: AtomicU64::new(0),
+            checkpointed_catalog_changes: AtomicU64::new(0),
+            idle_checkpoints_skipped: AtomicU64::new(0),
             sources: SourceProgress::restored(&state.sources),
             durable_sources: Mutex::new(state.sources.clone()),
             stats: SharedStats::default(),
@@ -187,7 +190,7 @@ impl Engine {
                     // Full files the flusher has queued are written by it, not also
                     // as this checkpoint's segments (which encoded them twice).
                     checkpoint_shared.wait_for_queued_flushes();
-                    let result = checkpoint_shared.checkpoint();
+                    let Some(result) = checkpoint_shared.checkpoint_unless_idle() else { continue };
                     *checkpoint_shared.last_checkpoint_error.lock() = match result {
                         Ok(report) => report.cleanup_error,
                         Err(error) => Some(error.to_string()),
