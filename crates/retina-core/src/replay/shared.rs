@@ -20,7 +20,7 @@ use crate::schema::TableSchema;
 use crate::storage::LakeStore;
 use crate::table::TableRuntime;
 use crate::txn::TransactionService;
-use crate::types::{FileId, TableId};
+use crate::types::{FileId, TableId, Ts};
 use crate::write_buffer::VirtualFile;
 
 /// The tables of an engine, by id and by name.
@@ -67,6 +67,9 @@ pub(crate) struct EngineShared {
     pub(crate) checkpointed_catalog_changes: AtomicU64,
     /// Periodic checkpoints skipped in a row because nothing changed.
     pub(crate) idle_checkpoints_skipped: AtomicU64,
+    /// The LWM memory GC last folded every file's visibility at; held while it
+    /// folds, so a caller of GC returns only once the fold it skips is done.
+    pub(crate) visibility_folded_at: Mutex<Option<Ts>>,
     pub(crate) stats: SharedStats,
 }
 

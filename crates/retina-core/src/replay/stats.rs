@@ -12,6 +12,9 @@ pub(crate) struct SharedStats {
     pub(crate) row_changes: AtomicU64,
     pub(crate) transactions: AtomicU64,
     pub(crate) gc_runs: AtomicU64,
+    /// Memory-GC runs that visited every file's visibility (the others had
+    /// nothing new to fold).
+    pub(crate) visibility_gc_passes: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) last_checkpoint_ts: AtomicU64,
     pub(crate) absent_row_upserts: AtomicU64,

@@ -127,6 +127,7 @@ impl Engine {
             catalog_changes: AtomicU64::new(0),
             checkpointed_catalog_changes: AtomicU64::new(0),
             idle_checkpoints_skipped: AtomicU64::new(0),
+            visibility_folded_at: Mutex::new(None),
             sources: SourceProgress::restored(&state.sources),
             durable_sources: Mutex::new(state.sources.clone()),
             stats: SharedStats::default(),
