@@ -186,3 +186,48 @@ fn dead_letter_diverts_bad_messages_and_whole_bad_transactions_and_continues() {
     let lines = vec![begin("1"), event("d", 5, None, Some(("1", 1))), end("1", 1, "s.t")];
     assert!(matches!(ingest(&test.engine, &lines, options), Err(CdcError::Apply { .. })));
 }
+
+/// A dead letter after the last applied transaction (the end of a file) is passed
+/// by the recorded position, so a restart neither reads nor writes it again; one
+/// inside an open transaction is not passed.
+#[test]
+fn a_dead_letter_after_the_last_transaction_is_not_written_again_by_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lake = dir.path().join("lake");
+    let dead = dir.path().join("dead.jsonl");
+    let open = || {
+        let store = retina_storage::ParquetLakeStore::open(lake.to_str().expect("utf-8")).expect("store");
+        let config = retina_core::EngineConfig { shards: 2, gc_interval: None, ..retina_core::EngineConfig::default() };
+        retina_core::Engine::open(config, std::sync::Arc::new(store)).expect("open")
+    };
+    let mut lines = good_txn("1", 1);
+    lines.push("garbage".into());
+    for run in 0..3 {
+        let engine = open();
+        let options = SinkOptions { dead_letter: Some(dead.clone()), ..SinkOptions::default() };
+        let report = ingest(&engine, &lines, options).expect("continues past bad input");
+        assert_eq!(report.stats.dead_letters, u64::from(run == 0), "run {run}");
+        assert_eq!(rows(&engine, "s.t"), vec![vec![Value::Int64(1), Value::Utf8("ok".into())]]);
+        engine.close().expect("close");
+    }
+    assert_eq!(std::fs::read_to_string(&dead).expect("dead letters").lines().count(), 1);
+
+    // Inside an open transaction the recorded position stays before its BEGIN: a
+    // restart must read the transaction again.
+    let test = engine();
+    let options = SinkOptions { dead_letter: Some(test.dir.path().join("d.jsonl")), ..SinkOptions::default() };
+    let mut sink = retina_cdc::sink::Sink::new(&test.engine, "file:test.jsonl", options).expect("sink");
+    let mut lines = good_txn("1", 1);
+    lines.extend([begin("2"), "garbage".into()]);
+    let transport = |sink: &mut retina_cdc::sink::Sink, lines: &[String], from: usize| {
+        for (n, line) in lines.iter().enumerate().skip(from) {
+            sink.handle(retina_cdc::Position::line(n as u64 + 1), line).expect("handled");
+        }
+        sink.idle().expect("idle");
+        test.engine.sync().expect("sync");
+        test.engine.source_positions().iter().find_map(|p| retina_cdc::SinkPosition::decode(&p.position)).map(|p| p.transport)
+    };
+    assert_eq!(transport(&mut sink, &lines, 0), Some(3), "not past BEGIN 2 at line 4");
+    lines.extend([event("c", 2, Some("b"), Some(("2", 1))), end("2", 1, "s.t"), "garbage".into()]);
+    assert_eq!(transport(&mut sink, &lines, 5), Some(8), "past the dead letter after END 2");
+}

@@ -45,6 +45,12 @@ impl DeadLetterWriter {
         Ok(())
     }
 
+    /// Makes what was written durable: before a position past a dead letter is
+    /// recorded, so a crash cannot lose a message that replay will not read again.
+    pub fn sync(&mut self) -> Result<(), CdcError> {
+        self.out.get_ref().sync_data().map_err(|e| CdcError::DeadLetter { path: self.path.display().to_string(), reason: e.to_string() })
+    }
+
     pub fn written(&self) -> u64 {
         self.written
     }

@@ -95,6 +95,10 @@ pub struct Sink<'e> {
     last_position: Option<Position>,
     /// Resume offsets noted by the source, by transport position, not yet recorded.
     pending_offsets: VecDeque<(u64, String)>,
+    /// Whether the source notes resume offsets (its positions are no use without).
+    notes_offsets: bool,
+    /// The transport position recorded last (submitted, or recovered).
+    recorded_transport: Option<u64>,
     stats: SinkStats,
     /// Tables that got columns during this run: events bound (and decoded) before
     /// carry rows one value short, padded with NULL at submission.
@@ -129,6 +133,8 @@ impl<'e> Sink<'e> {
             dead_letter,
             last_order: resume.as_ref().and_then(|r| r.order),
             pending_offsets: VecDeque::new(),
+            notes_offsets: false,
+            recorded_transport: resume.as_ref().map(|r| r.transport),
             resume,
             in_flight: VecDeque::new(),
             completed: Vec::new(),
@@ -156,6 +162,7 @@ impl<'e> Sink<'e> {
     /// ([`crate::source::MessageSource::take_resume_offsets`]), recorded with the
     /// transaction that message ends. Noted before the message is handled.
     pub fn note_resume_offsets(&mut self, transport: u64, offsets: String) {
+        self.notes_offsets = true;
         self.pending_offsets.push_back((transport, offsets));
     }
 
@@ -249,6 +256,34 @@ impl<'e> Sink<'e> {
             writer.write(*position, &reason, message)?;
             self.stats.dead_letters += 1;
         }
+        writer.sync()?;
+        match rejected.messages.iter().map(|(position, _)| position.value).max() {
+            Some(through) => self.record_past_dead_letters(through),
+            None => Ok(()),
+        }
+    }
+
+    /// Records a position past dead-lettered messages with an empty mirror
+    /// transaction: otherwise a dead letter after the last applied transaction (at
+    /// the end of a file) was read and written again by every restart. Not past an
+    /// open transaction that began before them, and not for a source that noted no
+    /// resume offsets for that message (its positions need them).
+    fn record_past_dead_letters(&mut self, through: u64) -> CdcResult<()> {
+        let transport = match self.reconstructor.oldest_open_begin() {
+            Some(begin) if begin.value <= through => begin.value.saturating_sub(1),
+            _ => through,
+        };
+        if !self.completed.is_empty() || self.recorded_transport.is_some_and(|recorded| recorded >= transport) {
+            return Ok(());
+        }
+        let offsets = self.offsets_at(transport);
+        if offsets.is_none() && self.notes_offsets {
+            return Ok(());
+        }
+        let position = SinkPosition { transport, order: self.last_order, offsets };
+        retina_core::submit_source_transaction(self.engine, &self.source, position.encode(), Vec::new(), &self.widened)
+            .map_err(|e| self.explain(e))?;
+        self.recorded_transport = Some(transport);
         Ok(())
     }
 
@@ -364,7 +399,10 @@ impl<'e> Sink<'e> {
             let submitted =
                 retina_core::submit_source_transaction(self.engine, &self.source, position.encode(), changes, &self.widened);
             let ts = match submitted {
-                Ok(submitted) => submitted.ts,
+                Ok(submitted) => {
+                    self.recorded_transport = Some(transport);
+                    submitted.ts
+                }
                 Err(error) => {
                     let (first, last, id) = (transaction.first, transaction.last, transaction.id);
                     return Err(match error {
