@@ -129,23 +129,27 @@ impl TextResult {
     }
 
     /// A JSON array of objects; numbers and booleans as JSON values, NULL as null.
+    /// Numbers are written with the digits they have: a `numeric` of 38 digits, or
+    /// `12.50`, would lose digits or its scale as an `f64` (serde_json's number,
+    /// without its `arbitrary_precision` feature, which would change every other
+    /// JSON parse in the process).
     fn json(&self) -> String {
-        let rows: Vec<serde_json::Value> = self
+        let names: Vec<String> = self.columns.iter().map(|column| serde_json::Value::String(column.name.clone()).to_string()).collect();
+        let rows: Vec<String> = self
             .rows
             .iter()
             .map(|row| {
-                let object = self
+                let fields: Vec<String> = self
                     .columns
                     .iter()
+                    .zip(&names)
                     .zip(row)
-                    .map(|(column, value)| (column.name.clone(), json_value(column.type_oid, value.as_deref())))
-                    .collect::<serde_json::Map<_, _>>();
-                serde_json::Value::Object(object)
+                    .map(|((column, name), value)| format!("{name}:{}", json_value(column.type_oid, value.as_deref())))
+                    .collect();
+                format!("{{{}}}", fields.join(","))
             })
             .collect();
-        let mut out = serde_json::Value::Array(rows).to_string();
-        out.push('\n');
-        out
+        format!("[{}]\n", rows.join(","))
     }
 }
 
@@ -153,23 +157,45 @@ fn is_numeric(oid: u32) -> bool {
     [Type::INT2, Type::INT4, Type::INT8, Type::FLOAT4, Type::FLOAT8, Type::NUMERIC, Type::OID].iter().any(|t| t.oid() == oid)
 }
 
-fn json_value(oid: u32, value: Option<&str>) -> serde_json::Value {
-    let Some(text) = value else { return serde_json::Value::Null };
+/// One value as JSON text.
+fn json_value(oid: u32, value: Option<&str>) -> String {
+    let Some(text) = value else { return "null".into() };
     if oid == Type::BOOL.oid() {
-        return match text {
-            "t" | "true" => serde_json::Value::Bool(true),
-            "f" | "false" => serde_json::Value::Bool(false),
-            _ => serde_json::Value::String(text.to_string()),
-        };
-    }
-    if is_numeric(oid) {
-        // Integers stay exact; decimals go through serde_json's number parser so
-        // that `12.50` keeps its digits where f64 allows.
-        if let Ok(number) = text.parse::<serde_json::Number>() {
-            return serde_json::Value::Number(number);
+        match text {
+            "t" | "true" => return "true".into(),
+            "f" | "false" => return "false".into(),
+            _ => {}
         }
     }
-    serde_json::Value::String(text.to_string())
+    if is_numeric(oid) && is_json_number(text) {
+        return text.to_string();
+    }
+    serde_json::Value::String(text.to_string()).to_string()
+}
+
+/// Whether `text` is a number as JSON writes it (RFC 8259 §6): `NaN`, `inf` or
+/// `1.` are not, and stay strings.
+fn is_json_number(text: &str) -> bool {
+    let digits = |s: &str| s.bytes().take_while(u8::is_ascii_digit).count();
+    let rest = text.strip_prefix('-').unwrap_or(text);
+    let int = digits(rest);
+    if int == 0 || (int > 1 && rest.starts_with('0')) {
+        return false;
+    }
+    let mut rest = &rest[int..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let n = digits(fraction);
+        if n == 0 {
+            return false;
+        }
+        rest = &fraction[n..];
+    }
+    if let Some(exponent) = rest.strip_prefix(['e', 'E']) {
+        let exponent = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+        let n = digits(exponent);
+        return n > 0 && n == exponent.len();
+    }
+    rest.is_empty()
 }
 
 #[cfg(test)]
@@ -203,5 +229,37 @@ mod tests {
         assert_eq!(json[0]["id"], 1);
         assert_eq!(json[0]["ok"], true);
         assert!(json[1]["name"].is_null());
+    }
+
+    /// Decimals keep every digit and their scale; what is not a JSON number
+    /// (NaN, infinities) is a string; names and texts are escaped.
+    #[test]
+    fn json_numbers_keep_their_digits() {
+        let result = TextResult {
+            columns: vec![
+                TextColumn { name: "d".into(), type_oid: Type::NUMERIC.oid() },
+                TextColumn { name: "f\"x".into(), type_oid: Type::FLOAT8.oid() },
+                TextColumn { name: "t".into(), type_oid: Type::TEXT.oid() },
+            ],
+            rows: vec![
+                vec![Some("123456789876543212345678987654321.110".into()), Some("NaN".into()), Some("a\"b\n".into())],
+                vec![Some("-12345.110".into()), Some("1.5e-7".into()), None],
+                vec![Some("0.5".into()), Some("inf".into()), Some("12".into())],
+            ],
+        };
+        let text = result.render(OutputFormat::Json);
+        assert_eq!(
+            text,
+            "[{\"d\":123456789876543212345678987654321.110,\"f\\\"x\":\"NaN\",\"t\":\"a\\\"b\\n\"},\
+             {\"d\":-12345.110,\"f\\\"x\":1.5e-7,\"t\":null},\
+             {\"d\":0.5,\"f\\\"x\":\"inf\",\"t\":\"12\"}]\n"
+        );
+        serde_json::from_str::<serde_json::Value>(&text).expect("valid JSON");
+        for bad in ["", "-", "01", "1.", ".5", "1e", "1e+", "+1", "1.5x", "NaN", "0x10"] {
+            assert!(!is_json_number(bad), "{bad}");
+        }
+        for good in ["0", "-0", "10", "0.25", "1E5", "2e-3", "-7.5E+2"] {
+            assert!(is_json_number(good), "{good}");
+        }
     }
 }
