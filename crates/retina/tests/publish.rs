@@ -125,3 +125,54 @@ fn an_ingest_is_published_as_delta_and_iceberg_tables_that_other_engines_read_ex
     assert!(!unpublished.join("tables/public.items/metadata").exists());
     assert!(sql(&unpublished, "SELECT * FROM retina.published").is_empty());
 }
+
+/// Delta Lake has no time-of-day type: a table with a `time` column is still
+/// published, the Delta table without that column (its description names it) and
+/// the Iceberg table with it, and every reader reads what `retina sql` shows.
+#[test]
+fn a_table_with_a_time_column_is_published_without_it_in_delta_and_with_it_in_iceberg() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fields = r#"[{"type":"int64","optional":false,"field":"id"},{"type":"int64","optional":true,"name":"io.debezium.time.MicroTime","version":1,"field":"t"},{"type":"string","optional":true,"field":"name"}]"#;
+    let schema = format!(
+        r#"{{"type":"struct","fields":[{{"type":"struct","fields":{fields},"optional":true,"name":"db.public.clock.Value","field":"before"}},{{"type":"struct","fields":{fields},"optional":true,"name":"db.public.clock.Value","field":"after"}},{{"type":"struct","fields":[{{"type":"string","optional":false,"field":"connector"}},{{"type":"string","optional":false,"field":"schema"}},{{"type":"string","optional":false,"field":"table"}},{{"type":"int64","optional":true,"field":"txId"}}],"optional":false,"name":"io.debezium.connector.postgresql.Source","field":"source"}},{{"type":"string","optional":false,"field":"op"}}],"optional":false,"name":"db.public.clock.Envelope"}}"#
+    );
+    let lines: Vec<String> = [(1, "86399999999", "last"), (2, "0", "midnight"), (3, "45296123456", "noon-ish")]
+        .iter()
+        .map(|(id, micros, name)| {
+            format!(
+                r#"{{"schema":{schema},"payload":{{"before":null,"after":{{"id":{id},"t":{micros},"name":"{name}"}},"source":{{"connector":"postgresql","schema":"public","table":"clock","txId":{id}}},"op":"c"}}}}"#
+            )
+        })
+        .collect();
+    let capture = dir.path().join("clock.jsonl");
+    std::fs::write(&capture, lines.join("\n") + "\n").expect("write");
+    let lake = dir.path().join("lake");
+    let run = ingest(&lake, &format!("file:{}", capture.display()), &["--primary-key", "public.clock=id"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let published = sql(&lake, "SELECT format, last_error FROM retina.published ORDER BY format");
+    assert_eq!(published, ["delta,", "iceberg,"], "both published without an error");
+    let log = std::fs::read_to_string(lake.join("tables/public.clock/_delta_log/00000000000000000000.json")).expect("first Delta commit");
+    assert!(log.contains("time-of-day type (the Iceberg table has them): t"), "{log}");
+
+    let rows = |query: &str| {
+        let mut rows: Vec<Vec<String>> = sql(&lake, query).iter().map(|line| line.split(',').map(str::to_string).collect()).collect();
+        rows.sort();
+        rows
+    };
+    let (without_time, with_time) = (rows("SELECT id, name FROM public.clock"), rows("SELECT * FROM public.clock"));
+    assert_eq!(with_time[0], ["1", "23:59:59.999999", "last"]);
+    let cut = read_cut(&lake);
+    for (format, reader, expected) in [
+        ("delta", "duckdb", &without_time),
+        ("delta", "deltalake", &without_time),
+        ("delta", "polars", &without_time),
+        ("iceberg", "pyiceberg", &with_time),
+        ("iceberg", "duckdb", &with_time),
+        ("iceberg", "polars", &with_time),
+    ] {
+        let seen = &cut["tables"]["public.clock"][format][reader];
+        assert!(seen.get("error").is_none(), "{format} {reader}: {}", seen["error"]);
+        let rows: Vec<Vec<String>> = serde_json::from_value(seen["rows"].clone()).expect("rows");
+        assert_eq!(&rows, expected, "{format} {reader}");
+    }
+}

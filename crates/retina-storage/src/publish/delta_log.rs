@@ -65,6 +65,9 @@ pub(crate) struct Metadata {
     pub partition_columns: Vec<String>,
     pub configuration: BTreeMap<String, String>,
     pub created_time: i64,
+    /// Says which columns the table leaves out (see [`metadata`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -114,20 +117,29 @@ pub(crate) fn protocol(schema: &TableSchema) -> Protocol {
 
 /// The table's metadata: its user columns, and the table property that turns on
 /// deletion vectors.
+///
+/// Delta Lake has no time-of-day type: a `time` column is left undeclared, as
+/// `_create_ts` is (readers never read it), so the rest of the table is still
+/// published; the table's description names it, and the Iceberg table, which has
+/// the type, declares it.
 pub(crate) fn metadata(id: &str, schema: &TableSchema, created_ms: i64) -> Result<Metadata, StorageError> {
-    let fields = schema
-        .columns()
-        .fields()
-        .iter()
-        .map(|field| {
-            Ok(json!({
-                "name": field.name(),
-                "type": delta_type(schema.name(), field.name(), field.data_type())?,
-                "nullable": field.is_nullable(),
-                "metadata": {},
-            }))
-        })
-        .collect::<Result<Vec<_>, StorageError>>()?;
+    let mut fields = Vec::new();
+    let mut left_out = Vec::new();
+    for field in schema.columns().fields() {
+        if matches!(field.data_type(), DataType::Time64(_)) {
+            left_out.push(field.name().as_str());
+            continue;
+        }
+        fields.push(json!({
+            "name": field.name(),
+            "type": delta_type(schema.name(), field.name(), field.data_type())?,
+            "nullable": field.is_nullable(),
+            "metadata": {},
+        }));
+    }
+    let description = (!left_out.is_empty()).then(|| {
+        format!("Columns left out, Delta Lake having no time-of-day type (the Iceberg table has them): {}", left_out.join(", "))
+    });
     let schema_string = json!({ "type": "struct", "fields": fields }).to_string();
     let configuration = BTreeMap::from([("delta.enableDeletionVectors".to_string(), "true".to_string())]);
     Ok(Metadata {
@@ -138,6 +150,7 @@ pub(crate) fn metadata(id: &str, schema: &TableSchema, created_ms: i64) -> Resul
         partition_columns: Vec::new(),
         configuration,
         created_time: created_ms,
+        description,
     })
 }
 
@@ -160,7 +173,7 @@ fn delta_type(table: &str, column: &str, data_type: &DataType) -> Result<String,
             return Err(StorageError::Publication {
                 reason: format!(
                     "table {table}, column {column}: Delta Lake has no type for {other} (it stores microsecond \
-                     timestamps and no times of day); the table is not published"
+                     timestamps); the table is not published"
                 ),
             })
         }
@@ -241,9 +254,21 @@ mod tests {
         assert_eq!(parsed["fields"][2]["type"], "decimal(12,2)");
         assert_eq!(parsed["fields"].as_array().expect("fields").len(), 3, "no _create_ts");
         assert!(protocol(&schema).reader_features.contains(&"timestampNtz".to_string()));
-        let nanos = TableSchema::from_columns("s.n", &[("id", DataType::Int64, false), ("t", DataType::Time64(TimeUnit::Microsecond), true)], &["id"])
+        assert!(published.description.is_none());
+        let times = TableSchema::from_columns(
+            "s.n",
+            &[("id", DataType::Int64, false), ("t", DataType::Time64(TimeUnit::Microsecond), true), ("n", DataType::Utf8, true)],
+            &["id"],
+        )
+        .expect("schema");
+        let published = metadata("x", &times, 0).expect("a time column is left out");
+        let parsed: Value = serde_json::from_str(&published.schema_string).expect("schema json");
+        let names: Vec<&str> = parsed["fields"].as_array().expect("fields").iter().filter_map(|f| f["name"].as_str()).collect();
+        assert_eq!(names, ["id", "n"]);
+        assert!(published.description.as_deref().is_some_and(|d| d.ends_with("time-of-day type (the Iceberg table has them): t")), "{:?}", published.description);
+        let nanos = TableSchema::from_columns("s.n", &[("id", DataType::Int64, false), ("t", DataType::Timestamp(TimeUnit::Nanosecond, None), true)], &["id"])
             .expect("schema");
-        let error = metadata("x", &nanos, 0).expect_err("time has no Delta type").to_string();
+        let error = metadata("x", &nanos, 0).expect_err("nanosecond timestamps have no Delta type").to_string();
         assert!(error.contains("table s.n, column t"), "{error}");
     }
 }
