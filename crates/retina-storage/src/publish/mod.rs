@@ -553,7 +553,7 @@ mod tests {
         let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
         let schema = TableSchema::from_columns(
             "s.times",
-            &[("id", DataType::Int64, false), ("at", DataType::Time64(arrow_schema::TimeUnit::Microsecond), true)],
+            &[("id", DataType::Int64, false), ("at", DataType::Timestamp(arrow_schema::TimeUnit::Nanosecond, None), true)],
             &["id"],
         )
         .expect("schema");
