@@ -22,6 +22,8 @@ pub struct DeadLetterWriter {
     path: PathBuf,
     out: BufWriter<File>,
     written: u64,
+    /// Written since the last [`Self::sync`].
+    unsynced: bool,
 }
 
 impl DeadLetterWriter {
@@ -30,7 +32,7 @@ impl DeadLetterWriter {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        Ok(Self { path: path.to_path_buf(), out: BufWriter::new(file), written: 0 })
+        Ok(Self { path: path.to_path_buf(), out: BufWriter::new(file), written: 0, unsynced: false })
     }
 
     /// Writes one message and flushes, so a crash loses no dead letter.
@@ -42,13 +44,19 @@ impl DeadLetterWriter {
             .and_then(|()| self.out.flush().map_err(|e| e.to_string()));
         result.map_err(|reason| CdcError::DeadLetter { path: self.path.display().to_string(), reason })?;
         self.written += 1;
+        self.unsynced = true;
         Ok(())
     }
 
     /// Makes what was written durable: before a position past a dead letter is
     /// recorded, so a crash cannot lose a message that replay will not read again.
+    /// Nothing to do when nothing was written since the last call.
     pub fn sync(&mut self) -> Result<(), CdcError> {
-        self.out.get_ref().sync_data().map_err(|e| CdcError::DeadLetter { path: self.path.display().to_string(), reason: e.to_string() })
+        if self.unsynced {
+            self.out.get_ref().sync_data().map_err(|e| CdcError::DeadLetter { path: self.path.display().to_string(), reason: e.to_string() })?;
+            self.unsynced = false;
+        }
+        Ok(())
     }
 
     pub fn written(&self) -> u64 {

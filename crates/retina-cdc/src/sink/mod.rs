@@ -99,6 +99,8 @@ pub struct Sink<'e> {
     notes_offsets: bool,
     /// The transport position recorded last (submitted, or recovered).
     recorded_transport: Option<u64>,
+    /// The last message dead-lettered since a position passed it.
+    dead_lettered_through: Option<u64>,
     stats: SinkStats,
     /// Tables that got columns during this run: events bound (and decoded) before
     /// carry rows one value short, padded with NULL at submission.
@@ -135,6 +137,7 @@ impl<'e> Sink<'e> {
             pending_offsets: VecDeque::new(),
             notes_offsets: false,
             recorded_transport: resume.as_ref().map(|r| r.transport),
+            dead_lettered_through: None,
             resume,
             in_flight: VecDeque::new(),
             completed: Vec::new(),
@@ -208,6 +211,7 @@ impl<'e> Sink<'e> {
         self.reconstructor.close_group(&mut completed);
         self.completed = completed;
         self.submit_completed()?;
+        self.pass_dead_letters()?;
         self.engine.flush_batch().map_err(|e| self.explain(e))?;
         self.count_absent_rows(); // of what the shards applied so far
         Ok(())
@@ -223,6 +227,7 @@ impl<'e> Sink<'e> {
         if let Err(rejected) = result {
             self.reject(rejected)?;
         }
+        self.pass_dead_letters()?;
         self.engine.sync().map_err(|e| self.explain(e))?;
         self.count_absent_rows();
         Ok(())
@@ -241,6 +246,7 @@ impl<'e> Sink<'e> {
     /// transaction, so a restart reads them again. Returns how many were dropped.
     pub fn stop(&mut self) -> CdcResult<usize> {
         self.submit_completed()?;
+        self.pass_dead_letters()?;
         let dropped = self.reconstructor.abandon_open();
         self.engine.sync().map_err(|e| self.explain(e))?;
         self.count_absent_rows();
@@ -256,19 +262,20 @@ impl<'e> Sink<'e> {
             writer.write(*position, &reason, message)?;
             self.stats.dead_letters += 1;
         }
-        writer.sync()?;
-        match rejected.messages.iter().map(|(position, _)| position.value).max() {
-            Some(through) => self.record_past_dead_letters(through),
-            None => Ok(()),
-        }
+        let through = rejected.messages.iter().map(|(position, _)| position.value).max();
+        self.dead_lettered_through = self.dead_lettered_through.max(through);
+        Ok(())
     }
 
-    /// Records a position past dead-lettered messages with an empty mirror
-    /// transaction: otherwise a dead letter after the last applied transaction (at
-    /// the end of a file) was read and written again by every restart. Not past an
-    /// open transaction that began before them, and not for a source that noted no
+    /// When the source is idle or ends: records a position past the messages
+    /// dead-lettered since the last recorded one, with an empty mirror transaction;
+    /// otherwise a dead letter after the last applied transaction (at the end of a
+    /// file) was read and written again by every restart. Once per idle moment, not
+    /// per dead letter: it syncs the dead-letter file first. Not past an open
+    /// transaction that began before them, and not for a source that noted no
     /// resume offsets for that message (its positions need them).
-    fn record_past_dead_letters(&mut self, through: u64) -> CdcResult<()> {
+    fn pass_dead_letters(&mut self) -> CdcResult<()> {
+        let Some(through) = self.dead_lettered_through.take() else { return Ok(()) };
         let transport = match self.reconstructor.oldest_open_begin() {
             Some(begin) if begin.value <= through => begin.value.saturating_sub(1),
             _ => through,
@@ -279,6 +286,9 @@ impl<'e> Sink<'e> {
         let offsets = self.offsets_at(transport);
         if offsets.is_none() && self.notes_offsets {
             return Ok(());
+        }
+        if let Some(writer) = self.dead_letter.as_mut() {
+            writer.sync()?;
         }
         let position = SinkPosition { transport, order: self.last_order, offsets };
         retina_core::submit_source_transaction(self.engine, &self.source, position.encode(), Vec::new(), &self.widened)
@@ -371,6 +381,10 @@ impl<'e> Sink<'e> {
     fn submit_completed(&mut self) -> CdcResult<()> {
         if self.completed.is_empty() {
             return Ok(());
+        }
+        // These positions may pass dead letters: those must be durable first.
+        if let Some(writer) = self.dead_letter.as_mut() {
+            writer.sync()?;
         }
         let hwm = self.engine.transaction_service().high_watermark();
         while self.in_flight.front().is_some_and(|t| t.ts < hwm) {
