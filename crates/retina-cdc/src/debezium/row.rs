@@ -28,13 +28,35 @@ pub struct TablePlan {
     columns: Vec<ColumnPlan>,
     by_name: HashMap<String, usize>,
     primary_key: Vec<usize>,
+    /// Whether a null field that is no column is read as absent rather than refused:
+    /// a table inferred from a schemaless stream gets a column when the field's first
+    /// non-null value gives it a type, and until then a null is what the missing
+    /// column reads anyway.
+    null_fields_may_be_absent: bool,
 }
 
 impl TablePlan {
     pub fn new(table: impl Into<String>, columns: Vec<ColumnPlan>, primary_key: Vec<usize>) -> Self {
         let by_name = columns.iter().enumerate().map(|(i, c)| (c.name.clone(), i)).collect();
         assert!(primary_key.iter().all(|&k| k < columns.len()), "primary-key index out of range");
-        Self { table: table.into(), columns, by_name, primary_key }
+        Self { table: table.into(), columns, by_name, primary_key, null_fields_may_be_absent: false }
+    }
+
+    /// This plan, reading a null field that is no column as absent (see the field).
+    pub fn with_null_fields_absent(mut self) -> Self {
+        self.null_fields_may_be_absent = true;
+        self
+    }
+
+    /// The fields of `image` with a value that are no column: what a schemaless
+    /// stream added since the table was inferred.
+    pub fn unknown_fields<'i, 'a>(&self, image: &'i Image<'a>) -> Vec<(&'i str, &'i Scalar<'a>)> {
+        image
+            .fields
+            .iter()
+            .filter(|(name, scalar)| !matches!(scalar, Scalar::Null) && self.column_index(name).is_none())
+            .map(|(name, scalar)| (name.as_ref(), scalar))
+            .collect()
     }
 
     pub fn table(&self) -> &str {
@@ -78,9 +100,12 @@ impl TablePlan {
         let mut seen = ColumnSet::new(self.columns.len());
         let mut next_guess = 0usize;
         for (name, scalar) in &image.fields {
-            let index = self.locate(name, &mut next_guess).ok_or_else(|| {
-                DecodeError::bad_value(name.as_ref(), format!("is not a column of table {}", self.table))
-            })?;
+            let Some(index) = self.locate(name, &mut next_guess) else {
+                if self.null_fields_may_be_absent && matches!(scalar, Scalar::Null) {
+                    continue;
+                }
+                return Err(DecodeError::bad_value(name.as_ref(), format!("is not a column of table {}", self.table)));
+            };
             let column = &self.columns[index];
             seen.insert(index);
             if is_unavailable(&column.kind, scalar) {

@@ -38,14 +38,16 @@ pub fn value_of(kind: &DebeziumType, scalar: &Scalar<'_>) -> Result<Value, Strin
         Scalar::U64(v) => visitor.visit_u64(*v),
         Scalar::F64(v) => visitor.visit_f64(*v),
         Scalar::Str(v) => visitor.visit_str(v),
+        // A table typed by its catalog (schemaless events, a restart) knows these
+        // only by their stored types: text and bytes.
         Scalar::VariableDecimal { scale, value } => match kind {
-            DebeziumType::VariableScaleDecimal => {
+            DebeziumType::VariableScaleDecimal | DebeziumType::Utf8 => {
                 decimal_from_base64(value).and_then(|u| variable_decimal_text(u, *scale)).map(|text| Value::Utf8(text.into())).map_err(de::Error::custom)
             }
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         },
         Scalar::Geometry(geometry) => match kind {
-            DebeziumType::Geometry => {
+            DebeziumType::Geometry | DebeziumType::Binary => {
                 geometry_value(geometry.wkb.as_deref(), geometry.srid, geometry.x, geometry.y).map_err(de::Error::custom)
             }
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),

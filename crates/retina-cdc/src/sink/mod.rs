@@ -35,7 +35,8 @@ use tables::TableResolver;
 pub struct SinkOptions {
     /// `--primary-key TABLE=COL[,COL...]`: keys of tables whose messages carry none.
     pub primary_keys: HashMap<String, Vec<String>>,
-    /// `--infer-schema`: create schemaless tables from their first after-image.
+    /// `--infer-schema`: create schemaless tables from their images, a column per
+    /// field typed by its first non-null value, and add fields that appear later.
     pub infer_schema: bool,
     /// `--no-transaction-metadata-grouping`.
     pub grouping: Grouping,

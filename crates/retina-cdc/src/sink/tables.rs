@@ -114,8 +114,9 @@ impl TableResolver {
 
     /// The binding for `event`'s table, creating the table if needed.
     pub fn resolve(&mut self, engine: &Engine, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Arc<TableBinding>> {
-        if let Some(binding) = self.known.read().lookup(event) {
-            return Ok(binding);
+        let known = self.known.read().lookup(event);
+        if let Some(binding) = known {
+            return self.with_new_fields(engine, binding, event, position);
         }
         if let Some(schema) = event.schema {
             let binding = self.resolve_with_schema(engine, event, schema, position)?;
@@ -130,7 +131,7 @@ impl TableResolver {
             return Ok(binding);
         }
         let binding = match engine.table_id(&event.table) {
-            Some(id) => Arc::new(catalog_binding(engine, id, position)?),
+            Some(id) => self.with_new_fields(engine, Arc::new(self.schemaless_binding(engine, id, position)?), event, position)?,
             None if self.infer_schema => self.create_inferred(engine, event, position)?,
             None => {
                 return Err(CdcError::Schema {
@@ -202,6 +203,17 @@ impl TableResolver {
         })
     }
 
+    /// The binding of a catalog table for schemaless events, which decode by the
+    /// table's own column types.
+    fn schemaless_binding(&self, engine: &Engine, id: TableId, position: Position) -> CdcResult<TableBinding> {
+        let binding = catalog_binding(engine, id, position)?;
+        Ok(if self.infer_schema { TableBinding { plan: binding.plan.with_null_fields_absent(), ..binding } } else { binding })
+    }
+
+    /// Creates a table from a schemaless event's image: a column per field, typed by
+    /// its value. A field that is null (and no key column) gives no type to go by, so
+    /// it becomes a column when its first value arrives ([`Self::with_new_fields`]):
+    /// typing it as text here refused the numbers that came later.
     fn create_inferred(&self, engine: &Engine, event: &ChangeEvent<'_>, position: Position) -> CdcResult<Arc<TableBinding>> {
         let image = event.after.as_ref().or(event.before.as_ref()).ok_or_else(|| CdcError::Schema {
             position,
@@ -211,30 +223,70 @@ impl TableResolver {
         })?;
         let mut columns = Vec::with_capacity(image.fields.len());
         for (name, value) in &image.fields {
-            let kind = match value {
-                Scalar::Bool(_) => DebeziumType::Boolean,
-                Scalar::I64(_) | Scalar::U64(_) => DebeziumType::Int64,
-                Scalar::F64(_) => DebeziumType::Float64,
-                Scalar::Str(_) | Scalar::Null => DebeziumType::Utf8,
-                Scalar::VariableDecimal { .. } => DebeziumType::VariableScaleDecimal,
-                Scalar::Geometry(_) => DebeziumType::Geometry,
-                Scalar::Nested(what) => {
-                    return Err(CdcError::Schema {
-                        position,
-                        table: event.table.clone(),
-                        column: name.to_string(),
-                        reason: format!("cannot infer a column type from {what}"),
-                    })
-                }
-            };
+            let kind = inferred_kind(&event.table, name, value, position)?;
             columns.push(ColumnPlan { name: name.to_string(), kind, nullable: true });
         }
         let key = self.key_columns(event, &columns, position)?;
+        let untyped = |name: &str| image.fields.iter().any(|(field, value)| field == name && matches!(value, Scalar::Null));
+        columns.retain(|c| key.contains(&c.name) || !untyped(&c.name));
         for column in columns.iter_mut().filter(|c| key.contains(&c.name)) {
             column.nullable = false;
         }
-        Ok(Arc::new(create_table(engine, &event.table, columns, &key, position)?))
+        let binding = create_table(engine, &event.table, columns, &key, position)?;
+        Ok(Arc::new(TableBinding { plan: binding.plan.with_null_fields_absent(), ..binding }))
     }
+
+    /// `binding`, or with `--infer-schema` and a schemaless event whose images hold
+    /// values in fields that are no column yet, the binding after those columns
+    /// were added (nullable, typed by the values; rows stored before read NULL).
+    fn with_new_fields(
+        &mut self,
+        engine: &Engine,
+        binding: Arc<TableBinding>,
+        event: &ChangeEvent<'_>,
+        position: Position,
+    ) -> CdcResult<Arc<TableBinding>> {
+        if !self.infer_schema || event.schema.is_some() {
+            return Ok(binding);
+        }
+        let mut added: Vec<(&str, DebeziumType)> = Vec::new();
+        for image in [event.after.as_ref(), event.before.as_ref()].into_iter().flatten() {
+            for (name, value) in binding.plan.unknown_fields(image) {
+                if added.iter().all(|(known, _)| *known != name) {
+                    added.push((name, inferred_kind(&event.table, name, value, position)?));
+                }
+            }
+        }
+        if added.is_empty() {
+            return Ok(binding);
+        }
+        for (name, kind) in added {
+            engine
+                .add_column(binding.id, Field::new(name, kind.arrow_type(), true))
+                .map_err(|e| schema_error(position, &event.table, name, e.to_string()))?;
+        }
+        self.widened.push(binding.id);
+        let widened = Arc::new(self.schemaless_binding(engine, binding.id, position)?);
+        self.known.write().by_name.insert(event.table.clone(), Arc::clone(&widened));
+        Ok(widened)
+    }
+}
+
+/// The column type a schemaless stream's value implies. A null implies nothing; it
+/// is typed as text only where a column must exist now (a key column, which a null
+/// then fails anyway).
+fn inferred_kind(table: &str, column: &str, value: &Scalar<'_>, position: Position) -> CdcResult<DebeziumType> {
+    Ok(match value {
+        Scalar::Bool(_) => DebeziumType::Boolean,
+        Scalar::I64(_) | Scalar::U64(_) => DebeziumType::Int64,
+        Scalar::F64(_) => DebeziumType::Float64,
+        Scalar::Str(_) | Scalar::Null => DebeziumType::Utf8,
+        Scalar::VariableDecimal { .. } => DebeziumType::VariableScaleDecimal,
+        Scalar::Geometry(_) => DebeziumType::Geometry,
+        Scalar::Nested(what) => {
+            return Err(schema_error(position, table, column, format!("cannot infer a column type from {what}")));
+        }
+    })
 }
 
 fn schema_error(position: Position, table: &str, column: &str, reason: impl Into<String>) -> CdcError {

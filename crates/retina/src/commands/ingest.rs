@@ -26,7 +26,8 @@ pub struct IngestArgs {
     /// Primary key of a table whose messages carry no key: TABLE=COL[,COL...] (repeatable).
     #[arg(long = "primary-key", value_name = "TABLE=COL[,COL...]")]
     primary_keys: Vec<String>,
-    /// Create tables of schemaless streams from their first after-image.
+    /// Create tables of schemaless streams from their images: each column typed by its
+    /// first non-null value; fields that appear later become columns.
     #[arg(long)]
     infer_schema: bool,
     /// Write undecodable messages (and whole broken transactions) here and continue.
