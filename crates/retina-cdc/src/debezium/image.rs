@@ -23,7 +23,10 @@ pub enum Scalar<'a> {
     /// `io.debezium.data.geometry.Geometry` / `Geography` / `Point`; boxed, so the
     /// common scalars stay small (every image field holds one).
     Geometry(Box<Geometry<'a>>),
-    /// Any other object or an array: no column kind accepts it.
+    /// An array (Connect `array`: PostgreSQL arrays, vectors), as compact JSON text:
+    /// stored as text, since no typed list column exists yet.
+    Array(Box<str>),
+    /// Any other object: no column kind accepts it.
     Nested(&'static str),
 }
 
@@ -118,8 +121,12 @@ impl<'de: 'a, 'a> Visitor<'de> for ScalarVisitor<'a> {
         Ok(Scalar::Str(Cow::Owned(v)))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Scalar<'a>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Scalar::Nested("an array"))
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(4));
+        while let Some(item) = seq.next_element::<serde_json::Value>()? {
+            items.push(item);
+        }
+        let text = serde_json::Value::Array(items).to_string();
+        Ok(Scalar::Array(text.into_boxed_str()))
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Scalar<'a>, A::Error> {
         struct_scalar(map)
@@ -203,7 +210,7 @@ mod tests {
         assert_eq!(values[4], &Scalar::F64(1.5));
         assert_eq!(values[5], &Scalar::Str("x\"y".into()));
         assert_eq!(values[6], &Scalar::VariableDecimal { scale: 2, value: "AQ==".into() });
-        assert_eq!(values[7], &Scalar::Nested("an array"));
+        assert_eq!(values[7], &Scalar::Array("[1]".into()));
         assert_eq!(values[8], &Scalar::Nested("an object"));
         let image: Image = serde_json::from_str(
             r#"{"g":{"wkb":"AQEAAAAAAAAAAADwPwAAAAAAAABA","srid":4326},"p":{"x":1.0,"y":2,"wkb":null,"srid":null},"bad":{"wkb":"AQ==","scale":1}}"#,

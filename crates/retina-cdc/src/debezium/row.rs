@@ -192,10 +192,28 @@ pub const UNAVAILABLE_VALUE: &str = "__debezium_unavailable_value";
 /// The placeholder as it arrives in a bytes-based column: base64 of its UTF-8 bytes.
 pub const UNAVAILABLE_VALUE_BASE64: &str = "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==";
 
+/// The placeholder of an unchanged TOASTed PostgreSQL array as Debezium writes it
+/// (`UnchangedToastedArrayPlaceholder`), in [`Scalar::Array`]'s compact JSON: a
+/// one-element `text[]`, `bytea[]` or `uuid[]` (the placeholder's name-based UUID),
+/// or an `int[]`/`bigint[]` of the placeholder's bytes.
+fn is_unavailable_array(json: &str) -> bool {
+    const SINGLE_ELEMENT: [&str; 3] = [
+        "[\"__debezium_unavailable_value\"]",
+        "[\"X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==\"]",
+        "[\"b68a35a7-17ad-35b3-af2a-ae46edb4545a\"]",
+    ];
+    const BYTES: &str = "[95,95,100,101,98,101,122,105,117,109,95,117,110,97,118,97,105,108,97,98,108,101,95,118,97,108,117,101]";
+    SINGLE_ELEMENT.contains(&json) || json == BYTES
+}
+
 /// Whether `scalar` is the placeholder for `kind` (a length check first: this runs for
 /// every string value of every image).
 fn is_unavailable(kind: &DebeziumType, scalar: &Scalar<'_>) -> bool {
-    let Scalar::Str(text) = scalar else { return false };
+    let text = match scalar {
+        Scalar::Str(text) => text,
+        Scalar::Array(json) => return is_unavailable_array(json),
+        _ => return false,
+    };
     match text.len() {
         28 => text == UNAVAILABLE_VALUE,
         40 => {

@@ -18,7 +18,8 @@ pub enum DebeziumType {
     Float32,
     Float64,
     /// `string`, and the textual semantic types: `Json`, `Uuid`, `Enum`, `EnumSet`, `Xml`,
-    /// `VariableScaleDecimal` written as exact text.
+    /// `VariableScaleDecimal` written as exact text; `array` (PostgreSQL arrays,
+    /// `FloatVector`, `DoubleVector`) as its compact JSON text.
     Utf8,
     /// `bytes` and `Bits`: base64 in JSON.
     Binary,
@@ -87,6 +88,8 @@ pub const KNOWN_SEMANTIC_TYPES: &[&str] = &[
     "io.debezium.data.geometry.Geometry",
     "io.debezium.data.geometry.Geography",
     "io.debezium.data.geometry.Point",
+    "io.debezium.data.FloatVector",
+    "io.debezium.data.DoubleVector",
 ];
 
 impl DebeziumType {
@@ -113,6 +116,8 @@ impl DebeziumType {
             (None, "float32" | "float") => Self::Float32,
             (None, "float64" | "double") => Self::Float64,
             (None, "string") => Self::Utf8,
+            // No list column type yet: an array is kept whole as JSON text.
+            (None | Some("io.debezium.data.FloatVector" | "io.debezium.data.DoubleVector"), "array") => Self::Utf8,
             (None, "bytes") => Self::Binary,
             (Some("io.debezium.time.Date"), "int32") => Self::Date,
             (Some("io.debezium.time.Time"), "int32") => Self::TimeMillis,
@@ -248,6 +253,7 @@ mod tests {
             "org.apache.kafka.connect.data.Decimal" | "io.debezium.data.Bits" => "bytes",
             "io.debezium.data.VariableScaleDecimal" | "io.debezium.data.geometry.Geometry"
             | "io.debezium.data.geometry.Geography" | "io.debezium.data.geometry.Point" => "struct",
+            "io.debezium.data.FloatVector" | "io.debezium.data.DoubleVector" => "array",
             _ => "int64",
         };
         for name in KNOWN_SEMANTIC_TYPES {
@@ -263,8 +269,9 @@ mod tests {
             .expect_err("unknown semantic type");
         let message = error.to_string();
         assert!(message.contains("geo") && message.contains("io.debezium.data.geometry.Polygon3D"), "{message}");
-        let error = DebeziumType::from_connect("x", "array", None, None).expect_err("unknown primitive");
-        assert!(error.to_string().contains("array"));
+        let error = DebeziumType::from_connect("x", "map", None, None).expect_err("unknown primitive");
+        assert!(error.to_string().contains("map"));
+        assert_eq!(DebeziumType::from_connect("x", "array", None, None).map(|k| k.arrow_type()), Ok(DataType::Utf8), "arrays as JSON text");
         let missing_scale =
             DebeziumType::from_connect("price", "bytes", Some("org.apache.kafka.connect.data.Decimal"), None);
         assert!(missing_scale.expect_err("no scale").to_string().contains("price.parameters.scale"));
