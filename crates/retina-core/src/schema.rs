@@ -135,13 +135,25 @@ pub fn is_supported_type(data_type: &DataType) -> bool {
             | DataType::Date32
             | DataType::Timestamp(TimeUnit::Microsecond | TimeUnit::Nanosecond, _)
             | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
-            | DataType::Decimal128(_, _)
-    )
+    ) || matches!(data_type, DataType::Decimal128(precision, scale) if is_storable_decimal(*precision, *scale))
+}
+
+/// Arrow's own bounds (1 to 38 digits, a scale of at most the precision), and no
+/// negative scale, which Parquet's decimal type does not have.
+fn is_storable_decimal(precision: u8, scale: i8) -> bool {
+    (1..=38).contains(&precision) && u8::try_from(scale).is_ok_and(|scale| scale <= precision)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decimals_must_fit_arrow_and_parquet() {
+        for (precision, scale, storable) in [(6, 6, true), (38, 0, true), (1, 0, true), (5, 6, false), (5, -2, false), (0, 0, false), (39, 2, false)] {
+            assert_eq!(is_supported_type(&DataType::Decimal128(precision, scale)), storable, "({precision}, {scale})");
+        }
+    }
 
     #[test]
     fn stored_schema_appends_create_ts() {

@@ -138,7 +138,11 @@ impl DebeziumType {
                 let (precision, scale) = decimal.ok_or_else(|| {
                     DecodeError::missing(format!("{field}.parameters.scale"))
                 })?;
-                Self::Decimal { precision, scale }
+                // PostgreSQL 15+ allows numeric(p, s) with s > p (values below
+                // 10^(p-s), all digits after the point); Arrow needs s <= p, and
+                // precision s holds every such value.
+                let widened = u8::try_from(scale).map_or(precision, |scale| precision.max(scale));
+                Self::Decimal { precision: widened, scale }
             }
             (Some("io.debezium.data.VariableScaleDecimal"), "struct") => Self::VariableScaleDecimal,
             (

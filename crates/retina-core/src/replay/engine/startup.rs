@@ -134,7 +134,7 @@ impl Engine {
         });
         let mut threads = Vec::new();
         let flusher_shared = Arc::clone(&shared);
-        threads.push(spawn_background("retina-flusher", shared.config.background_nice, move || flusher::run(flusher_shared, flush_inbox))?);
+        threads.push(spawn_background(&shared, "retina-flusher", shared.config.background_nice, move || flusher::run(flusher_shared, flush_inbox))?);
         let mut restored = std::mem::take(&mut state.shard_tables).into_iter();
         let mut shard_inboxes = Vec::with_capacity(shards);
         for index in 0..shards {
@@ -143,7 +143,7 @@ impl Engine {
             for table in restored.next().unwrap_or_default() {
                 shard.restore(table);
             }
-            threads.push(spawn(&format!("retina-shard-{index}"), move || shard.run(inbox))?);
+            threads.push(spawn(&shared, &format!("retina-shard-{index}"), move || shard.run(inbox))?);
             shard_inboxes.push(sender);
         }
         // A read-only engine keeps recovered full files in memory, and runs no
@@ -157,7 +157,7 @@ impl Engine {
         if let Some(interval) = shared.config.gc_interval {
             let (gc_shared, gc_inboxes, stop) =
                 (Arc::clone(&shared), shard_inboxes.clone(), Arc::clone(&stop_background));
-            threads.push(spawn_background("retina-gc", shared.config.background_nice, move || {
+            threads.push(spawn_background(&shared, "retina-gc", shared.config.background_nice, move || {
                 while !stop.load(SeqCst) {
                     sleep_unless_stopped(interval, &stop);
                     collect_garbage(&gc_shared, &gc_inboxes);
@@ -167,7 +167,7 @@ impl Engine {
         if let Some(interval) = shared.config.storage_gc_interval.filter(|_| !read_only) {
             let (gc_shared, gc_inboxes, stop) =
                 (Arc::clone(&shared), shard_inboxes.clone(), Arc::clone(&stop_background));
-            threads.push(spawn_background("retina-storage-gc", shared.config.background_nice, move || {
+            threads.push(spawn_background(&shared, "retina-storage-gc", shared.config.background_nice, move || {
                 while !stop.load(SeqCst) {
                     sleep_unless_stopped(interval, &stop);
                     if stop.load(SeqCst) || gc_shared.has_failed() {
@@ -182,7 +182,7 @@ impl Engine {
         }
         if let Some(interval) = shared.config.checkpoint_interval.filter(|_| !read_only) {
             let (checkpoint_shared, stop) = (Arc::clone(&shared), Arc::clone(&stop_background));
-            threads.push(spawn_background("retina-checkpoint", shared.config.background_nice, move || {
+            threads.push(spawn_background(&shared, "retina-checkpoint", shared.config.background_nice, move || {
                 while !stop.load(SeqCst) {
                     sleep_unless_stopped(interval, &stop);
                     if stop.load(SeqCst) || checkpoint_shared.has_failed() {

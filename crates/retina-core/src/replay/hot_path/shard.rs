@@ -67,6 +67,7 @@ impl Shard {
                     if self.shared.has_failed() {
                         continue; // never commit after a failure: HWM stays put
                     }
+                    fail::fail_point!("shard::apply");
                     let applied = self.apply(txns);
                     self.kept_reads.clear();
                     match applied {
