@@ -52,7 +52,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Image<'a> {
         impl<'de: 'a, 'a> Visitor<'de> for ImageVisitor<'a> {
             type Value = Image<'a>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a row image object")
+                // A string here is most likely a MongoDB connector's document.
+                f.write_str("a row image object (MongoDB events, whose documents come as JSON text, are not supported)")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Image<'a>, A::Error> {
                 let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(12));
@@ -223,5 +224,7 @@ mod tests {
         assert_eq!(image.fields[1].1, Scalar::Geometry(Box::new(Geometry { wkb: None, srid: None, x: Some(1.0), y: Some(2.0) })));
         assert_eq!(image.fields[2].1, Scalar::Nested("an object"));
         assert!(serde_json::from_str::<Image>("[1]").is_err());
+        let mongo = serde_json::from_str::<Image>(r#""{\"_id\": 1}""#).expect_err("a document as text").to_string();
+        assert!(mongo.contains("MongoDB events") && mongo.contains("not supported"), "{mongo}");
     }
 }

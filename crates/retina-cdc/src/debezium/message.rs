@@ -148,6 +148,22 @@ fn optional_unsigned(raw: Option<&str>, field: &str) -> Result<Option<u64>, Deco
     }
 }
 
+/// `source.txId`: a number (PostgreSQL, Db2, Informix) or text (Oracle's hex
+/// transaction id, `"0a001900f1200000"`); an empty text is no id.
+fn transaction_id(raw: Option<&str>) -> Result<Option<String>, DecodeError> {
+    const FIELD: &str = "source.txId";
+    match raw {
+        None | Some("null") => Ok(None),
+        Some(raw) if raw.starts_with('"') => {
+            let text = string(raw, FIELD)?;
+            Ok((!text.is_empty()).then(|| text.into_owned()))
+        }
+        Some(raw) => unsigned(raw, FIELD)
+            .map(|id| Some(id.to_string()))
+            .map_err(|_| DecodeError::mistyped(FIELD, "a non-negative integer or a string", shown(raw))),
+    }
+}
+
 /// Decodes one line. A message without a `source` block is an error (see
 /// [`decode_line_with`]).
 pub fn decode_line(line: &str) -> Result<Message<'_>, DecodeError> {
@@ -393,7 +409,7 @@ fn source_identity(source: &SourceFields, want_transaction_id: bool) -> Result<(
         Some(raw) => Some(string(raw, "source.connector")?),
         None => None,
     };
-    let tx_id = optional_unsigned(source.tx_id, "source.txId")?;
+    let tx_id = transaction_id(source.tx_id)?;
     let gtid = match source.gtid.filter(|g| !is_null(Some(g))) {
         Some(raw) => Some(string(raw, "source.gtid")?.into_owned()),
         None => None,
@@ -426,7 +442,7 @@ fn source_identity(source: &SourceFields, want_transaction_id: bool) -> Result<(
         return Ok((None, order));
     }
     let source_transaction = match (tx_id, gtid, &file, pos) {
-        (Some(tx), _, _, _) => Some(tx.to_string()),
+        (Some(tx), _, _, _) => Some(tx),
         (None, Some(gtid), _, _) => Some(gtid),
         (None, None, Some(file), Some(pos)) => Some(format!("{file}:{pos}")),
         _ => None,
@@ -461,6 +477,13 @@ mod tests {
         let without_block = PG_UPDATE.replace(r#""transaction":{"id":"571:120","total_order":2,"data_collection_order":1}"#, r#""transaction":null"#);
         let event = change(decode_line(&without_block).expect("decodes"));
         assert_eq!(event.source_transaction.as_deref(), Some("571"));
+        // Oracle's transaction ids are hex text.
+        let oracle = r#"{"before":null,"after":{"ID":1},"source":{"connector":"oracle","schema":"U","table":"T","txId":"0a001900f1200000","scn":"1"},"op":"c"}"#;
+        let event = change(decode_line(oracle).expect("decodes"));
+        assert_eq!(event.source_transaction.as_deref(), Some("0a001900f1200000"));
+        let without_id = oracle.replace("0a001900f1200000", "");
+        let event = change(decode_line(&without_id).expect("decodes"));
+        assert_eq!(event.source_transaction, None, "an empty id is none");
     }
 
     /// Escaped strings decode to their text, borrowed or not.
@@ -543,7 +566,7 @@ mod tests {
             (r#"{"op":"c","after":{"id":1},"source":{"schema":"s"}}"#, "field source.table: missing"),
             (r#"{"op":"c","after":{"id":1},"source":{"schema":"s","table":5}}"#, "field source.table: expected a string"),
             (r#"{"op":"c","source":{"schema":"s","table":"t"}}"#, "field after: missing"),
-            (r#"{"op":"c","after":{},"source":{"schema":"s","table":"t","txId":"x"}}"#, "field source.txId"),
+            (r#"{"op":"c","after":{},"source":{"schema":"s","table":"t","txId":-1}}"#, "field source.txId: expected a non-negative integer or a string"),
             (r#"{"op":"c","after":{},"source":{"schema":"s","table":"t"},"transaction":{"id":"1"}}"#, "transaction.total_order: missing"),
             (r#"{"status":"END","id":"1"}"#, "field event_count: missing"),
             (r#"{"status":"END","id":"1","event_count":"two"}"#, "field event_count: expected"),

@@ -159,6 +159,16 @@ impl DebeziumType {
             (Some("org.apache.kafka.connect.data.Date"), "int32") => Self::Date,
             (Some("org.apache.kafka.connect.data.Time"), "int32") => Self::TimeMillis,
             (Some("org.apache.kafka.connect.data.Timestamp"), "int64") => Self::TimestampMillis { timezone: None },
+            // A custom converter's logical name over a primitive type: the value is
+            // stored as that primitive, as Kafka Connect's own converters read it.
+            // Debezium's and Connect's own names are not guessed at (an unknown
+            // `io.debezium.time.*` is a time this decoder must learn, not a number),
+            // and a known name over an unexpected type contradicts itself.
+            (Some(name), primitive)
+                if primitive != "struct" && !["io.debezium.", "org.apache.kafka.connect."].iter().any(|ns| name.starts_with(ns)) =>
+            {
+                return Self::from_connect(field, primitive, None, None).map_err(|_| unknown());
+            }
             _ => return Err(unknown()),
         };
         Ok(kind)
