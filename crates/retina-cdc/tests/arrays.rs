@@ -15,12 +15,6 @@ fn line(op: &str, after: &str) -> String {
     )
 }
 
-fn with_key() -> SinkOptions {
-    let mut options = SinkOptions::default();
-    options.primary_keys.insert("s.a".into(), vec!["id".into()]);
-    options
-}
-
 #[test]
 fn arrays_are_stored_as_json_text_and_a_toasted_array_keeps_its_value() {
     let test = engine();
@@ -31,7 +25,7 @@ fn arrays_are_stored_as_json_text_and_a_toasted_array_keeps_its_value() {
         // Unchanged TOASTed arrays: Debezium's placeholders for text[] and int[].
         line("u", &format!(r#"{{"id":1,"tags":["__debezium_unavailable_value"],"scores":{toasted_ints},"embedding":[2.0]}}"#)),
     ];
-    ingest(&test.engine, &lines, with_key()).expect("ingest");
+    ingest(&test.engine, &lines, keyed("s.a", "id")).expect("ingest");
     let text = |s: &str| Value::Utf8(s.into());
     assert_eq!(
         rows(&test.engine, "s.a"),
@@ -46,14 +40,13 @@ fn arrays_are_stored_as_json_text_and_a_toasted_array_keeps_its_value() {
 fn a_toasted_array_in_an_insert_is_refused_and_an_array_in_a_number_column_names_it() {
     let test = engine();
     let lines = vec![line("c", r#"{"id":1,"tags":["__debezium_unavailable_value"],"scores":null,"embedding":null}"#)];
-    let error = ingest(&test.engine, &lines, with_key()).expect_err("placeholder in an insert").to_string();
+    let error = ingest(&test.engine, &lines, keyed("s.a", "id")).expect_err("placeholder in an insert").to_string();
     assert!(error.contains("tags") && error.contains("unavailable-value placeholder"), "{error}");
 
     let schemaless = r#"{"before":null,"after":{"id":[1]},"source":{"schema":"s","table":"n"},"op":"c"}"#.to_string();
     let test = engine();
     let first = r#"{"before":null,"after":{"id":1},"source":{"schema":"s","table":"n"},"op":"c"}"#.to_string();
-    let mut options = SinkOptions { infer_schema: true, ..SinkOptions::default() };
-    options.primary_keys.insert("s.n".into(), vec!["id".into()]);
+    let options = SinkOptions { infer_schema: true, ..keyed("s.n", "id") };
     let error = ingest(&test.engine, &[first, schemaless], options).expect_err("an array for an integer").to_string();
     assert!(error.contains("line 2") && error.contains("id") && error.contains("an array where an integer was expected"), "{error}");
 }

@@ -14,9 +14,7 @@ fn change(op: &str, after: &str) -> String {
 }
 
 fn inferring() -> SinkOptions {
-    let mut options = SinkOptions { infer_schema: true, ..SinkOptions::default() };
-    options.primary_keys.insert("s.u".into(), vec!["id".into()]);
-    options
+    SinkOptions { infer_schema: true, ..keyed("s.u", "id") }
 }
 
 fn columns(test: &TestEngine) -> Vec<(String, DataType)> {
@@ -72,8 +70,7 @@ fn a_value_of_another_type_names_the_column_and_without_inference_new_fields_are
 
     // A table the user made is not widened without --infer-schema, nor does a null
     // pass for a column it lacks.
-    let mut options = SinkOptions::default();
-    options.primary_keys.insert("s.u".into(), vec!["id".into()]);
+    let options = keyed("s.u", "id");
     for (n, field) in [(4, r#""extra":1"#), (5, r#""extra":null"#)] {
         let mut more = lines[..2].to_vec();
         more.push(change("c", &format!(r#"{{"id":{n},{field}}}"#)));

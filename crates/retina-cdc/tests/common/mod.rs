@@ -29,6 +29,13 @@ pub fn ingest(engine: &Engine, lines: &[String], options: SinkOptions) -> CdcRes
     run(engine, "file:test.jsonl", &mut source, options, StopWhen::default())
 }
 
+/// Default sink options, with `table`'s primary key given as `column`.
+pub fn keyed(table: &str, column: &str) -> SinkOptions {
+    let mut options = SinkOptions::default();
+    options.primary_keys.insert(table.into(), vec![column.into()]);
+    options
+}
+
 /// All visible rows of `table`, sorted by their debug text.
 pub fn rows(engine: &Engine, table: &str) -> Vec<Row> {
     let Some(id) = engine.table_id(table) else { return Vec::new() };
