@@ -15,12 +15,12 @@ const TYPES_TABLE: &str = "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
 CREATE TABLE kinds (
     id int8 PRIMARY KEY, b bool, s int2, i int4, f4 float4, f8 float8, money numeric(12, 2), free numeric,
     t text, vc varchar(10), ch char(3), raw bytea, d date, tm time, ts timestamp, tz timestamptz,
-    span interval, u uuid, j json, jb jsonb, m mood, ints int4[], words text[])";
+    span interval, u uuid, j json, jb jsonb, m mood, ints int4[], words text[], tiny numeric(5, 6), round numeric(3, -2))";
 
 const TYPES_ROW: &str = "true, -32768, 2147483647, 1.5, 0.1, -12345.67, 3.14159265358979323846264338327950288, \
     'héllo\tworld\\n', 'abc', 'x', '\\x00ff'::bytea, '2024-02-29', '23:59:59.999999', '1999-12-31 23:59:59.5', \
     '2024-01-02 03:04:05+02', '1 year 2 mons 3 days 04:05:06', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{\"a\": [1, 2]}', \
-    '{\"b\": null}', 'happy', '{1,NULL,3}', '{\"x y\",z}'";
+    '{\"b\": null}', 'happy', '{1,NULL,3}', '{\"x y\",z}', 0.023456, 12345";
 
 fn expected_types_row(id: i64) -> Vec<Value> {
     vec![
@@ -47,6 +47,10 @@ fn expected_types_row(id: i64) -> Vec<Value> {
         Value::Utf8("happy".into()),
         Value::Utf8("{1,NULL,3}".into()),
         Value::Utf8("{\"x y\",z}".into()),
+        // PostgreSQL 15's scales outside 0..=precision: Decimal128(6, 6) and (5, 0);
+        // 12345 rounds to 12300 at scale -2.
+        Value::Decimal128(23_456),
+        Value::Decimal128(12_300),
     ]
 }
 
@@ -81,7 +85,7 @@ fn every_supported_type_round_trips_through_copy_and_stream() {
     let source = RunningSource::start(&engine, &cluster.url("postgres"));
     source.wait_streaming();
     // Streamed: an insert, and an update of the all-NULL row to the full one.
-    cluster.psql(&format!("INSERT INTO kinds VALUES (3, {TYPES_ROW}); UPDATE kinds SET (b, s, i, f4, f8, money, free, t, vc, ch, raw, d, tm, ts, tz, span, u, j, jb, m, ints, words) = (SELECT b, s, i, f4, f8, money, free, t, vc, ch, raw, d, tm, ts, tz, span, u, j, jb, m, ints, words FROM kinds WHERE id = 1) WHERE id = 2"));
+    cluster.psql(&format!("INSERT INTO kinds VALUES (3, {TYPES_ROW}); UPDATE kinds SET (b, s, i, f4, f8, money, free, t, vc, ch, raw, d, tm, ts, tz, span, u, j, jb, m, ints, words, tiny, round) = (SELECT b, s, i, f4, f8, money, free, t, vc, ch, raw, d, tm, ts, tz, span, u, j, jb, m, ints, words, tiny, round FROM kinds WHERE id = 1) WHERE id = 2"));
     eventually(Duration::from_secs(30), "the streamed rows arrive", || {
         let rows = rows_of_table(&engine, "public.kinds");
         (rows.len() == 3 && rows[1][1] != Value::Null).then_some(()).ok_or(format!("{} rows", rows.len()))
@@ -94,6 +98,7 @@ fn every_supported_type_round_trips_through_copy_and_stream() {
     let types: Vec<String> = table.schema().columns().fields().iter().map(|f| f.data_type().to_string()).collect();
     assert_eq!(&types[6], "Decimal128(12, 2)");
     assert_eq!(&types[15], "Timestamp(µs, \"UTC\")");
+    assert_eq!((types[23].as_str(), types[24].as_str()), ("Decimal128(6, 6)", "Decimal128(5, 0)"));
     source.stop().expect("stops cleanly");
 }
 

@@ -3,7 +3,7 @@
 //! | PostgreSQL | Arrow column | note |
 //! |---|---|---|
 //! | bool, int2, int4, int8, float4, float8 | Boolean, Int16, Int32, Int64, Float32, Float64 | |
-//! | numeric(p, s), p ≤ 38 | Decimal128(p, s) | exact; NaN and ±Infinity are errors |
+//! | numeric(p, s), p ≤ 38 | Decimal128(p, s) | exact; NaN and ±Infinity are errors; a scale above p (PostgreSQL 15) is Decimal128(s, s), a negative scale Decimal128(p − s, 0) |
 //! | numeric (unconstrained) or p > 38 | Utf8 | exact decimal text: no fixed scale holds every value, and a rounded float would not be exact |
 //! | text, varchar, char(n), name, citext | Utf8 | char(n) keeps its padding, as PostgreSQL prints it |
 //! | bytea | Binary | |
@@ -161,6 +161,10 @@ fn numeric_kind(typmod: i32) -> PgType {
     let precision = (packed >> 16) & 0xFFFF;
     // The scale is an 11-bit signed field since PostgreSQL 15 (negative scales).
     let scale = ((packed & 0x7FF) ^ 0x400) - 0x400;
+    // Arrow and Parquet want 0 <= scale <= precision. numeric(5, 6) holds values
+    // below 0.1 with at most 6 digits after the point: Decimal128(6, 6). numeric(3, -2)
+    // holds integers of at most 5 digits: Decimal128(5, 0), exact at scale 0.
+    let (precision, scale) = if scale < 0 { (precision - scale, 0) } else { (precision.max(scale), scale) };
     match (u8::try_from(precision), i8::try_from(scale)) {
         (Ok(precision), Ok(scale)) if (1..=38).contains(&precision) => PgType::Decimal { precision, scale },
         _ => PgType::Text,
@@ -200,8 +204,14 @@ mod tests {
         assert_eq!(numeric_kind(((12 << 16) | 2) + 4), PgType::Decimal { precision: 12, scale: 2 });
         assert_eq!(numeric_kind(-1), PgType::Text, "unconstrained");
         assert_eq!(numeric_kind(((50 << 16) | 2) + 4), PgType::Text, "too wide for Decimal128");
-        // numeric(3, -2): the scale field is 0x7FE.
-        assert_eq!(numeric_kind(((3 << 16) | 0x7FE) + 4), PgType::Decimal { precision: 3, scale: -2 });
+        // numeric(3, -2): the scale field is 0x7FE; integers of up to 5 digits.
+        assert_eq!(numeric_kind(((3 << 16) | 0x7FE) + 4), PgType::Decimal { precision: 5, scale: 0 });
+        // numeric(5, 6): values below 0.1, 6 digits after the point.
+        assert_eq!(numeric_kind(((5 << 16) | 6) + 4), PgType::Decimal { precision: 6, scale: 6 });
+        assert_eq!(numeric_kind(((37 << 16) | 0x7FD) + 4), PgType::Text, "37 digits and 3 zeros do not fit 38");
+        for typmod in [((12 << 16) | 2) + 4, ((3 << 16) | 0x7FE) + 4, ((5 << 16) | 6) + 4] {
+            assert!(retina_core::schema::is_supported_type(&numeric_kind(typmod).data_type()), "{typmod}");
+        }
     }
 
     #[test]
