@@ -1,5 +1,6 @@
-//! PostgreSQL array columns (Connect `array`) as Debezium writes them: kept as their
-//! JSON text, and the placeholder of an unchanged TOASTed array never stored.
+//! PostgreSQL array and hstore columns (Connect `array` and `map`) as Debezium writes
+//! them: kept as their JSON text, and the placeholder of an unchanged TOASTed value
+//! never stored.
 
 mod common;
 
@@ -49,4 +50,26 @@ fn a_toasted_array_in_an_insert_is_refused_and_an_array_in_a_number_column_names
     let options = SinkOptions { infer_schema: true, ..keyed("s.n", "id") };
     let error = ingest(&test.engine, &[first, schemaless], options).expect_err("an array for an integer").to_string();
     assert!(error.contains("line 2") && error.contains("id") && error.contains("an array where an integer was expected"), "{error}");
+}
+
+#[test]
+fn maps_are_stored_as_json_objects_and_a_toasted_map_keeps_its_value() {
+    let field = |image: &str| {
+        format!(
+            r#"{{"type":"struct","optional":true,"field":"{image}","fields":[{{"type":"int32","optional":false,"field":"id"}},{{"type":"map","keys":{{"type":"string","optional":false}},"values":{{"type":"string","optional":true}},"optional":true,"field":"attrs"}}]}}"#
+        )
+    };
+    let schema = format!(r#"{{"type":"struct","name":"s.h.Envelope","fields":[{},{},{{"type":"string","optional":false,"field":"op"}}]}}"#, field("before"), field("after"));
+    let line = |op: &str, after: &str| {
+        format!(r#"{{"schema":{schema},"payload":{{"before":null,"after":{after},"source":{{"connector":"postgresql","schema":"s","table":"h"}},"op":"{op}"}}}}"#)
+    };
+    let test = engine();
+    let lines = vec![
+        line("c", r#"{"id":1,"attrs":{"b":"2","a":null}}"#),
+        line("c", r#"{"id":2,"attrs":{}}"#),
+        line("u", r#"{"id":1,"attrs":{"__debezium_unavailable_value":"__debezium_unavailable_value"}}"#),
+    ];
+    ingest(&test.engine, &lines, keyed("s.h", "id")).expect("ingest");
+    let text = |s: &str| Value::Utf8(s.into());
+    assert_eq!(rows(&test.engine, "s.h"), vec![vec![Value::Int32(1), text(r#"{"a":null,"b":"2"}"#)], vec![Value::Int32(2), text("{}")]]);
 }

@@ -26,7 +26,11 @@ pub enum Scalar<'a> {
     /// An array (Connect `array`: PostgreSQL arrays, vectors), as compact JSON text:
     /// stored as text, since no typed list column exists yet.
     Array(Box<str>),
-    /// Any other object: no column kind accepts it.
+    /// An object that is neither of the above (Connect `map`: PostgreSQL's hstore in
+    /// `hstore.handling.mode=map`), as compact JSON text with sorted keys.
+    Map(Box<str>),
+    /// An object that starts like a decimal or geometry and is neither: no column
+    /// kind accepts it.
     Nested(&'static str),
 }
 
@@ -135,7 +139,8 @@ impl<'de: 'a, 'a> Visitor<'de> for ScalarVisitor<'a> {
 }
 
 /// The struct-valued column values Debezium writes (a variable-scale decimal, a
-/// geometry or point); any other object is [`Scalar::Nested`].
+/// geometry or point); an object whose first field is none of theirs is a
+/// [`Scalar::Map`], and any other object [`Scalar::Nested`].
 pub(crate) fn struct_scalar<'de: 'a, 'a, A: MapAccess<'de>>(mut map: A) -> Result<Scalar<'a>, A::Error> {
     let (mut scale, mut value, mut other) = (None, None, false);
     let (mut wkb, mut srid, mut x, mut y, mut geometry) = (None, None, None, None, false);
@@ -145,7 +150,12 @@ pub(crate) fn struct_scalar<'de: 'a, 'a, A: MapAccess<'de>>(mut map: A) -> Resul
         Scalar::F64(v) => Some(v),
         _ => None,
     };
+    let mut first = true;
     while let Some(key) = map.next_key::<BorrowedName<'a>>()? {
+        const STRUCT_FIELDS: [&str; 6] = ["scale", "value", "wkb", "srid", "x", "y"];
+        if std::mem::take(&mut first) && !STRUCT_FIELDS.contains(&key.0.as_ref()) {
+            return map_text(key.0, map);
+        }
         match key.0.as_ref() {
             "scale" => match map.next_value::<Scalar<'a>>()? {
                 Scalar::I64(s) => scale = Some(s),
@@ -188,11 +198,24 @@ pub(crate) fn struct_scalar<'de: 'a, 'a, A: MapAccess<'de>>(mut map: A) -> Resul
             }
         }
     }
+    if first {
+        return Ok(Scalar::Map("{}".into())); // no fields: an empty map
+    }
     Ok(match (scale, value, other, geometry) {
         (Some(scale), Some(value), false, false) => Scalar::VariableDecimal { scale, value },
         (None, None, false, true) => Scalar::Geometry(Box::new(Geometry { wkb, srid, x, y })),
         _ => Scalar::Nested("an object"),
     })
+}
+
+/// The rest of an object whose first key is `first`, as [`Scalar::Map`].
+fn map_text<'de, 'a, A: MapAccess<'de>>(first: Cow<'a, str>, mut map: A) -> Result<Scalar<'a>, A::Error> {
+    let mut object = serde_json::Map::new();
+    object.insert(first.into_owned(), map.next_value::<serde_json::Value>()?);
+    while let Some((key, value)) = map.next_entry::<String, serde_json::Value>()? {
+        object.insert(key, value);
+    }
+    Ok(Scalar::Map(serde_json::Value::Object(object).to_string().into_boxed_str()))
 }
 
 #[cfg(test)]
@@ -212,7 +235,7 @@ mod tests {
         assert_eq!(values[5], &Scalar::Str("x\"y".into()));
         assert_eq!(values[6], &Scalar::VariableDecimal { scale: 2, value: "AQ==".into() });
         assert_eq!(values[7], &Scalar::Array("[1]".into()));
-        assert_eq!(values[8], &Scalar::Nested("an object"));
+        assert_eq!(values[8], &Scalar::Map(r#"{"k":1}"#.into()));
         let image: Image = serde_json::from_str(
             r#"{"g":{"wkb":"AQEAAAAAAAAAAADwPwAAAAAAAABA","srid":4326},"p":{"x":1.0,"y":2,"wkb":null,"srid":null},"bad":{"wkb":"AQ==","scale":1}}"#,
         )

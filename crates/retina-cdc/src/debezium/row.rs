@@ -212,6 +212,8 @@ fn is_unavailable(kind: &DebeziumType, scalar: &Scalar<'_>) -> bool {
     let text = match scalar {
         Scalar::Str(text) => text,
         Scalar::Array(json) => return is_unavailable_array(json),
+        // An unchanged TOASTed hstore in map mode: the placeholder as key and value.
+        Scalar::Map(json) => return json.as_ref() == "{\"__debezium_unavailable_value\":\"__debezium_unavailable_value\"}",
         _ => return false,
     };
     match text.len() {

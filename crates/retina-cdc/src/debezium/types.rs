@@ -118,6 +118,8 @@ impl DebeziumType {
             (None, "string") => Self::Utf8,
             // No list column type yet: an array is kept whole as JSON text.
             (None | Some("io.debezium.data.FloatVector" | "io.debezium.data.DoubleVector"), "array") => Self::Utf8,
+            // Likewise a map (hstore in `hstore.handling.mode=map`), as a JSON object.
+            (None, "map") => Self::Utf8,
             (None, "bytes") => Self::Binary,
             (Some("io.debezium.time.Date"), "int32") => Self::Date,
             (Some("io.debezium.time.Time"), "int32") => Self::TimeMillis,
@@ -283,8 +285,8 @@ mod tests {
             .expect_err("unknown semantic type");
         let message = error.to_string();
         assert!(message.contains("geo") && message.contains("io.debezium.data.geometry.Polygon3D"), "{message}");
-        let error = DebeziumType::from_connect("x", "map", None, None).expect_err("unknown primitive");
-        assert!(error.to_string().contains("map"));
+        let error = DebeziumType::from_connect("x", "decimal", None, None).expect_err("unknown primitive");
+        assert!(error.to_string().contains("decimal"));
         assert_eq!(DebeziumType::from_connect("x", "array", None, None).map(|k| k.arrow_type()), Ok(DataType::Utf8), "arrays as JSON text");
         let missing_scale =
             DebeziumType::from_connect("price", "bytes", Some("org.apache.kafka.connect.data.Decimal"), None);

@@ -52,9 +52,12 @@ pub fn value_of(kind: &DebeziumType, scalar: &Scalar<'_>) -> Result<Value, Strin
             }
             _ => Err(de::Error::invalid_type(de::Unexpected::Map, &visitor)),
         },
-        Scalar::Array(text) => match kind {
+        Scalar::Array(text) | Scalar::Map(text) => match kind {
             DebeziumType::Utf8 => Ok(Value::Utf8(text.as_ref().into())),
-            _ => Err(de::Error::custom(format_args!("an array where {} was expected", expected(kind)))),
+            _ => {
+                let what = if matches!(scalar, Scalar::Array(_)) { "an array" } else { "an object" };
+                Err(de::Error::custom(format_args!("{what} where {} was expected", expected(kind))))
+            }
         },
         Scalar::Nested(what) => Err(de::Error::custom(format_args!("{what} where {} was expected", expected(kind)))),
     };

@@ -280,7 +280,7 @@ fn inferred_kind(table: &str, column: &str, value: &Scalar<'_>, position: Positi
         Scalar::Bool(_) => DebeziumType::Boolean,
         Scalar::I64(_) | Scalar::U64(_) => DebeziumType::Int64,
         Scalar::F64(_) => DebeziumType::Float64,
-        Scalar::Str(_) | Scalar::Array(_) | Scalar::Null => DebeziumType::Utf8,
+        Scalar::Str(_) | Scalar::Array(_) | Scalar::Map(_) | Scalar::Null => DebeziumType::Utf8,
         Scalar::VariableDecimal { .. } => DebeziumType::VariableScaleDecimal,
         Scalar::Geometry(_) => DebeziumType::Geometry,
         Scalar::Nested(what) => {
