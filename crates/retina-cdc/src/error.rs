@@ -32,6 +32,11 @@ pub enum DecodeError {
     /// the name of its table.
     #[error("field source: missing, so the message names no table; for a file of one table's changes pass --table NAME (source URI option table=NAME)")]
     NoSource,
+
+    /// Debezium or Kafka Connect output that is not a row change (a schema change
+    /// event, a heartbeat, a flattened row…): what it is and what to change.
+    #[error("not a row change event: {0}")]
+    NotAChangeEvent(String),
 }
 
 impl DecodeError {
@@ -56,7 +61,7 @@ impl DecodeError {
             Self::UnknownType { field, type_name } => Self::UnknownType { field: join(field), type_name },
             Self::UnknownOp { field, op } => Self::UnknownOp { field: join(field), op },
             Self::BadValue { field, reason } => Self::BadValue { field: join(field), reason },
-            other @ (Self::MalformedJson(_) | Self::NoSource) => other,
+            other @ (Self::MalformedJson(_) | Self::NoSource | Self::NotAChangeEvent(_)) => other,
         }
     }
 }

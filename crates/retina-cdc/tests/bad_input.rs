@@ -36,6 +36,21 @@ fn missing_field_names_line_and_field() {
     expect_error(&[line], &["line 1", "field op: missing"]);
 }
 
+/// A schema change event or a flattened row in a stream of change events is named
+/// for what it is, at its line, and nothing after it is applied.
+#[test]
+fn messages_that_are_not_row_changes_are_named() {
+    let ddl = r#"{"source":{"connector":"mysql","db":"s","table":"t"},"databaseName":"s","ddl":"ALTER TABLE t ADD c INT","tableChanges":[]}"#;
+    let flattened = r#"{"id":3,"note":"x","__deleted":"true"}"#;
+    for (line, expected) in [(ddl, "a schema change event"), (flattened, "ExtractNewRecordState")] {
+        let mut lines = good_txn("1", 1);
+        lines.push(line.to_string());
+        lines.extend(good_txn("2", 2));
+        let (test, _) = expect_error(&lines, &["line 4", "not a row change event", expected]);
+        assert_eq!(rows(&test.engine, "s.t"), vec![vec![Value::Int64(1), Value::Utf8("ok".into())]]);
+    }
+}
+
 #[test]
 fn mistyped_column_names_line_table_and_column() {
     let line = event("c", 1, Some("a"), None).replace(r#""after":{"id":1,"#, r#""after":{"id":"one","#);

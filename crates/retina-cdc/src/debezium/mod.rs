@@ -8,6 +8,7 @@ mod fields;
 mod scan;
 pub mod image;
 pub mod message;
+mod not_a_change;
 pub mod row;
 pub mod schema;
 pub mod time;
