@@ -501,3 +501,38 @@ fn rows_of_one_multi_row_statement_are_neither_duplicates_nor_reordered() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------
+// 7. Transaction metadata as the PostgreSQL connector writes it
+
+/// Debezium's PostgreSQL connector writes transaction ids as `txId:LSN` with the LSN
+/// of each message, so BEGIN, events and END of one transaction carry different ids
+/// (the BEGIN and END lines are RisingWave's captured ones, `src/connector/src/parser/
+/// plain_parser.rs`, their counts cut to this transaction's events). They are one
+/// transaction, applied whole; MySQL's `uuid:n` GTIDs keep their whole id.
+#[test]
+fn postgresql_transaction_ids_carry_each_messages_lsn_and_still_group_one_transaction() {
+    let begin = r#"{"schema":null,"payload":{"status":"BEGIN","id":"35352:3962948040","event_count":null,"data_collections":null,"ts_ms":1704269323180}}"#;
+    let end = r#"{"schema":null,"payload":{"status":"END","id":"35352:3962950064","event_count":3,"data_collections":[{"data_collection":"inventory.authors","event_count":3}],"ts_ms":1704269323180}}"#;
+    let event = |id: i64, lsn: u64, order: u64| {
+        let source = pg_source("authors", 35352, lsn, "false");
+        let after = format!(r#"{{"id":{id},"name":"n{id}","biography":null,"photo":null}}"#);
+        let payload = payload("c", "null", &after, &source)
+            .replace(r#""transaction":null"#, &format!(r#""transaction":{{"id":"35352:{lsn}","total_order":{order},"data_collection_order":{order}}}"#));
+        keyed(AUTHORS_KEY, &format!(r#"{{"id":{id}}}"#), &authors_schema(), &payload)
+    };
+    let lines = vec![begin.to_string(), event(1, 3962948128, 1), event(2, 3962948400, 2), event(3, 3962949000, 3), end.to_string()];
+    let test = engine();
+    let report = ingest(&test.engine, &lines, SinkOptions::default()).expect("one transaction");
+    assert_eq!(report.stats.row_changes_applied, 3);
+    assert_eq!(rows(&test.engine, "inventory.authors").len(), 3);
+
+    // Cut short (its END says 4 events): nothing of it is applied, and the error names
+    // the transaction by its xid.
+    let mut short = lines.clone();
+    short[4] = end.replace(r#""event_count":3,"#, r#""event_count":4,"#).replace(r#""event_count":3}"#, r#""event_count":4}"#);
+    let test = engine();
+    let error = ingest(&test.engine, &short, SinkOptions::default()).expect_err("counts disagree").to_string();
+    assert!(error.contains("transaction 35352"), "{error}");
+    assert!(rows(&test.engine, "inventory.authors").is_empty());
+}

@@ -89,11 +89,14 @@ impl DebeziumEncoder {
     pub fn encode_transaction(&mut self, changes: &[RowChange], out: &mut String) -> Result<usize, DecodeError> {
         self.transactions += 1;
         let txn = self.transactions;
-        let id = format!("{txn}:{}", txn * 1000);
+        // Ids as Debezium's PostgreSQL connector writes them: `txId:LSN` with the LSN
+        // of each message (BEGIN, every event, the END's commit), so one transaction's
+        // messages carry different ids.
+        let id = |lsn: u64| format!("{txn}:{lsn}");
         let mut per_table = vec![0u64; self.tables.len()];
         let mut lines = 0;
         self.wrap(out, None, |out| {
-            let _ = write!(out, r#"{{"status":"BEGIN","id":"{id}","event_count":null,"data_collections":null}}"#);
+            let _ = write!(out, r#"{{"status":"BEGIN","id":"{}","event_count":null,"data_collections":null}}"#, id(txn * 1000));
         });
         out.push('\n');
         lines += 1;
@@ -158,12 +161,13 @@ impl DebeziumEncoder {
                     }
                     let _ = write!(
                         out,
-                        r#","source":{{"connector":"postgresql","name":"retina-generator","db":"retina","schema":"{}","table":"{}","txId":{txn},"lsn":{},"sequence":"[\"{}\",\"{}\"]"}},"op":"{op}","transaction":{{"id":"{id}","total_order":{order},"data_collection_order":{}}}}}"#,
+                        r#","source":{{"connector":"postgresql","name":"retina-generator","db":"retina","schema":"{}","table":"{}","txId":{txn},"lsn":{},"sequence":"[\"{}\",\"{}\"]"}},"op":"{op}","transaction":{{"id":"{}","total_order":{order},"data_collection_order":{}}}}}"#,
                         table.namespace,
                         table.table,
                         txn * 1000 + order,
                         (txn - 1) * 1000,
                         txn * 1000 + order,
+                        id(txn * 1000 + order),
                         per_table[table_index],
                     );
                     if with_schemas {
@@ -182,7 +186,12 @@ impl DebeziumEncoder {
             .map(|(i, n)| format!(r#"{{"data_collection":"{}","event_count":{n}}}"#, self.tables[i].full_name))
             .collect();
         self.wrap(out, None, |out| {
-            let _ = write!(out, r#"{{"status":"END","id":"{id}","event_count":{order},"data_collections":[{}]}}"#, collections.join(","));
+            let _ = write!(
+                out,
+                r#"{{"status":"END","id":"{}","event_count":{order},"data_collections":[{}]}}"#,
+                id(txn * 1000 + order + 1),
+                collections.join(",")
+            );
         });
         out.push('\n');
         Ok(lines + 1)

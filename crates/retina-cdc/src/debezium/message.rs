@@ -15,6 +15,7 @@ use super::envelope;
 use super::scan;
 use super::fields::{Block, Fields, SourceFields};
 use super::image::Image;
+use super::not_a_change;
 use crate::error::DecodeError;
 use crate::position::SourceOrder;
 
@@ -164,6 +165,21 @@ fn transaction_id(raw: Option<&str>) -> Result<Option<String>, DecodeError> {
     }
 }
 
+/// The part of a transaction id that names the transaction. Debezium's PostgreSQL
+/// connector writes `txId:LSN` with the LSN of the message at hand, so the BEGIN,
+/// each event and the END of one transaction carry different ids (its
+/// `PostgresTransactionMonitor`); the xid before the colon is the transaction.
+/// Other connectors' ids are not two runs of digits (MySQL's `uuid:n` GTIDs and
+/// `file:pos`, SQL Server's and Db2's three-part LSNs, Oracle's hex ids) and stay
+/// whole. The key is always a prefix of `id`.
+pub fn transaction_key(id: &str) -> &str {
+    let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    match id.split_once(':') {
+        Some((xid, lsn)) if digits(xid) && digits(lsn) => xid,
+        _ => id,
+    }
+}
+
 /// Decodes one line. A message without a `source` block is an error (see
 /// [`decode_line_with`]).
 pub fn decode_line(line: &str) -> Result<Message<'_>, DecodeError> {
@@ -175,6 +191,10 @@ pub fn decode_line(line: &str) -> Result<Message<'_>, DecodeError> {
 /// source reads from the topic name), and without either is an error saying so. An empty line
 /// and the JSON `null` (how tools write a Kafka tombstone's null value) are tombstones.
 pub fn decode_line_with<'a>(line: &'a str, default_table: Option<&str>) -> Result<Message<'a>, DecodeError> {
+    decode_full_line(line, default_table).map_err(|error| not_a_change::explain(line, error))
+}
+
+fn decode_full_line<'a>(line: &'a str, default_table: Option<&str>) -> Result<Message<'a>, DecodeError> {
     let trimmed = line.trim();
     if trimmed.is_empty() || trimmed == "null" {
         return Ok(Message::Tombstone);
@@ -297,7 +317,7 @@ fn decode_payload<'a>(
         Some(Block::Other(other)) => return Err(DecodeError::mistyped("transaction", "an object", other)),
         Some(Block::Object(block)) => {
             Some(TransactionBlock {
-                id: string(required(block.id, "transaction.id")?, "transaction.id")?.into_owned(),
+                id: transaction_key(&string(required(block.id, "transaction.id")?, "transaction.id")?).to_owned(),
                 total_order: unsigned(required(block.total_order, "transaction.total_order")?, "transaction.total_order")?,
                 data_collection_order: optional_unsigned(block.data_collection_order, "transaction.data_collection_order")?,
             })
@@ -351,7 +371,7 @@ fn is_snapshot(raw: Option<&str>) -> Result<bool, DecodeError> {
 }
 
 fn decode_transaction_message<'a>(fields: &Fields<'a>, status: &str) -> Result<Message<'a>, DecodeError> {
-    let id = string(required(fields.id, "id")?, "id")?.into_owned();
+    let id = transaction_key(&string(required(fields.id, "id")?, "id")?).to_owned();
     match string(status, "status")?.as_ref() {
         "BEGIN" => Ok(Message::Begin { id }),
         "END" => {
@@ -471,7 +491,7 @@ mod tests {
         let after = event.after.as_ref().expect("after");
         assert_eq!(after.fields.iter().map(|(n, _)| n.as_ref()).collect::<Vec<_>>(), ["id", "name"]);
         assert!(event.before.is_none());
-        assert_eq!(event.transaction, Some(TransactionBlock { id: "571:120".into(), total_order: 2, data_collection_order: Some(1) }));
+        assert_eq!(event.transaction, Some(TransactionBlock { id: "571".into(), total_order: 2, data_collection_order: Some(1) }));
         assert_eq!(event.source_transaction, None, "not needed when the event has a transaction block");
         assert_eq!(event.order, Some(SourceOrder(100, 120, 0)));
         let without_block = PG_UPDATE.replace(r#""transaction":{"id":"571:120","total_order":2,"data_collection_order":1}"#, r#""transaction":null"#);
@@ -515,14 +535,31 @@ mod tests {
     fn tombstones_and_transaction_messages() {
         assert!(matches!(decode_line(r#"{"key":{"id":1},"value":null}"#), Ok(Message::Tombstone)));
         assert!(matches!(decode_line(r#"{"schema":null,"payload":null}"#), Ok(Message::Tombstone)));
-        assert!(matches!(decode_line(r#"{"status":"BEGIN","id":"5:9","event_count":null,"data_collections":null}"#), Ok(Message::Begin { id }) if id == "5:9"));
-        let end = decode_line(r#"{"status":"END","id":"5:9","event_count":2,"data_collections":[{"data_collection":"s.a","event_count":2}]}"#);
+        assert!(matches!(decode_line(r#"{"status":"BEGIN","id":"5:9","event_count":null,"data_collections":null}"#), Ok(Message::Begin { id }) if id == "5"));
+        // PostgreSQL's END carries the commit's LSN, not the BEGIN's: the same transaction.
+        let end = decode_line(r#"{"status":"END","id":"5:12","event_count":2,"data_collections":[{"data_collection":"s.a","event_count":2}]}"#);
         match end.expect("end") {
             Message::End { id, event_count, data_collections } => {
-                assert_eq!((id.as_str(), event_count), ("5:9", 2));
+                assert_eq!((id.as_str(), event_count), ("5", 2));
                 assert_eq!(data_collections, vec![("s.a".to_string(), 2)]);
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn transaction_keys_drop_only_a_postgresql_lsn() {
+        for (id, key) in [
+            ("571:33461528", "571"),
+            ("571", "571"),
+            ("3E11FA47-71CA-11E1-9E33-C80AA9429562:23", "3E11FA47-71CA-11E1-9E33-C80AA9429562:23"),
+            ("mysql-bin.000003:154", "mysql-bin.000003:154"),
+            ("00000025:00000098:0003", "00000025:00000098:0003"),
+            ("0a001900f1200000", "0a001900f1200000"),
+            (":12", ":12"),
+            ("12:", "12:"),
+        ] {
+            assert_eq!(transaction_key(id), key, "{id}");
         }
     }
 

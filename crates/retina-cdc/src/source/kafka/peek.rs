@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::reassembly::Marker;
+use crate::debezium::message::transaction_key;
 
 #[derive(Deserialize)]
 struct Block<'a> {
@@ -21,8 +22,19 @@ struct Block<'a> {
     id: &'a RawValue,
 }
 
-/// The transaction id of a change event value, `None` without transaction metadata.
+/// The transaction of a change event value (its id as [`transaction_key`] reads
+/// it), `None` without transaction metadata.
 pub fn transaction_id(value: &[u8]) -> Result<Option<String>, String> {
+    // The key is always a prefix of the id.
+    full_id(value).map(|id| {
+        id.map(|mut id| {
+            id.truncate(transaction_key(&id).len());
+            id
+        })
+    })
+}
+
+fn full_id(value: &[u8]) -> Result<Option<String>, String> {
     if let Some(found) = memchr::memmem::rfind(value, b"\"transaction\":") {
         let rest = &value[found + b"\"transaction\":".len()..];
         let start = rest.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(rest.len());
@@ -104,7 +116,7 @@ mod tests {
 
     #[test]
     fn finds_the_envelopes_transaction_not_a_columns() {
-        assert_eq!(transaction_id(WITH_SCHEMA.as_bytes()), Ok(Some("571:33461528".into())));
+        assert_eq!(transaction_id(WITH_SCHEMA.as_bytes()), Ok(Some("571".into())), "PostgreSQL's xid, without the LSN");
         let bare = r#"{"before":null,"after":{"transaction":{"id":"column"}},"op":"c","transaction":{"id":7,"total_order":1}}"#;
         assert_eq!(transaction_id(bare.as_bytes()), Ok(Some("7".into())));
         assert_eq!(transaction_id(br#"{"after":{"id":1},"op":"c","transaction":null}"#), Ok(None));
@@ -117,7 +129,7 @@ mod tests {
     #[test]
     fn unusual_spacing_takes_the_full_parse_with_the_same_answer() {
         let spaced = r#"{ "payload" : { "op" : "c", "transaction" : { "id" : "9:1", "total_order" : 1 } } }"#;
-        assert_eq!(transaction_id(spaced.as_bytes()), Ok(Some("9:1".into())));
+        assert_eq!(transaction_id(spaced.as_bytes()), Ok(Some("9".into())));
         assert!(transaction_id(b"{not json").unwrap_err().contains("malformed JSON"));
         assert!(transaction_id(br#"{"transaction":{"id":[1]}}"#).unwrap_err().contains("must be a string"));
     }
