@@ -109,7 +109,7 @@ pub(crate) struct Remove {
 /// column needs it) are table features, so reader 3 / writer 7.
 pub(crate) fn protocol(schema: &TableSchema) -> Protocol {
     let mut features = vec!["deletionVectors".to_string()];
-    if schema.columns().fields().iter().any(|f| matches!(f.data_type(), DataType::Timestamp(_, None))) {
+    if schema.columns().fields().iter().any(|f| matches!(f.data_type(), DataType::Timestamp(TimeUnit::Microsecond, None))) {
         features.push("timestampNtz".into());
     }
     Protocol { min_reader_version: 3, min_writer_version: 7, reader_features: features.clone(), writer_features: features }
@@ -118,16 +118,23 @@ pub(crate) fn protocol(schema: &TableSchema) -> Protocol {
 /// The table's metadata: its user columns, and the table property that turns on
 /// deletion vectors.
 ///
-/// Delta Lake has no time-of-day type: a `time` column is left undeclared, as
+/// Delta Lake has no time-of-day type and no nanosecond timestamp (SQL Server's
+/// `datetime2`, Oracle's `TIMESTAMP(9)`): such a column is left undeclared, as
 /// `_create_ts` is (readers never read it), so the rest of the table is still
-/// published; the table's description names it, and the Iceberg table, which has
-/// the type, declares it.
+/// published; the table's description names it, and the Iceberg table (v3 has both
+/// types) declares it. Declaring a nanosecond column as `timestamp` would not do:
+/// Spark refuses Parquet's `TIMESTAMP(NANOS)` under a microsecond type.
 pub(crate) fn metadata(id: &str, schema: &TableSchema, created_ms: i64) -> Result<Metadata, StorageError> {
     let mut fields = Vec::new();
     let mut left_out = Vec::new();
     for field in schema.columns().fields() {
-        if matches!(field.data_type(), DataType::Time64(_)) {
-            left_out.push(field.name().as_str());
+        let undeclared = match field.data_type() {
+            DataType::Time64(_) => Some("time of day"),
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => Some("timestamp in nanoseconds"),
+            _ => None,
+        };
+        if let Some(kind) = undeclared {
+            left_out.push(format!("{} ({kind})", field.name()));
             continue;
         }
         fields.push(json!({
@@ -138,7 +145,7 @@ pub(crate) fn metadata(id: &str, schema: &TableSchema, created_ms: i64) -> Resul
         }));
     }
     let description = (!left_out.is_empty()).then(|| {
-        format!("Columns left out, Delta Lake having no time-of-day type (the Iceberg table has them): {}", left_out.join(", "))
+        format!("Columns left out, Delta Lake having no such type (the Iceberg table has them): {}", left_out.join(", "))
     });
     let schema_string = json!({ "type": "struct", "fields": fields }).to_string();
     let configuration = BTreeMap::from([("delta.enableDeletionVectors".to_string(), "true".to_string())]);
@@ -172,8 +179,8 @@ fn delta_type(table: &str, column: &str, data_type: &DataType) -> Result<String,
         other => {
             return Err(StorageError::Publication {
                 reason: format!(
-                    "table {table}, column {column}: Delta Lake has no type for {other} (it stores microsecond \
-                     timestamps); the table is not published"
+                    "table {table}, column {column}: Delta Lake has no type for {other}; the table is not \
+                     published"
                 ),
             })
         }
@@ -265,10 +272,25 @@ mod tests {
         let parsed: Value = serde_json::from_str(&published.schema_string).expect("schema json");
         let names: Vec<&str> = parsed["fields"].as_array().expect("fields").iter().filter_map(|f| f["name"].as_str()).collect();
         assert_eq!(names, ["id", "n"]);
-        assert!(published.description.as_deref().is_some_and(|d| d.ends_with("time-of-day type (the Iceberg table has them): t")), "{:?}", published.description);
-        let nanos = TableSchema::from_columns("s.n", &[("id", DataType::Int64, false), ("t", DataType::Timestamp(TimeUnit::Nanosecond, None), true)], &["id"])
-            .expect("schema");
-        let error = metadata("x", &nanos, 0).expect_err("nanosecond timestamps have no Delta type").to_string();
-        assert!(error.contains("table s.n, column t"), "{error}");
+        assert!(published.description.as_deref().is_some_and(|d| d.ends_with("(the Iceberg table has them): t (time of day)")), "{:?}", published.description);
+        let nanos = TableSchema::from_columns(
+            "s.n",
+            &[
+                ("id", DataType::Int64, false),
+                ("t", DataType::Timestamp(TimeUnit::Nanosecond, None), true),
+                ("z", DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())), true),
+            ],
+            &["id"],
+        )
+        .expect("schema");
+        let published = metadata("x", &nanos, 0).expect("nanosecond timestamps are left out");
+        let parsed: Value = serde_json::from_str(&published.schema_string).expect("schema json");
+        assert_eq!(parsed["fields"].as_array().expect("fields").len(), 1, "only id: {parsed}");
+        let description = published.description.unwrap_or_default();
+        assert!(description.ends_with("t (timestamp in nanoseconds), z (timestamp in nanoseconds)"), "{description}");
+        assert!(!protocol(&nanos).reader_features.contains(&"timestampNtz".to_string()), "no declared timestamp_ntz column");
+        // Every type a table may have maps; the error stays for a type added later.
+        let error = delta_type("s.i", "d", &DataType::Duration(TimeUnit::Microsecond)).expect_err("no Delta type").to_string();
+        assert!(error.contains("table s.i, column d"), "{error}");
     }
 }
