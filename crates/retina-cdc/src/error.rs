@@ -37,6 +37,13 @@ pub enum DecodeError {
     /// event, a heartbeat, a flattened row…): what it is and what to change.
     #[error("not a row change event: {0}")]
     NotAChangeEvent(String),
+
+    /// A change event printed in Avro's JSON encoding (unions as `{"string": …}`).
+    #[error(
+        "field {field}: {{\"string\": …}} is how Avro's JSON encoding writes a union (kafka-avro-console-consumer's \
+         output); Retina reads Debezium JSON as Kafka Connect's JsonConverter writes it"
+    )]
+    AvroJson { field: String },
 }
 
 impl DecodeError {
@@ -61,7 +68,7 @@ impl DecodeError {
             Self::UnknownType { field, type_name } => Self::UnknownType { field: join(field), type_name },
             Self::UnknownOp { field, op } => Self::UnknownOp { field: join(field), op },
             Self::BadValue { field, reason } => Self::BadValue { field: join(field), reason },
-            other @ (Self::MalformedJson(_) | Self::NoSource | Self::NotAChangeEvent(_)) => other,
+            other @ (Self::MalformedJson(_) | Self::NoSource | Self::NotAChangeEvent(_) | Self::AvroJson { .. }) => other,
         }
     }
 }

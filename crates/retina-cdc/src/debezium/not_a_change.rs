@@ -1,10 +1,11 @@
 //! Lines that are Debezium (or Kafka Connect) output but not row change events:
 //! schema change events, heartbeats, rows flattened by `ExtractNewRecordState`,
-//! CloudEvents and PostgreSQL logical decoding messages. They reach a mirror when a
-//! source reads one topic too many or a connector runs a transform; "field op:
-//! missing" would not tell the operator which, so the error names the kind and what
-//! to change. Only the error path reads a line this way (a second parse of a line
-//! already refused), so the decoder's speed is untouched.
+//! CloudEvents and PostgreSQL logical decoding messages; and change events printed in
+//! Avro's JSON encoding. They reach a mirror when a source reads one topic too many,
+//! a connector runs a transform or a file was dumped with an Avro console consumer;
+//! "field op: missing" would not tell the operator which, so the error names the
+//! kind and what to change. Only the error path reads a line this way (a second
+//! parse of a line already refused), so the decoder's speed is untouched.
 
 use serde_json::{Map, Value};
 
@@ -14,19 +15,44 @@ use crate::error::DecodeError;
 /// `delete.handling.mode=rewrite`, the others with `add.fields`).
 const FLATTENED_FIELDS: [&str; 7] = ["__deleted", "__op", "__table", "__db", "__schema", "__source_ts_ms", "__lsn"];
 
+/// Avro's type names, which its JSON encoding wraps a union's value in
+/// (`{"string":"true"}`).
+const AVRO_UNION_BRANCHES: [&str; 7] = ["string", "int", "long", "boolean", "double", "float", "bytes"];
+
 /// `error` explained when `line` is one of the known kinds of messages that are not
-/// row changes; `error` itself otherwise.
+/// row changes, or a change event in Avro's JSON encoding; `error` itself otherwise.
 pub(super) fn explain(line: &str, error: DecodeError) -> DecodeError {
     let missing_op = matches!(&error, DecodeError::MissingField { field } if field == "op");
     let logical_message = matches!(&error, DecodeError::UnknownOp { op, .. } if op == "m");
-    if !missing_op && !logical_message {
+    let mistyped = matches!(&error, DecodeError::MistypedField { .. });
+    // The mistyped field is where decoding stopped; the line as a whole tells why.
+    if !missing_op && !logical_message && !mistyped {
         return error;
     }
     let Ok(Value::Object(top)) = serde_json::from_str::<Value>(line) else { return error };
+    if let DecodeError::MistypedField { field, .. } = &error {
+        return match has_avro_union(&top) {
+            true => DecodeError::AvroJson { field: field.clone() },
+            false => error,
+        };
+    }
     match kind(&top) {
         Some(kind) => DecodeError::NotAChangeEvent(kind.to_string()),
         None => error,
     }
+}
+
+/// Whether a field of the `source` block holds an Avro union's JSON encoding, as
+/// `kafka-avro-console-consumer` prints Debezium's Avro records.
+fn has_avro_union(top: &Map<String, Value>) -> bool {
+    let value = match top.get("value") {
+        Some(Value::Object(value)) if !top.contains_key("op") => value,
+        _ => top,
+    };
+    let Some(Value::Object(source)) = value.get("source") else { return false };
+    source.values().any(|field| {
+        matches!(field, Value::Object(wrapped) if wrapped.len() == 1 && wrapped.keys().all(|k| AVRO_UNION_BRANCHES.contains(&k.as_str())))
+    })
 }
 
 /// What the message is, as the error's text.
@@ -117,6 +143,18 @@ mod tests {
             assert!(text.contains(expected), "{line}: {text}");
             assert!(text.starts_with("not a row change event: "), "{text}");
         }
+    }
+
+    #[test]
+    fn avro_json_is_named() {
+        // kafka-avro-console-consumer's output of a SQL Server snapshot row.
+        let line = r#"{"before":null,"after":{"server1.dbo.customers.Value":{"id":1001}},"source":{"version":"1.7.1.Final","connector":"sqlserver","name":"server1","ts_ms":1,"snapshot":{"string":"true"},"db":"testDB","schema":"dbo","table":"customers","commit_lsn":{"string":"00000025:00000410:0001"}},"op":"r","ts_ms":{"long":1},"transaction":null}"#;
+        let text = error(line);
+        assert!(text.starts_with("field source.snapshot: {\"string\": …}"), "{text}");
+        assert!(text.contains("Avro's JSON encoding"), "{text}");
+        // A mistyped field without that shape keeps its own error.
+        let plain = r#"{"before":null,"after":{"id":1},"source":{"schema":"s","table":5},"op":"c"}"#;
+        assert_eq!(error(plain), "field source.table: expected a string, got 5");
     }
 
     #[test]
