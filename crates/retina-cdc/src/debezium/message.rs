@@ -170,8 +170,12 @@ fn transaction_id(raw: Option<&str>) -> Result<Option<String>, DecodeError> {
 /// each event and the END of one transaction carry different ids (its
 /// `PostgresTransactionMonitor`); the xid before the colon is the transaction.
 /// Other connectors' ids are not two runs of digits (MySQL's `uuid:n` GTIDs and
-/// `file:pos`, SQL Server's and Db2's three-part LSNs, Oracle's hex ids) and stay
-/// whole. The key is always a prefix of `id`.
+/// `file=…,pos=…`, SQL Server's and Db2's three-part LSNs, Oracle's hex ids) and
+/// stay whole. Informix 2.6+ writes `txId:commitLSN`, the same on all three, and is
+/// keyed by its txId too: exact while its transactions arrive one after another (a
+/// file), but a txId reused while an earlier transaction is still being reassembled
+/// from Kafka topics would meet it; telling the two apart needs the connector name,
+/// which BEGIN and END records do not carry. The key is always a prefix of `id`.
 pub fn transaction_key(id: &str) -> &str {
     let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
     match id.split_once(':') {
