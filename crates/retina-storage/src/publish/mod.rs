@@ -548,7 +548,7 @@ mod tests {
     }
 
     #[test]
-    fn a_table_with_a_type_delta_lacks_is_a_clear_error_and_others_still_publish() {
+    fn a_nanosecond_timestamp_is_left_out_of_delta_and_declared_in_iceberg() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = ParquetLakeStore::open(dir.path().to_str().expect("utf-8")).expect("store");
         let schema = TableSchema::from_columns(
@@ -570,10 +570,19 @@ mod tests {
             sources: Vec::new(),
         };
         let (report, _) = Publisher::new(PublishOptions::every_checkpoint(std::time::Duration::ZERO)).publish(store.object_io(), &store, &checkpoint).expect("publish");
-        assert_eq!(report.unpublished.len(), 1, "{report:?}");
-        let error = &report.unpublished[0];
-        assert!(error.contains("table s.times, column at") && error.contains("not published"), "{error}");
+        assert!(report.unpublished.is_empty(), "{report:?}");
         let cut = latest_cut(store.object_io()).expect("cut").expect("a cut");
-        assert_eq!(cut.tables.len(), 1, "the other table is published: {cut:?}");
+        assert_eq!(cut.tables.len(), 2, "both tables are published: {cut:?}");
+        let actions = delta_log::read_commit(store.object_io(), "tables/s.times", 0).expect("read").expect("version 0");
+        let delta_schema = actions
+            .iter()
+            .find_map(|a| match a {
+                delta_log::Action::MetaData(m) => Some(m.schema_string.clone()),
+                _ => None,
+            })
+            .expect("metaData");
+        assert!(delta_schema.contains("\"id\"") && !delta_schema.contains("\"at\""), "{delta_schema}");
+        let iceberg = std::fs::read_to_string(dir.path().join("tables/s.times/metadata/v1.metadata.json")).expect("Iceberg metadata");
+        assert!(iceberg.contains("\"timestamp_ns\""), "{iceberg}");
     }
 }
