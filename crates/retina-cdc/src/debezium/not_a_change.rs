@@ -22,11 +22,14 @@ const AVRO_UNION_BRANCHES: [&str; 7] = ["string", "int", "long", "boolean", "dou
 /// `error` explained when `line` is one of the known kinds of messages that are not
 /// row changes, or a change event in Avro's JSON encoding; `error` itself otherwise.
 pub(super) fn explain(line: &str, error: DecodeError) -> DecodeError {
-    let missing_op = matches!(&error, DecodeError::MissingField { field } if field == "op");
-    let logical_message = matches!(&error, DecodeError::UnknownOp { op, .. } if op == "m");
-    let mistyped = matches!(&error, DecodeError::MistypedField { .. });
-    // The mistyped field is where decoding stopped; the line as a whole tells why.
-    if !missing_op && !logical_message && !mistyped {
+    let worth_a_look = match &error {
+        DecodeError::MissingField { field } => field == "op",
+        DecodeError::UnknownOp { op, .. } => op == "m",
+        // The mistyped field is where decoding stopped; the line as a whole tells why.
+        DecodeError::MistypedField { .. } => true,
+        _ => false,
+    };
+    if !worth_a_look {
         return error;
     }
     let Ok(Value::Object(top)) = serde_json::from_str::<Value>(line) else { return error };
@@ -42,14 +45,18 @@ pub(super) fn explain(line: &str, error: DecodeError) -> DecodeError {
     }
 }
 
+/// The message inside a `{"key":…,"value":…}` wrapper, or the line itself.
+fn unwrapped(top: &Map<String, Value>) -> &Map<String, Value> {
+    match top.get("value") {
+        Some(Value::Object(value)) if !top.contains_key("op") => value,
+        _ => top,
+    }
+}
+
 /// Whether a field of the `source` block holds an Avro union's JSON encoding, as
 /// `kafka-avro-console-consumer` prints Debezium's Avro records.
 fn has_avro_union(top: &Map<String, Value>) -> bool {
-    let value = match top.get("value") {
-        Some(Value::Object(value)) if !top.contains_key("op") => value,
-        _ => top,
-    };
-    let Some(Value::Object(source)) = value.get("source") else { return false };
+    let Some(Value::Object(source)) = unwrapped(top).get("source") else { return false };
     source.values().any(|field| {
         matches!(field, Value::Object(wrapped) if wrapped.len() == 1 && wrapped.keys().all(|k| AVRO_UNION_BRANCHES.contains(&k.as_str())))
     })
@@ -64,10 +71,7 @@ fn kind(top: &Map<String, Value>) -> Option<&'static str> {
         );
     }
     // A Kafka wrapper's value, then a `{"schema":…,"payload":…}` envelope's payload.
-    let value = match top.get("value") {
-        Some(Value::Object(value)) if !top.contains_key("op") => value,
-        _ => top,
-    };
+    let value = unwrapped(top);
     let (payload, schema_name) = match (value.get("payload"), value.get("schema")) {
         (Some(Value::Object(payload)), schema) => {
             (payload, schema.and_then(|s| s.get("name")).and_then(Value::as_str))
