@@ -230,3 +230,20 @@ fn fuzz_seeds_decode_the_same_with_schemas_left_out() {
     let elided = decode_with_every_schema_bound(&lines);
     assert!(elided >= 30, "{elided} of {} seed lines read with schemas left out", lines.len());
 }
+
+/// A line that is not a change event gets the same named error whether its schema was
+/// left out (the table's schema already bound) or not: here a row flattened by
+/// `ExtractNewRecordState` under the table's own value schema.
+#[test]
+fn lines_that_are_not_changes_are_named_with_schemas_left_out() {
+    let known = KnownSchemas::default();
+    let mut elider = SchemaElider::new(known.clone());
+    let bound = event("c", 7, Some("f"), None);
+    bind_schemas(&known, &bound);
+    let (head, _) = bound.rsplit_once(r#""payload":"#).expect("a value payload");
+    let flattened = format!(r#"{head}"payload":{{"id":7,"name":"f","__deleted":"false"}}}}}}"#);
+    let (decoded, was_elided) = decoded_elided(&mut elider, &flattened);
+    assert!(was_elided, "{flattened}");
+    assert_eq!(decoded, decoded_cold(&flattened), "{flattened}");
+    assert!(decoded.contains("ExtractNewRecordState"), "{decoded}");
+}

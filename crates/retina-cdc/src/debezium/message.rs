@@ -245,7 +245,9 @@ pub fn decode_elided<'a>(line: &'a Line, default_table: Option<&str>) -> Option<
     }
     // Nothing is left out of a line that starts with whitespace, so only its end may be
     // trimmed without moving where the schemas were.
-    envelope::split_line(line.text().trim_end(), line.elided()).and_then(|parts| decode_parts(parts, default_table))
+    let decoded = envelope::split_line(line.text().trim_end(), line.elided()).and_then(|parts| decode_parts(parts, default_table))?;
+    // An error is explained from the whole line, as `decode_line_with` explains it.
+    Some(decoded.map_err(|error| not_a_change::explain(&line.full(), error)))
 }
 
 /// The envelope's payload decoded; `None` when it does not parse on the fast path.
