@@ -61,7 +61,7 @@ fn mistyped_column_names_line_table_and_column() {
 fn update_of_a_missing_key_names_the_transaction_table_and_key() {
     let mut lines = good_txn("1", 1);
     lines.extend([begin("2"), event("u", 99, Some("x"), Some(("2", 1))), end("2", 1, "s.t")]);
-    let (test, error) = expect_error(&lines, &["line 4", "source transaction 2", "table s.t", "id=Int64(99)", "no live row"]);
+    let (test, error) = expect_error(&lines, &["line 4", "source transaction 2", "table s.t", "key id=99", "no live row"]);
     assert!(error.contains("line 6"), "names where the transaction ends: {error}");
     // The failed transaction never becomes visible, so the durable position stays before
     // it (its group-commit batch, which here also held transaction 1, is not visible).
@@ -74,7 +74,7 @@ fn update_of_a_missing_key_names_the_transaction_table_and_key() {
 #[test]
 fn delete_of_a_missing_key_fails() {
     let lines = vec![begin("1"), event("d", 5, None, Some(("1", 1))), end("1", 1, "s.t")];
-    expect_error(&lines, &["line 1", "table s.t", "id=Int64(5)", "delete"]);
+    expect_error(&lines, &["line 1", "table s.t", "key id=5", "delete"]);
 }
 
 #[test]

@@ -32,6 +32,7 @@ pub mod table;
 pub mod txn;
 pub mod types;
 pub mod value;
+pub mod value_text;
 pub mod visibility;
 pub mod write_buffer;
 

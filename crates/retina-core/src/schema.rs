@@ -107,6 +107,11 @@ impl TableSchema {
         self.columns.fields().len()
     }
 
+    /// Column `index`'s name for an error message (`#index` when there is none).
+    pub fn column_name(&self, index: usize) -> String {
+        self.columns.fields().get(index).map_or_else(|| format!("#{index}"), |f| f.name().clone())
+    }
+
     /// The stored schema: the user's columns followed by `_create_ts` (int64, not null).
     pub fn stored_schema(&self) -> SchemaRef {
         let mut fields: Vec<Field> = self.columns.fields().iter().map(|f| f.as_ref().clone()).collect();

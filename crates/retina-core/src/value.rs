@@ -156,9 +156,73 @@ pub fn encode_key<'a>(values: impl IntoIterator<Item = &'a Value>) -> Vec<u8> {
     out
 }
 
+/// The values of an [`encode_key`] encoding; `None` when `bytes` is not one (cut short,
+/// an unknown tag, text that is not UTF-8).
+pub fn decode_key(mut bytes: &[u8]) -> Option<Vec<Value>> {
+    fn fixed<const N: usize>(rest: &[u8]) -> Option<[u8; N]> {
+        rest.get(..N)?.try_into().ok()
+    }
+    let mut values = Vec::new();
+    while let Some((&tag, rest)) = bytes.split_first() {
+        let (value, used) = match tag {
+            0 => (Value::Null, 0),
+            1 => (Value::Boolean(*rest.first()? != 0), 1),
+            2 => (Value::Int16(i16::from_be_bytes(fixed(rest)?)), 2),
+            3 => (Value::Int32(i32::from_be_bytes(fixed(rest)?)), 4),
+            4 => (Value::Int64(i64::from_be_bytes(fixed(rest)?)), 8),
+            5 => (Value::Float32(f32::from_bits(u32::from_be_bytes(fixed(rest)?))), 4),
+            6 => (Value::Float64(f64::from_bits(u64::from_be_bytes(fixed(rest)?))), 8),
+            7 | 8 => {
+                let length = u32::from_be_bytes(fixed(rest)?) as usize;
+                let body = rest.get(4..4usize.checked_add(length)?)?;
+                let value = match tag {
+                    7 => Value::Utf8(std::str::from_utf8(body).ok()?.into()),
+                    _ => Value::Binary(body.to_vec()),
+                };
+                (value, 4 + length)
+            }
+            9 => (Value::Date32(i32::from_be_bytes(fixed(rest)?)), 4),
+            10 => (Value::TimestampMicros(i64::from_be_bytes(fixed(rest)?)), 8),
+            11 => (Value::Decimal128(i128::from_be_bytes(fixed(rest)?)), 16),
+            12 => (Value::Time64Micros(i64::from_be_bytes(fixed(rest)?)), 8),
+            13 => (Value::Time64Nanos(i64::from_be_bytes(fixed(rest)?)), 8),
+            14 => (Value::TimestampNanos(i64::from_be_bytes(fixed(rest)?)), 8),
+            _ => return None,
+        };
+        values.push(value);
+        bytes = &rest[used..];
+    }
+    Some(values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_of_key_decodes_back() {
+        let key = vec![
+            Value::Null,
+            Value::Boolean(true),
+            Value::Int16(-2),
+            Value::Int32(-4),
+            Value::Int64(9),
+            Value::Float32(1.5),
+            Value::Float64(-0.25),
+            Value::Utf8("a b".into()),
+            Value::Binary(vec![0, 255]),
+            Value::Date32(19_000),
+            Value::TimestampMicros(-1),
+            Value::Decimal128(-12),
+            Value::Time64Micros(5),
+            Value::Time64Nanos(6),
+            Value::TimestampNanos(7),
+        ];
+        assert_eq!(decode_key(&encode_key(&key)), Some(key));
+        assert_eq!(decode_key(&[3, 0]), None, "cut short");
+        assert_eq!(decode_key(&[7, 0xff, 0xff, 0xff, 0xff]), None, "a length past the end");
+        assert_eq!(decode_key(&[99]), None, "an unknown tag");
+    }
 
     #[test]
     fn key_encoding_is_injective_across_boundaries() {

@@ -24,7 +24,7 @@ use crate::debezium::{decode_line_with, Line, Message};
 use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition, SourceOrder};
 pub use dead_letter::DeadLetterWriter;
-pub use failure::{decode_key, InFlight};
+pub use failure::InFlight;
 pub use reconstruct::{CompletedTransaction, Grouping, PendingChange, Reconstructor, Rejected, SinkChange};
 pub use decoding::{Decoding, OnAbsentRow};
 pub use prepare::Prepared;
@@ -450,7 +450,7 @@ impl<'e> Sink<'e> {
 
     fn explain(&self, error: retina_core::CoreError) -> CdcError {
         let in_flight: Vec<InFlight> = self.in_flight.iter().cloned().collect();
-        failure::explain(self.engine, error, &in_flight)
+        failure::explain(error, &in_flight)
     }
 }
 

@@ -162,7 +162,11 @@ pub fn row_changes_with(
 fn describe_key(plan: &TablePlan, row: &[retina_core::Value]) -> String {
     plan.primary_key()
         .iter()
-        .map(|&i| format!("{}={}", plan.columns()[i].name, row.get(i).map_or_else(String::new, |v| format!("{v:?}"))))
+        .map(|&i| {
+            let column = &plan.columns()[i];
+            let value = row.get(i).map(|v| v.text(Some(&column.kind.arrow_type())).to_string()).unwrap_or_default();
+            format!("{}={value}", column.name)
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -33,6 +33,7 @@ use crate::table::TableRuntime;
 use crate::txn::{Snapshot, TransactionService};
 use crate::types::{TableId, Ts};
 use crate::value::Value;
+use crate::value_text::key_text;
 
 /// Transactions collected for the next group commit.
 pub(super) struct PendingBatch {
@@ -251,11 +252,11 @@ impl Engine {
                     let old = key_of(schema, &key)?;
                     let new = row_key(schema, &row, Some(&old))?;
                     if old != new {
-                        let column = keep.first().map_or_else(String::new, |&c| column_name(schema, c));
+                        let column = keep.first().map_or_else(String::new, |&c| schema.column_name(c));
                         return Err(CoreError::UnavailableValue {
                             table: schema.name().to_string(),
                             column,
-                            key: hex(old.bytes()),
+                            key: key_text(schema, old.bytes()),
                             ts: Ts(0),
                             reason: "the update changes the primary key",
                         });
@@ -470,15 +471,6 @@ fn route_update(
     routed.push((old.shard(shards), ShardOp::Delete { table, key: old, operation: "update", if_absent }));
     routed.push((new.shard(shards), ShardOp::Insert { table, key: new, row, replace: false }));
     Ok(())
-}
-
-fn column_name(schema: &TableSchema, column: usize) -> String {
-    schema.columns().fields().get(column).map_or_else(|| format!("#{column}"), |f| f.name().clone())
-}
-
-/// Keys are shown as hex in errors, as the shards show them.
-fn hex(key: &[u8]) -> String {
-    key.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The primary key taken from a full row image (`known` when equal to it).

@@ -20,6 +20,7 @@ use crate::rows::value_at;
 use crate::schema_evolution::conform_batches;
 use crate::types::{RowId, RowLocation, TableId, Ts};
 use crate::value::{Row, Value};
+use crate::value_text::key_text;
 use crate::write_buffer::{validate_row, WriteBuffer};
 
 /// What one shard owns for one table.
@@ -164,7 +165,7 @@ impl Shard {
         if slot.latest().is_some() {
             return Err(CoreError::DuplicateKey {
                 table: table.runtime.name().to_string(),
-                key: display_key(key.bytes()),
+                key: key_text(&table.schema, key.bytes()),
                 ts,
             });
         }
@@ -207,7 +208,7 @@ impl Shard {
                 IfAbsent::Fail => {
                     return Err(CoreError::MissingKey {
                         table: table.runtime.name().to_string(),
-                        key: display_key(key.bytes()),
+                        key: key_text(&table.schema, key.bytes()),
                         operation,
                         ts,
                     })
@@ -235,8 +236,8 @@ impl Shard {
         let table = self.table_mut(table_id)?;
         let unavailable = |table: &ShardTable, reason| CoreError::UnavailableValue {
             table: table.runtime.name().to_string(),
-            column: keep.first().map_or_else(String::new, |&c| column_name(&table.schema, c)),
-            key: display_key(key.bytes()),
+            column: keep.first().map_or_else(String::new, |&c| table.schema.column_name(c)),
+            key: key_text(&table.schema, key.bytes()),
             ts,
             reason,
         };
@@ -338,15 +339,6 @@ fn previous_values(
         return pick(kept_reads.keep(location.file_id, sorted, schema, batches), &read);
     }
     Ok(None)
-}
-
-fn column_name(schema: &TableSchema, column: usize) -> String {
-    schema.columns().fields().get(column).map_or_else(|| format!("#{column}"), |f| f.name().clone())
-}
-
-/// Keys are shown as hex in errors: they are an encoding, not the source values.
-fn display_key(key: &[u8]) -> String {
-    key.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Puts the mirror-transaction ts into a row-validation error.
