@@ -214,6 +214,51 @@ fn dead_letter_diverts_bad_messages_and_whole_bad_transactions_and_continues() {
     assert!(matches!(ingest(&test.engine, &lines, options), Err(CdcError::Apply { .. })));
 }
 
+/// An event that cannot be applied takes its whole source transaction to the dead
+/// letters, the others of it too, with its reason: grouped by source transaction id
+/// (no transaction metadata), where the rest of the group used to be applied, and
+/// between BEGIN and END.
+#[test]
+fn dead_letter_takes_the_whole_transaction_of_an_event_that_cannot_be_applied() {
+    let in_transaction = |line: String, from: &str, to: &str| line.replace(&format!(r#""txId":{from}"#), &format!(r#""txId":{to}"#));
+    let bad = |txn| event("c", 2, Some("b"), txn).replace(r#""after":{"id":2,"#, r#""after":{"id":"two","#);
+    let without_metadata = vec![
+        event("c", 1, Some("a"), None),
+        in_transaction(event("d", 1, None, None), "1", "7"),
+        in_transaction(bad(None), "2", "7"),
+        event("c", 3, Some("c"), None),
+    ];
+    let with_metadata = vec![
+        event("c", 1, Some("a"), None),
+        begin("5"),
+        event("d", 1, None, Some(("5", 1))),
+        bad(Some(("5", 2))),
+        end("5", 2, "s.t"),
+        event("c", 3, Some("c"), None),
+    ];
+    for (lines, dead_lettered) in [(without_metadata, vec!["line 2", "line 3"]), (with_metadata, vec!["line 2", "line 3", "line 4", "line 5"])] {
+        let test = engine();
+        let dead = test.dir.path().join("dead.jsonl");
+        let options = SinkOptions { dead_letter: Some(dead.clone()), ..SinkOptions::default() };
+        let report = ingest(&test.engine, &lines, options).expect("continues past the bad transaction");
+        assert_eq!(report.stats.dead_letters, dead_lettered.len() as u64);
+        let written = std::fs::read_to_string(&dead).expect("dead letters");
+        let letters: Vec<serde_json::Value> = written.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+        let positions: Vec<&str> = letters.iter().map(|l| l["position"].as_str().unwrap_or("")).collect();
+        assert_eq!(positions, dead_lettered);
+        for letter in &letters {
+            let reason = letter["reason"].as_str().unwrap_or("");
+            assert!(reason.contains("after.id") && reason.contains("table s.t"), "{reason}");
+        }
+        let ids: Vec<Value> = rows(&test.engine, "s.t").into_iter().map(|r| r[0].clone()).collect();
+        assert_eq!(ids, vec![Value::Int64(1), Value::Int64(3)], "the delete of its transaction is not applied");
+        // Without dead letters the run stops at the event, naming it.
+        let test = engine();
+        let error = ingest(&test.engine, &lines, SinkOptions::default()).expect_err("stops").to_string();
+        assert!(error.contains(if lines.len() == 4 { "line 3" } else { "line 4" }) && error.contains("after.id"), "{error}");
+    }
+}
+
 /// A dead letter after the last applied transaction (the end of a file) is passed
 /// by the recorded position, so a restart neither reads nor writes it again; one
 /// inside an open transaction is not passed.

@@ -195,14 +195,21 @@ impl<'e> Sink<'e> {
             return Ok(()); // before the resume point: already applied
         }
         let result = self.accept(position, line);
-        let submitted = self.submit_completed();
-        match result {
-            Ok(()) => submitted,
-            Err(rejected) => {
-                submitted?;
-                self.reject(rejected)
-            }
-        }
+        self.settle(result)
+    }
+
+    /// After a message: failed transactions it closed are dead-lettered first (they
+    /// come before anything completed with them), then what completed is submitted,
+    /// then the message's own rejection is handled.
+    fn settle(&mut self, result: Result<(), Rejected>) -> CdcResult<()> {
+        self.reject_failed()?;
+        self.submit_completed()?;
+        result.or_else(|rejected| self.reject(rejected))
+    }
+
+    /// Dead-letters the failed transactions the reconstructor closed.
+    fn reject_failed(&mut self) -> CdcResult<()> {
+        self.reconstructor.take_rejected().into_iter().try_for_each(|rejected| self.reject(rejected))
     }
 
     /// The source has nothing more right now: close a pending no-metadata group and
@@ -211,6 +218,7 @@ impl<'e> Sink<'e> {
         let mut completed = std::mem::take(&mut self.completed);
         self.reconstructor.close_group(&mut completed);
         self.completed = completed;
+        self.reject_failed()?;
         self.submit_completed()?;
         self.pass_dead_letters()?;
         self.engine.flush_batch().map_err(|e| self.explain(e))?;
@@ -224,10 +232,7 @@ impl<'e> Sink<'e> {
         let mut completed = std::mem::take(&mut self.completed);
         let result = self.reconstructor.finish(position, &mut completed);
         self.completed = completed;
-        self.submit_completed()?;
-        if let Err(rejected) = result {
-            self.reject(rejected)?;
-        }
+        self.settle(result)?;
         self.pass_dead_letters()?;
         self.engine.sync().map_err(|e| self.explain(e))?;
         self.count_absent_rows();
@@ -308,14 +313,7 @@ impl<'e> Sink<'e> {
         }
         let full = self.dead_letter.is_some().then(|| line.full());
         let result = self.accept_prepared(position, prepared, full.as_deref());
-        let submitted = self.submit_completed();
-        match result {
-            Ok(()) => submitted,
-            Err(rejected) => {
-                submitted?;
-                self.reject(rejected)
-            }
-        }
+        self.settle(result)
     }
 
     /// The schema texts of bound tables, which the thread reading the source leaves
@@ -338,9 +336,18 @@ impl<'e> Sink<'e> {
             Message::Begin { id } => Prepared::Begin { id },
             Message::End { id, event_count, data_collections } => Prepared::End { id, event_count, data_collections },
             Message::Change(event) => {
-                let binding = self.tables.resolve(self.engine, &event, position).map_err(rejected)?;
-                let changes = prepare::row_changes_with(&binding, &event, position, &decoding).map_err(rejected)?;
-                prepare::change(*event, &binding, changes)
+                let prepared = self.tables.resolve(self.engine, &event, position).and_then(|binding| {
+                    prepare::row_changes_with(&binding, &event, position, &decoding).map(|changes| (binding, changes))
+                });
+                match prepared {
+                    Ok((binding, changes)) => prepare::change(*event, &binding, changes),
+                    // The event's whole transaction fails, not the event alone.
+                    Err(error) => {
+                        let raw = self.dead_letter.is_some().then_some(line);
+                        let (transaction, source_transaction) = (event.transaction.as_ref(), event.source_transaction.as_deref());
+                        return self.reconstructor.fail(error, position, transaction, source_transaction, raw, &mut self.completed);
+                    }
+                }
             }
         };
         self.accept_prepared(position, prepared, self.dead_letter.is_some().then_some(line))

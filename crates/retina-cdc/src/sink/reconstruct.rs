@@ -8,6 +8,10 @@
 //! total_order, is dropped there; a missing order number is an error). Without
 //! metadata, consecutive events of one source transaction id form a transaction, or
 //! every event is its own (the `--no-transaction-metadata-grouping` choice).
+//!
+//! With dead letters on, an event that cannot be applied fails its whole transaction
+//! ([`Reconstructor::fail`]): the transaction is rejected when it ends, all its
+//! messages together, so a run that diverts bad input never applies part of one.
 
 // Keyed by transaction ids, looked up for every event: hashbrown's seeded foldhash
 // rather than SipHash (as in the Kafka source's reassembly).
@@ -82,6 +86,15 @@ struct OpenTransaction {
     /// source hands them over topic by topic).
     events: Vec<(u64, PendingChange)>,
     raw: Vec<(Position, String)>,
+    /// The first of its events that cannot be applied: the transaction is rejected
+    /// with this error when it ends.
+    failure: Option<Box<CdcError>>,
+}
+
+impl OpenTransaction {
+    fn new(begin: Position) -> Self {
+        Self { begin, events: Vec::new(), raw: Vec::new(), failure: None }
+    }
 }
 
 /// The reconstruction state machine. Invariant: a transaction is handed out exactly
@@ -92,12 +105,14 @@ pub struct Reconstructor {
     open: HashMap<String, OpenTransaction>,
     group: Option<(String, OpenTransaction)>,
     generated_ids: u64,
+    /// Failed groups closed since the sink last took them ([`Self::take_rejected`]).
+    rejected: Vec<Rejected>,
 }
 
 impl Reconstructor {
     /// `keep_raw`: keep each open transaction's raw messages (for dead-lettering).
     pub fn new(grouping: Grouping, keep_raw: bool) -> Self {
-        Self { grouping, keep_raw, open: HashMap::new(), group: None, generated_ids: 0 }
+        Self { grouping, keep_raw, open: HashMap::new(), group: None, generated_ids: 0, rejected: Vec::new() }
     }
 
     /// Where the oldest transaction still open (or the pending no-metadata group)
@@ -114,7 +129,7 @@ impl Reconstructor {
     pub fn begin(&mut self, id: String, position: Position, raw: Option<&str>) {
         // A second BEGIN of an open transaction is a redelivery from its start (a
         // connector restart): the partial copy is replaced.
-        let mut open = OpenTransaction { begin: position, events: Vec::new(), raw: Vec::new() };
+        let mut open = OpenTransaction::new(position);
         if self.keep_raw {
             open.raw.extend(raw.map(|r| (position, r.to_string())));
         }
@@ -150,13 +165,8 @@ impl Reconstructor {
         }
         match (self.grouping, source_transaction) {
             (Grouping::SourceTransaction, Some(id)) => {
-                if self.group.as_ref().is_some_and(|(current, _)| current != id) {
-                    self.close_group(out);
-                }
                 let keep_raw = self.keep_raw;
-                let (_, group) = self.group.get_or_insert_with(|| {
-                    (id.to_string(), OpenTransaction { begin: position, events: Vec::new(), raw: Vec::new() })
-                });
+                let group = self.group_of(id, position, out);
                 if keep_raw {
                     group.raw.extend(raw.map(|r| (position, r.to_string())));
                 }
@@ -179,6 +189,52 @@ impl Reconstructor {
         Ok(())
     }
 
+    /// A change event that cannot be applied (`error`). With dead letters on, and the
+    /// event's transaction open (its BEGIN seen) or a no-metadata group, the whole
+    /// transaction fails: it is rejected when it ends, with every message it held and
+    /// holds by then. Otherwise the event alone is rejected now. Completed
+    /// transactions (a group this event closes) go to `out`.
+    pub fn fail(
+        &mut self,
+        error: CdcError,
+        position: Position,
+        transaction: Option<&TransactionBlock>,
+        source_transaction: Option<&str>,
+        raw: Option<&str>,
+        out: &mut Vec<CompletedTransaction>,
+    ) -> Result<(), Rejected> {
+        let whole = self.keep_raw && error.is_dead_letterable();
+        let held = match (transaction, self.grouping, source_transaction) {
+            _ if !whole => None,
+            (Some(block), _, _) => self.open.get_mut(&block.id),
+            (None, Grouping::SourceTransaction, Some(id)) => Some(self.group_of(id, position, out)),
+            _ => None,
+        };
+        let Some(held) = held else {
+            return Err(Rejected { error: Box::new(error), messages: self.raw_of(raw, position) });
+        };
+        held.raw.extend(raw.map(|r| (position, r.to_string())));
+        held.failure.get_or_insert(Box::new(error));
+        Ok(())
+    }
+
+    /// The no-metadata group of source transaction `id`, begun at `position` when
+    /// new; a group of another transaction is closed first (to `out`).
+    fn group_of(&mut self, id: &str, position: Position, out: &mut Vec<CompletedTransaction>) -> &mut OpenTransaction {
+        if self.group.as_ref().is_some_and(|(current, _)| current != id) {
+            self.close_group(out);
+        }
+        let (_, group) = self.group.get_or_insert_with(|| (id.to_string(), OpenTransaction::new(position)));
+        group
+    }
+
+    /// Failed no-metadata groups closed since the last call, in stream order. They
+    /// come before any transaction completed with them, so the sink writes their dead
+    /// letters before it records a position past them.
+    pub fn take_rejected(&mut self) -> Vec<Rejected> {
+        std::mem::take(&mut self.rejected)
+    }
+
     pub fn end(
         &mut self,
         id: &str,
@@ -195,6 +251,9 @@ impl Reconstructor {
         };
         if self.keep_raw {
             open.raw.extend(raw.map(|r| (position, r.to_string())));
+        }
+        if let Some(error) = open.failure.take() {
+            return Err(Rejected { error, messages: open.raw });
         }
         let reject = |reason: String, open: OpenTransaction| Rejected {
             error: Box::new(CdcError::Transaction { position, transaction: id.to_string(), reason }),
@@ -229,9 +288,14 @@ impl Reconstructor {
         Ok(complete(id.to_string(), open, position))
     }
 
-    /// Closes a no-metadata group (stream end or idle): its transaction is complete.
+    /// Closes a no-metadata group (stream end or idle): its transaction is complete,
+    /// or, when one of its events failed, rejected ([`Self::take_rejected`]).
     pub fn close_group(&mut self, out: &mut Vec<CompletedTransaction>) {
-        if let Some((id, group)) = self.group.take() {
+        if let Some((id, mut group)) = self.group.take() {
+            if let Some(error) = group.failure.take() {
+                self.rejected.push(Rejected { error, messages: group.raw });
+                return;
+            }
             let last = group.events.last().map_or(group.begin, |(_, c)| c.position);
             out.push(complete(id, group, last));
         }
@@ -252,7 +316,10 @@ impl Reconstructor {
         self.close_group(out);
         let mut open: Vec<_> = self.open.drain().collect();
         open.sort_by_key(|(_, t)| t.begin.value);
-        if let Some((id, transaction)) = open.into_iter().next() {
+        if let Some((id, mut transaction)) = open.into_iter().next() {
+            if let Some(error) = transaction.failure.take() {
+                return Err(Rejected { error, messages: transaction.raw });
+            }
             return Err(Rejected {
                 error: Box::new(CdcError::Transaction {
                     position,
@@ -297,6 +364,54 @@ mod tests {
 
     fn block(total_order: u64) -> TransactionBlock {
         TransactionBlock { id: "tx".into(), total_order, data_collection_order: None }
+    }
+
+    fn failure(line: u64) -> CdcError {
+        CdcError::Transaction { position: Position::line(line), transaction: "7".into(), reason: "a bad event".into() }
+    }
+
+    #[test]
+    fn a_failed_event_fails_its_whole_group_when_dead_letters_are_kept_and_only_itself_otherwise() {
+        let mut out = Vec::new();
+        let mut kept = Reconstructor::new(Grouping::SourceTransaction, true);
+        assert!(kept.change(event("a", 1), None, Some("7"), Some("one"), &mut out).is_ok());
+        assert!(kept.fail(failure(2), Position::line(2), None, Some("7"), Some("two"), &mut out).is_ok());
+        assert!(kept.change(event("a", 3), None, Some("7"), Some("three"), &mut out).is_ok());
+        assert!(kept.change(event("a", 4), None, Some("8"), Some("four"), &mut out).is_ok());
+        assert!(out.is_empty(), "the failed group completes nothing");
+        let rejected = kept.take_rejected();
+        assert_eq!(rejected.len(), 1);
+        let lines: Vec<&str> = rejected[0].messages.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(lines, ["one", "two", "three"]);
+        assert!(rejected[0].error.to_string().contains("a bad event"));
+        kept.close_group(&mut out);
+        assert_eq!(out.len(), 1, "the next group is whole");
+
+        // Without dead letters the error stops the stream at once; one event per
+        // transaction fails alone.
+        for (grouping, keep_raw) in [(Grouping::SourceTransaction, false), (Grouping::PerEvent, true)] {
+            let mut reconstructor = Reconstructor::new(grouping, keep_raw);
+            assert!(reconstructor.change(event("a", 1), None, Some("7"), Some("one"), &mut out).is_ok());
+            let alone = reconstructor.fail(failure(2), Position::line(2), None, Some("7"), Some("two"), &mut out).expect_err("at once");
+            assert_eq!(alone.messages.len(), usize::from(keep_raw));
+            assert!(reconstructor.take_rejected().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_failed_event_between_begin_and_end_fails_the_transaction_at_its_end() {
+        let mut out = Vec::new();
+        let mut reconstructor = Reconstructor::new(Grouping::SourceTransaction, true);
+        reconstructor.begin("tx".into(), Position::line(1), Some("begin"));
+        assert!(reconstructor.change(event("a", 2), Some(&block(1)), None, Some("event"), &mut out).is_ok());
+        assert!(reconstructor.fail(failure(3), Position::line(3), Some(&block(2)), None, Some("bad"), &mut out).is_ok());
+        let rejected = reconstructor.end("tx", 2, &[], Position::line(4), Some("end")).expect_err("failed");
+        let lines: Vec<&str> = rejected.messages.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(lines, ["begin", "event", "bad", "end"]);
+        assert!(rejected.error.to_string().contains("a bad event"));
+        // An event outside any open transaction fails alone.
+        let alone = reconstructor.fail(failure(5), Position::line(5), Some(&block(1)), None, Some("stray"), &mut out).expect_err("alone");
+        assert_eq!(alone.messages.len(), 1);
     }
 
     /// Feeds `(total_order, table)` events of transaction "tx" on lines 2, 3, …
