@@ -114,6 +114,9 @@ pub(super) struct SourceFields<'a> {
     pub connector: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_text")]
     pub db: Option<&'a str>,
+    /// Vitess names the keyspace here and leaves `db` empty.
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    pub keyspace: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_text")]
     pub schema: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_text")]
@@ -130,6 +133,9 @@ pub(super) struct SourceFields<'a> {
     pub row: Option<&'a str>,
     #[serde(borrow, default, deserialize_with = "raw_text")]
     pub gtid: Option<&'a str>,
+    /// Spanner's transaction id.
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    pub server_transaction_id: Option<&'a str>,
     /// `"true"`, `"first"`, `"last"`, `"incremental"`, ... (a boolean in old versions).
     #[serde(borrow, default, deserialize_with = "raw_text")]
     pub snapshot: Option<&'a str>,

@@ -305,9 +305,12 @@ fn decode_payload<'a>(
     let table = match (&source, default_table) {
         (Some(source), _) => {
             let table_name = string(required(source.table, "source.table")?, "source.table")?;
-            let namespace = match source.schema.filter(|s| *s != "null") {
-                Some(schema) => string(schema, "source.schema")?,
-                None => string(required(source.db, "source.db")?, "source.db")?,
+            let present = |raw: Option<&'a str>| raw.filter(|r| *r != "null");
+            let namespace = match (present(source.schema), present(source.db), present(source.keyspace)) {
+                (Some(schema), _, _) => string(schema, "source.schema")?,
+                // Vitess: `db` is empty, the keyspace is the namespace.
+                (_, db, Some(keyspace)) if db.is_none_or(|db| db == "\"\"") => string(keyspace, "source.keyspace")?,
+                (_, db, _) => string(required(db, "source.db")?, "source.db")?,
             };
             let mut table = String::with_capacity(namespace.len() + 1 + table_name.len());
             table.push_str(&namespace);
@@ -447,17 +450,27 @@ fn source_identity(source: &SourceFields, want_transaction_id: bool) -> Result<(
     let pos = optional_unsigned(source.pos, "source.pos")?;
     let row = optional_unsigned(source.row, "source.row")?.unwrap_or(0);
     let mut order = None;
-    if let Some(sequence) = source.sequence.filter(|s| !is_null(Some(s))) {
-        // PostgreSQL: a string holding a JSON array ["<last commit lsn>", "<lsn>"].
-        let (last_commit, lsn) = match raw_sequence(sequence) {
-            Some(parsed) => parsed,
+    // PostgreSQL's `sequence` (old versions name no connector); Spanner's is a number
+    // in a string, and gives no order across transactions.
+    let postgresql_sequence = source.sequence.filter(|s| !is_null(Some(s)) && connector.as_deref().is_none_or(|c| c == "postgresql"));
+    if let Some(sequence) = postgresql_sequence {
+        // A string holding a JSON array ["<last commit lsn>", "<lsn>"].
+        let parsed = match raw_sequence(sequence) {
+            Some(parsed) => Some(parsed),
             None => {
                 let text = string(sequence, "source.sequence")?;
-                parse_sequence(&text)
-                    .ok_or_else(|| DecodeError::mistyped("source.sequence", "[\"<lsn>\", \"<lsn>\"]", text.to_string()))?
+                match parse_sequence(&text) {
+                    Some(parsed) => Some(parsed),
+                    // Flink CDC's snapshot records carry Long.MIN_VALUE: no position.
+                    None if text.contains(&format!("\"{}\"", i64::MIN)) => None,
+                    None if text.contains("\"-") => {
+                        return Err(DecodeError::mistyped("source.sequence", "LSNs (a negative one is no position)", text.to_string()))
+                    }
+                    None => return Err(DecodeError::mistyped("source.sequence", "[\"<lsn>\", \"<lsn>\"]", text.to_string())),
+                }
             }
         };
-        order = Some(SourceOrder(last_commit, lsn, 0));
+        order = parsed.map(|(last_commit, lsn)| SourceOrder(last_commit, lsn, 0));
     } else if let (Some(file), Some(pos)) = (&file, pos) {
         if connector.as_deref().is_none_or(|c| c == "mysql") {
             let number = file.rsplit('.').next().and_then(|n| n.parse::<u64>().ok());
@@ -471,7 +484,10 @@ fn source_identity(source: &SourceFields, want_transaction_id: bool) -> Result<(
         (Some(tx), _, _, _) => Some(tx),
         (None, Some(gtid), _, _) => Some(gtid),
         (None, None, Some(file), Some(pos)) => Some(format!("{file}:{pos}")),
-        _ => None,
+        _ => match source.server_transaction_id.filter(|t| !is_null(Some(t))) {
+            Some(raw) => Some(string(raw, "source.server_transaction_id")?.into_owned()),
+            None => None,
+        },
     };
     Ok((source_transaction, order))
 }
@@ -567,6 +583,32 @@ mod tests {
         ] {
             assert_eq!(transaction_key(id), key, "{id}");
         }
+    }
+
+    /// Vitess (Debezium's docs' example): `db` is empty and `keyspace` names the
+    /// namespace; Spanner's `sequence` is a record number, not PostgreSQL's LSN pair.
+    #[test]
+    fn vitess_keyspaces_and_spanner_sequences_are_read() {
+        let vitess = r#"{"before":null,"after":{"id":1004},"source":{"version":"3.0.0.Final","connector":"vitess","name":"c","ts_ms":1,"snapshot":"false","db":"","sequence":null,"keyspace":"commerce","table":"customers","shard":"-80","vgtid":"[]"},"op":"c","ts_ms":2,"transaction":null}"#;
+        assert_eq!(change(decode_line(vitess).expect("vitess")).table, "commerce.customers");
+        let named = vitess.replace(r#""db":"""#, r#""db":"other""#);
+        assert_eq!(change(decode_line(&named).expect("a db")).table, "other.customers", "a db that is named wins");
+        let spanner = r#"{"before":null,"after":{"id":1},"source":{"version":"3.0.0.Final","connector":"spanner","name":"c","ts_ms":1,"snapshot":"false","db":"database","sequence":"1","table":"Users","server_transaction_id":"t"},"op":"c","ts_ms":2,"transaction":null}"#;
+        let event = change(decode_line(spanner).expect("spanner"));
+        assert_eq!((event.table.as_str(), event.order), ("database.Users", None));
+        assert_eq!(event.source_transaction.as_deref(), Some("t"), "events of one Spanner transaction group together");
+    }
+
+    /// Flink CDC writes Long.MIN_VALUE as the LSN of snapshot records: no position,
+    /// not an error; any other negative LSN is refused, saying so.
+    #[test]
+    fn a_long_min_lsn_is_no_position_and_other_negative_ones_are_refused() {
+        let sentinel = PG_UPDATE.replace(r#"[\"100\",\"120\"]"#, r#"[null,\"-9223372036854775808\"]"#);
+        assert_ne!(sentinel, PG_UPDATE);
+        assert_eq!(change(decode_line(&sentinel).expect("sentinel")).order, None);
+        let negative = PG_UPDATE.replace(r#"[\"100\",\"120\"]"#, r#"[null,\"-5\"]"#);
+        let error = decode_line(&negative).expect_err("negative").to_string();
+        assert!(error.contains("source.sequence") && error.contains("negative"), "{error}");
     }
 
     #[test]

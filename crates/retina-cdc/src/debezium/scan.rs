@@ -373,6 +373,8 @@ fn source_slot<'t, 'a>(source: &'t mut SourceFields<'a>, name: &str) -> Option<(
         "row" => (&mut source.row, 8),
         "gtid" => (&mut source.gtid, 9),
         "snapshot" => (&mut source.snapshot, 10),
+        "keyspace" => (&mut source.keyspace, 11),
+        "server_transaction_id" => (&mut source.server_transaction_id, 12),
         _ => return None,
     })
 }
