@@ -250,6 +250,10 @@ pub fn geometry_value(wkb: Option<&str>, srid: Option<i64>, x: Option<f64>, y: O
     Ok(Value::Binary(out))
 }
 
+/// Why a decimal of more than 38 digits is refused, and what to do about it.
+const WIDER_THAN_DECIMAL128: &str = "more digits than the 38 a Decimal128 column holds (Retina's widest decimal); \
+    to mirror NUMERIC columns wider than 38 digits exactly, set the connector's decimal.handling.mode=string (stored as text)";
+
 /// Big-endian two's-complement bytes (Connect's Decimal) to an i128.
 pub fn decimal_from_base64(text: &str) -> Result<i128, String> {
     let bytes = BASE64.decode(text).map_err(|e| format!("invalid base64 decimal {text:?}: {e}"))?;
@@ -257,7 +261,7 @@ pub fn decimal_from_base64(text: &str) -> Result<i128, String> {
         return Ok(0);
     }
     if bytes.len() > 16 {
-        return Err(format!("decimal of {} bytes does not fit 128 bits", bytes.len()));
+        return Err(format!("a decimal of {} bytes: {WIDER_THAN_DECIMAL128}", bytes.len()));
     }
     let fill = if bytes[0] & 0x80 != 0 { 0xFF } else { 0 };
     let mut buffer = [fill; 16];
@@ -299,7 +303,7 @@ pub fn decimal_from_text(text: &str, scale: i8) -> Result<Value, String> {
     }
     let mut unscaled: i128 = 0;
     for b in whole.bytes().chain(fraction.bytes()) {
-        unscaled = unscaled.checked_mul(10).and_then(|u| u.checked_add((b - b'0') as i128)).ok_or_else(|| format!("{text:?} does not fit 128 bits"))?;
+        unscaled = unscaled.checked_mul(10).and_then(|u| u.checked_add((b - b'0') as i128)).ok_or_else(|| format!("{text:?}: {WIDER_THAN_DECIMAL128}"))?;
     }
     let from_scale = fraction.len() as i64 - exponent as i64;
     let value = rescale(unscaled, from_scale, scale).ok_or_else(|| format!("{text:?} does not fit scale {scale} without rounding"))?;
@@ -320,6 +324,9 @@ fn rescale(value: i128, from: i64, to: i8) -> Option<i128> {
 fn check_precision(unscaled: i128, precision: u8) -> Result<Value, String> {
     let limit = 10i128.checked_pow(precision.min(38) as u32).unwrap_or(i128::MAX);
     if unscaled.unsigned_abs() >= limit.unsigned_abs() {
+        if precision >= 38 {
+            return Err(format!("unscaled decimal {unscaled}: {WIDER_THAN_DECIMAL128}"));
+        }
         return Err(format!("unscaled decimal {unscaled} exceeds precision {precision}"));
     }
     Ok(Value::Decimal128(unscaled))
@@ -414,6 +421,12 @@ mod tests {
         let wide = DebeziumType::Decimal { precision: 38, scale: 2 };
         assert_eq!(decode(&wide, "1234567890123.45"), Ok(Value::Decimal128(123_456_789_012_345)));
         assert!(decode(&wide, "12345678901234.56").is_err(), "16 digits may have been altered by the double");
+        // 39 digits, past i128 (a real PostgreSQL NUMERIC(39,6) value) and within it:
+        // refused, saying what to change.
+        let beyond = decode(&wide, "\"AIAAAAAAAAAAAAAAAAAAAAA=\"").expect_err("2^127, 17 bytes");
+        assert!(beyond.contains("17 bytes") && beyond.contains("decimal.handling.mode=string"), "{beyond}");
+        let within = decode(&wide, &format!("\"{}\"", decimal_to_base64(10i128.pow(38)))).expect_err("39 digits");
+        assert!(within.contains("38 a Decimal128 column holds"), "{within}");
         // float32 values arrive widened to double.
         assert_eq!(decode(&DebeziumType::Float32, "3.140000104904175"), Ok(Value::Float32(3.14)));
     }
