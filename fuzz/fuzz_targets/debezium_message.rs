@@ -92,7 +92,8 @@ fuzz_target!(|data: &[u8]| {
         last_line = index as u64 + 1;
         stream.line(Position::line(last_line), line);
     }
-    if let Err(rejected) = stream.reconstructor.finish(Position::line(last_line + 1), &mut stream.completed) {
+    stream.reconstructor.finish(Position::line(last_line + 1), &mut stream.completed);
+    for rejected in stream.reconstructor.take_rejected() {
         let _ = rejected.error.to_string();
     }
     for transaction in &stream.completed {
@@ -138,6 +139,11 @@ impl Stream {
                     Ok(changes) => change(*event, &binding, changes),
                     Err(error) => {
                         let _ = error.to_string();
+                        // `Sink::accept`: the event's whole transaction fails.
+                        let (transaction, source) = (event.transaction.as_ref(), event.source_transaction.as_deref());
+                        if let Err(rejected) = self.reconstructor.fail(error, position, transaction, source, Some(line), &mut self.completed) {
+                            let _ = rejected.error.to_string();
+                        }
                         return;
                     }
                 }
@@ -224,6 +230,9 @@ impl Stream {
             }),
         };
         if let Err(rejected) = result {
+            let _ = rejected.error.to_string();
+        }
+        for rejected in self.reconstructor.take_rejected() {
             let _ = rejected.error.to_string();
         }
         let _ = (self.reconstructor.oldest_open_begin(), self.reconstructor.open_transactions());

@@ -188,7 +188,7 @@ pub fn drive(engine: &Engine, uri: &str, source: &mut dyn MessageSource, options
         Err(error) => {
             // Stop at the bad transaction, but let everything before it become
             // durable (and acknowledged), so a restart resumes right there.
-            if engine.failure().is_none() && sink.idle().is_ok() && engine.sync().is_ok() && engine.checkpoint().is_ok() {
+            if engine.failure().is_none() && sink.stop_at_error().is_ok() && engine.sync().is_ok() && engine.checkpoint().is_ok() {
                 let _ = acknowledge(&sink, source);
             }
             Err(error)

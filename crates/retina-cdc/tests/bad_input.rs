@@ -228,15 +228,11 @@ fn dead_letter_takes_the_whole_transaction_of_an_event_that_cannot_be_applied() 
         in_transaction(bad(None), "2", "7"),
         event("c", 3, Some("c"), None),
     ];
-    let with_metadata = vec![
-        event("c", 1, Some("a"), None),
-        begin("5"),
-        event("d", 1, None, Some(("5", 1))),
-        bad(Some(("5", 2))),
-        end("5", 2, "s.t"),
-        event("c", 3, Some("c"), None),
-    ];
-    for (lines, dead_lettered) in [(without_metadata, vec!["line 2", "line 3"]), (with_metadata, vec!["line 2", "line 3", "line 4", "line 5"])] {
+    let mut with_metadata = good_txn("1", 1);
+    with_metadata.extend([begin("5"), event("d", 1, None, Some(("5", 1))), bad(Some(("5", 2))), end("5", 2, "s.t")]);
+    with_metadata.extend(good_txn("6", 3));
+    let cases = [(without_metadata, vec!["line 2", "line 3"], "line 3"), (with_metadata, vec!["line 4", "line 5", "line 6", "line 7"], "line 6")];
+    for (lines, dead_lettered, bad_line) in cases {
         let test = engine();
         let dead = test.dir.path().join("dead.jsonl");
         let options = SinkOptions { dead_letter: Some(dead.clone()), ..SinkOptions::default() };
@@ -252,10 +248,13 @@ fn dead_letter_takes_the_whole_transaction_of_an_event_that_cannot_be_applied() 
         }
         let ids: Vec<Value> = rows(&test.engine, "s.t").into_iter().map(|r| r[0].clone()).collect();
         assert_eq!(ids, vec![Value::Int64(1), Value::Int64(3)], "the delete of its transaction is not applied");
-        // Without dead letters the run stops at the event, naming it.
+        // Without dead letters the run stops at the event, naming it, and applies
+        // nothing of its transaction either.
         let test = engine();
         let error = ingest(&test.engine, &lines, SinkOptions::default()).expect_err("stops").to_string();
-        assert!(error.contains(if lines.len() == 4 { "line 3" } else { "line 4" }) && error.contains("after.id"), "{error}");
+        assert!(error.contains(bad_line) && error.contains("after.id"), "{error}");
+        let ids: Vec<Value> = rows(&test.engine, "s.t").into_iter().map(|r| r[0].clone()).collect();
+        assert_eq!(ids, vec![Value::Int64(1)], "the delete before the bad event is not applied");
     }
 }
 

@@ -78,3 +78,18 @@ fn a_value_of_another_type_names_the_column_and_without_inference_new_fields_are
         assert!(error.contains("extra") && error.contains("is not a column of table s.u"), "{error}");
     }
 }
+
+/// MySQL's BIGINT UNSIGNED past i64 (Flink CDC's all-types capture): the column is a
+/// 20-digit decimal, which holds it and the values after it, small ones too.
+#[test]
+fn an_unsigned_value_past_i64_makes_a_decimal_column() {
+    let test = engine();
+    let lines = vec![
+        change("c", r#"{"id":1,"big_un":18446744073709551615}"#),
+        change("c", r#"{"id":2,"big_un":7}"#),
+    ];
+    ingest(&test.engine, &lines, inferring()).expect("ingest");
+    assert_eq!(columns(&test)[1], ("big_un".to_string(), DataType::Decimal128(20, 0)));
+    let values: Vec<Value> = rows(&test.engine, "s.u").into_iter().map(|r| r[1].clone()).collect();
+    assert_eq!(values, vec![Value::Decimal128(18_446_744_073_709_551_615), Value::Decimal128(7)]);
+}

@@ -343,7 +343,14 @@ fn decode_payload<'a>(
     // Snapshot rows share the snapshot's position (and incremental-snapshot reads the
     // position streaming had reached): it orders nothing among them, and must not make
     // them look like redeliveries of each other or of a streamed change.
-    let (op, order) = if snapshot || op == Op::Read { (Op::Read, None) } else { (op, order) };
+    // A snapshot marker makes a row an upsert only when it is one (`c` in Debezium
+    // 1.1): an update or delete keeps its op (BemiDB's captured streams mark deletes).
+    let (op, order) = match op {
+        Op::Read => (Op::Read, None),
+        Op::Create if snapshot => (Op::Read, None),
+        _ if snapshot => (op, None),
+        _ => (op, order),
+    };
     let snapshot = op == Op::Read;
     let before = fields.before;
     let after = fields.after;
@@ -422,6 +429,17 @@ fn parse_sequence_quoted(text: &str, quote: &str) -> Option<(u64, u64)> {
     Some((lsn(first)?, lsn(second)?))
 }
 
+/// Whether a PostgreSQL sequence is Flink CDC's for a snapshot record: two elements,
+/// each null, an LSN or Long.MIN_VALUE, and one of them Long.MIN_VALUE. Such a record
+/// has no position in the log.
+fn has_no_position(text: &str) -> bool {
+    let Some(inner) = text.trim().strip_prefix('[').and_then(|t| t.strip_suffix(']')) else { return false };
+    let min = format!("\"{}\"", i64::MIN);
+    let elements: Vec<&str> = inner.split(',').map(str::trim).collect();
+    let lsn = |e: &str| e.strip_prefix('"').and_then(|e| e.strip_suffix('"')).is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()));
+    elements.len() == 2 && elements.contains(&min.as_str()) && elements.iter().all(|&e| e == min || e == "null" || lsn(e))
+}
+
 /// A PostgreSQL `source.sequence` read from its raw JSON string when its only
 /// escapes are the quotes of its array (as Debezium writes it on every event);
 /// `None` sends the caller to the general path.
@@ -450,19 +468,18 @@ fn source_identity(source: &SourceFields, want_transaction_id: bool) -> Result<(
     let pos = optional_unsigned(source.pos, "source.pos")?;
     let row = optional_unsigned(source.row, "source.row")?.unwrap_or(0);
     let mut order = None;
-    // PostgreSQL's `sequence` (old versions name no connector); Spanner's is a number
-    // in a string, and gives no order across transactions.
-    let postgresql_sequence = source.sequence.filter(|s| !is_null(Some(s)) && connector.as_deref().is_none_or(|c| c == "postgresql"));
-    if let Some(sequence) = postgresql_sequence {
-        // A string holding a JSON array ["<last commit lsn>", "<lsn>"].
+    if let Some(sequence) = source.sequence.filter(|s| !is_null(Some(s))) {
+        // PostgreSQL's: a string holding a JSON array ["<last commit lsn>", "<lsn>"]
+        // (old versions name no connector). Another connector's own sequence
+        // (Spanner's record number) gives no order.
+        let postgresql = connector.as_deref().is_none_or(|c| c == "postgresql");
         let parsed = match raw_sequence(sequence) {
             Some(parsed) => Some(parsed),
             None => {
                 let text = string(sequence, "source.sequence")?;
                 match parse_sequence(&text) {
                     Some(parsed) => Some(parsed),
-                    // Flink CDC's snapshot records carry Long.MIN_VALUE: no position.
-                    None if text.contains(&format!("\"{}\"", i64::MIN)) => None,
+                    None if !postgresql || has_no_position(&text) => None,
                     None if text.contains("\"-") => {
                         return Err(DecodeError::mistyped("source.sequence", "LSNs (a negative one is no position)", text.to_string()))
                     }
@@ -599,6 +616,20 @@ mod tests {
         assert_eq!(event.source_transaction.as_deref(), Some("t"), "events of one Spanner transaction group together");
     }
 
+    /// Only an insert marked as a snapshot row becomes an upsert; a marked delete
+    /// stays a delete (it has no after-image to upsert).
+    #[test]
+    fn a_snapshot_marker_makes_only_inserts_upserts() {
+        let marked = |op: &str, before: &str, after: &str| {
+            format!(r#"{{"before":{before},"after":{after},"source":{{"connector":"postgresql","snapshot":"last_in_data_collection","db":"d","schema":"s","table":"t","txId":9,"lsn":5}},"op":"{op}"}}"#)
+        };
+        assert_eq!(change(decode_line(&marked("c", "null", r#"{"id":1}"#)).expect("c")).op, Op::Read);
+        let line = marked("d", r#"{"id":1}"#, "null");
+        let delete = change(decode_line(&line).expect("a marked delete"));
+        assert_eq!((delete.op, delete.order), (Op::Delete, None));
+        assert_eq!(change(decode_line(&marked("u", r#"{"id":1}"#, r#"{"id":1}"#)).expect("u")).op, Op::Update);
+    }
+
     /// Flink CDC writes Long.MIN_VALUE as the LSN of snapshot records: no position,
     /// not an error; any other negative LSN is refused, saying so.
     #[test]
@@ -606,9 +637,17 @@ mod tests {
         let sentinel = PG_UPDATE.replace(r#"[\"100\",\"120\"]"#, r#"[null,\"-9223372036854775808\"]"#);
         assert_ne!(sentinel, PG_UPDATE);
         assert_eq!(change(decode_line(&sentinel).expect("sentinel")).order, None);
-        let negative = PG_UPDATE.replace(r#"[\"100\",\"120\"]"#, r#"[null,\"-5\"]"#);
-        let error = decode_line(&negative).expect_err("negative").to_string();
-        assert!(error.contains("source.sequence") && error.contains("negative"), "{error}");
+        let first = PG_UPDATE.replace(r#"[\"100\",\"120\"]"#, r#"[\"-9223372036854775808\",\"120\"]"#);
+        assert_eq!(change(decode_line(&first).expect("sentinel first")).order, None);
+        for negative in [r#"[null,\"-5\"]"#, r#"[\"-5\",\"-9223372036854775808\"]"#] {
+            let line = PG_UPDATE.replace(r#"[\"100\",\"120\"]"#, negative);
+            let error = decode_line(&line).expect_err("negative").to_string();
+            assert!(error.contains("source.sequence") && error.contains("negative"), "{error}");
+        }
+        // A PostgreSQL fork naming its own connector keeps the order of its sequence.
+        let fork = PG_UPDATE.replace(r#""connector":"postgresql""#, r#""connector":"yugabytedb""#);
+        assert_ne!(fork, PG_UPDATE);
+        assert_eq!(change(decode_line(&fork).expect("fork")).order, Some(SourceOrder(100, 120, 0)));
     }
 
     #[test]

@@ -216,7 +216,7 @@ impl<'e> Sink<'e> {
     /// send the partial batch (group commit) so it becomes visible.
     pub fn idle(&mut self) -> CdcResult<()> {
         let mut completed = std::mem::take(&mut self.completed);
-        self.reconstructor.close_group(&mut completed);
+        self.reconstructor.close_group_at_idle(&mut completed);
         self.completed = completed;
         self.reject_failed()?;
         self.submit_completed()?;
@@ -230,11 +230,22 @@ impl<'e> Sink<'e> {
     pub fn finish(&mut self) -> CdcResult<()> {
         let position = self.last_position.unwrap_or(Position::line(0));
         let mut completed = std::mem::take(&mut self.completed);
-        let result = self.reconstructor.finish(position, &mut completed);
+        self.reconstructor.finish(position, &mut completed);
         self.completed = completed;
-        self.settle(result)?;
+        self.settle(Ok(()))?;
         self.pass_dead_letters()?;
         self.engine.sync().map_err(|e| self.explain(e))?;
+        self.count_absent_rows();
+        Ok(())
+    }
+
+    /// Replay stops at an error: the transactions completed before it are sent, while
+    /// an open one (a no-metadata group included) stays unapplied, so that a restart
+    /// reads it again from its start; `idle` would close the group and apply part
+    /// of the transaction the error is in.
+    pub fn stop_at_error(&mut self) -> CdcResult<()> {
+        self.submit_completed()?;
+        self.engine.flush_batch().map_err(|e| self.explain(e))?;
         self.count_absent_rows();
         Ok(())
     }

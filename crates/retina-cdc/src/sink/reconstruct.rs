@@ -205,10 +205,14 @@ impl Reconstructor {
     ) -> Result<(), Rejected> {
         let whole = self.keep_raw && error.is_dead_letterable();
         let held = match (transaction, self.grouping, source_transaction) {
-            _ if !whole => None,
-            (Some(block), _, _) => self.open.get_mut(&block.id),
-            (None, Grouping::SourceTransaction, Some(id)) => Some(self.group_of(id, position, out)),
-            _ => None,
+            (Some(block), _, _) if whole => self.open.get_mut(&block.id),
+            (None, Grouping::SourceTransaction, Some(id)) if whole => Some(self.group_of(id, position, out)),
+            (Some(_), _, _) | (None, Grouping::SourceTransaction, Some(_)) => None,
+            // An event of no group ends the group before it, as in `change`.
+            (None, _, _) => {
+                self.close_group(out);
+                None
+            }
         };
         let Some(held) = held else {
             return Err(Rejected { error: Box::new(error), messages: self.raw_of(raw, position) });
@@ -288,8 +292,19 @@ impl Reconstructor {
         Ok(complete(id.to_string(), open, position))
     }
 
-    /// Closes a no-metadata group (stream end or idle): its transaction is complete,
-    /// or, when one of its events failed, rejected ([`Self::take_rejected`]).
+    /// The source is idle: a no-metadata group is taken as complete and closed (the
+    /// next event could still be of its transaction, but a stream that stops moving
+    /// must become visible). A failed group stays open: events of its transaction
+    /// may follow, and they go with it to the dead letters, never applied.
+    pub fn close_group_at_idle(&mut self, out: &mut Vec<CompletedTransaction>) {
+        if self.group.as_ref().is_some_and(|(_, group)| group.failure.is_none()) {
+            self.close_group(out);
+        }
+    }
+
+    /// Closes a no-metadata group (stream end, or an event of another transaction):
+    /// its transaction is complete, or, when one of its events failed, rejected
+    /// ([`Self::take_rejected`]).
     pub fn close_group(&mut self, out: &mut Vec<CompletedTransaction>) {
         if let Some((id, mut group)) = self.group.take() {
             if let Some(error) = group.failure.take() {
@@ -311,25 +326,23 @@ impl Reconstructor {
         dropped
     }
 
-    /// At the end of a finite stream: transactions still open are incomplete.
-    pub fn finish(&mut self, position: Position, out: &mut Vec<CompletedTransaction>) -> Result<(), Rejected> {
+    /// At the end of a finite stream: the group is closed, and transactions still
+    /// open are incomplete: each is rejected, oldest first ([`Self::take_rejected`];
+    /// without dead letters the first stops the stream).
+    pub fn finish(&mut self, position: Position, out: &mut Vec<CompletedTransaction>) {
         self.close_group(out);
         let mut open: Vec<_> = self.open.drain().collect();
         open.sort_by_key(|(_, t)| t.begin.value);
-        if let Some((id, mut transaction)) = open.into_iter().next() {
-            if let Some(error) = transaction.failure.take() {
-                return Err(Rejected { error, messages: transaction.raw });
-            }
-            return Err(Rejected {
-                error: Box::new(CdcError::Transaction {
+        for (id, mut transaction) in open {
+            let error = transaction.failure.take().unwrap_or_else(|| {
+                Box::new(CdcError::Transaction {
                     position,
                     transaction: id,
                     reason: format!("the stream ended before its END (BEGIN at {})", transaction.begin),
-                }),
-                messages: transaction.raw,
+                })
             });
+            self.rejected.push(Rejected { error, messages: transaction.raw });
         }
-        Ok(())
     }
 
     fn raw_of(&self, raw: Option<&str>, position: Position) -> Vec<(Position, String)> {
@@ -396,6 +409,52 @@ mod tests {
             assert_eq!(alone.messages.len(), usize::from(keep_raw));
             assert!(reconstructor.take_rejected().is_empty());
         }
+    }
+
+    /// A failed group stays open at idle, so the rest of its transaction joins it;
+    /// an event of no transaction ends it, as it ends a healthy one.
+    #[test]
+    fn a_failed_group_stays_open_at_idle_and_takes_the_rest_of_its_transaction() {
+        let mut out = Vec::new();
+        let mut reconstructor = Reconstructor::new(Grouping::SourceTransaction, true);
+        assert!(reconstructor.fail(failure(1), Position::line(1), None, Some("7"), Some("bad first"), &mut out).is_ok());
+        reconstructor.close_group_at_idle(&mut out);
+        assert!(out.is_empty() && reconstructor.take_rejected().is_empty(), "still open");
+        assert_eq!(reconstructor.oldest_open_begin(), Some(Position::line(1)), "a restart reads it again");
+        assert!(reconstructor.change(event("a", 2), None, Some("7"), Some("after idle"), &mut out).is_ok());
+        assert!(reconstructor.change(event("a", 3), None, None, Some("no transaction"), &mut out).is_ok());
+        let rejected = reconstructor.take_rejected();
+        assert_eq!(rejected.len(), 1);
+        let lines: Vec<&str> = rejected[0].messages.iter().map(|(_, m)| m.as_str()).collect();
+        assert_eq!(lines, ["bad first", "after idle"]);
+        assert_eq!(out.len(), 1, "the event of no transaction is its own");
+        // A healthy group is closed at idle.
+        assert!(reconstructor.change(event("a", 4), None, Some("8"), Some("ok"), &mut out).is_ok());
+        reconstructor.close_group_at_idle(&mut out);
+        assert_eq!(out.len(), 2);
+        // A failing event of no transaction ends the group before it too.
+        assert!(reconstructor.change(event("a", 5), None, Some("9"), Some("ok"), &mut out).is_ok());
+        assert!(reconstructor.fail(failure(6), Position::line(6), None, None, Some("bad"), &mut out).is_err());
+        assert_eq!(out.len(), 3);
+    }
+
+    /// At the end of the stream every open transaction is rejected, oldest first, a
+    /// failed one with its own error.
+    #[test]
+    fn every_open_transaction_is_rejected_at_the_end() {
+        let mut out = Vec::new();
+        let mut reconstructor = Reconstructor::new(Grouping::SourceTransaction, true);
+        let other = |total_order| TransactionBlock { id: "other".into(), total_order, data_collection_order: None };
+        reconstructor.begin("tx".into(), Position::line(1), Some("begin tx"));
+        reconstructor.begin("other".into(), Position::line(2), Some("begin other"));
+        assert!(reconstructor.fail(failure(3), Position::line(3), Some(&other(1)), None, Some("bad"), &mut out).is_ok());
+        reconstructor.finish(Position::line(4), &mut out);
+        let rejected = reconstructor.take_rejected();
+        let firsts: Vec<&str> = rejected.iter().map(|r| r.messages[0].1.as_str()).collect();
+        assert_eq!(firsts, ["begin tx", "begin other"]);
+        assert!(rejected[0].error.to_string().contains("ended before its END"), "{}", rejected[0].error);
+        assert!(rejected[1].error.to_string().contains("a bad event"), "{}", rejected[1].error);
+        assert_eq!(reconstructor.open_transactions(), 0);
     }
 
     #[test]

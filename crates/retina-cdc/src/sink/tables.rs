@@ -278,6 +278,8 @@ impl TableResolver {
 fn inferred_kind(table: &str, column: &str, value: &Scalar<'_>, position: Position) -> CdcResult<DebeziumType> {
     Ok(match value {
         Scalar::Bool(_) => DebeziumType::Boolean,
+        // An unsigned 64-bit value past i64 (MySQL BIGINT UNSIGNED): a decimal of its 20 digits.
+        Scalar::U64(value) if i64::try_from(*value).is_err() => DebeziumType::Decimal { precision: 20, scale: 0 },
         Scalar::I64(_) | Scalar::U64(_) => DebeziumType::Int64,
         Scalar::F64(_) => DebeziumType::Float64,
         Scalar::Str(_) | Scalar::Array(_) | Scalar::Map(_) | Scalar::Null => DebeziumType::Utf8,
