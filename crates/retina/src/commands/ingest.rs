@@ -30,7 +30,9 @@ pub struct IngestArgs {
     /// first non-null value; fields that appear later become columns.
     #[arg(long)]
     infer_schema: bool,
-    /// Write undecodable messages (and whole broken transactions) here and continue.
+    /// Write bad input here and continue: a change event that cannot be applied takes
+    /// its whole source transaction along; a line that is not even a readable event
+    /// (malformed JSON, no op) goes alone.
     #[arg(long, value_name = "PATH")]
     dead_letter: Option<PathBuf>,
     /// The table of messages that carry no `source` block (a single-table file).
