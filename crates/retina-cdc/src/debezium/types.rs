@@ -143,6 +143,11 @@ impl DebeziumType {
                 // PostgreSQL 15+ allows numeric(p, s) with s > p (values below
                 // 10^(p-s), all digits after the point); Arrow needs s <= p, and
                 // precision s holds every such value.
+                if scale > 38 {
+                    let expected = "a scale of at most 38, the digits of Retina's widest decimal (the connector's \
+                        decimal.handling.mode=string mirrors such a column as text)";
+                    return Err(DecodeError::mistyped(format!("{field}.parameters.scale"), expected, scale.to_string()));
+                }
                 let widened = u8::try_from(scale).map_or(precision, |scale| precision.max(scale));
                 Self::Decimal { precision: widened, scale }
             }
@@ -291,6 +296,12 @@ mod tests {
         let missing_scale =
             DebeziumType::from_connect("price", "bytes", Some("org.apache.kafka.connect.data.Decimal"), None);
         assert!(missing_scale.expect_err("no scale").to_string().contains("price.parameters.scale"));
+        // Flink CDC's all-types schema: scale 65 with precision 1.
+        let decimal = Some("org.apache.kafka.connect.data.Decimal");
+        let wide = DebeziumType::from_connect("big", "bytes", decimal, Some((1, 65))).expect_err("scale 65").to_string();
+        assert!(wide.contains("big.parameters.scale") && wide.contains("at most 38") && wide.contains("65"), "{wide}");
+        let widest = DebeziumType::from_connect("c", "bytes", decimal, Some((1, 38))).map(|k| k.arrow_type());
+        assert_eq!(widest, Ok(DataType::Decimal128(38, 38)));
     }
 
     #[test]
