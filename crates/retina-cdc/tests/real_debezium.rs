@@ -196,6 +196,41 @@ fn unchanged_toast_placeholders_keep_the_mirrors_previous_values() {
     );
 }
 
+/// A primary-key UPDATE under REPLICA IDENTITY DEFAULT of a row with TOASTed values
+/// the update left alone: Debezium sends a delete of the old key (its key only), a
+/// tombstone and an insert of the new key whose after-image holds the placeholder
+/// (transferia's captured PostgreSQL stream). The row moves with its values, also
+/// when the two events arrive out of order within their BEGIN/END.
+#[test]
+fn a_primary_key_update_with_unchanged_toast_values_moves_the_row_with_them() {
+    let tombstone = |id: i64| format!(r#"{{"key":{{"schema":{AUTHORS_KEY},"payload":{{"id":{id}}}}},"value":null}}"#);
+    let first = r#"{"id":1,"name":"Ann","biography":"a long biography","photo":"AQID"}"#;
+    let moved = format!(r#"{{"id":7,"name":"Ann","biography":"{PLACEHOLDER}","photo":"{PLACEHOLDER_BASE64}"}}"#);
+    let key_only = r#"{"id":1,"name":null,"biography":null,"photo":null}"#;
+    let in_transaction = |line: String, id: &str, order: u64| {
+        line.replace(r#""transaction":null"#, &format!(r#""transaction":{{"id":"{id}","total_order":{order},"data_collection_order":{order}}}"#))
+    };
+    let without_metadata =
+        vec![author("c", 1, "null", first, 1), author("d", 1, key_only, "null", 2), tombstone(1), author("c", 7, "null", &moved, 2)];
+    let with_metadata = vec![
+        begin("1"),
+        in_transaction(author("c", 1, "null", first, 1), "1", 1),
+        end("1", 1, "inventory.authors"),
+        begin("2"),
+        in_transaction(author("c", 7, "null", &moved, 2), "2", 2),
+        in_transaction(author("d", 1, key_only, "null", 2), "2", 1),
+        end("2", 2, "inventory.authors"),
+    ];
+    for lines in [without_metadata, with_metadata] {
+        let test = engine();
+        ingest(&test.engine, &lines, SinkOptions::default()).expect("ingest");
+        assert_eq!(
+            rows(&test.engine, "inventory.authors"),
+            vec![vec![Value::Int32(7), utf8("Ann"), utf8("a long biography"), Value::Binary(vec![1, 2, 3])]]
+        );
+    }
+}
+
 #[test]
 fn unchanged_toast_without_a_previous_value_names_table_column_key_and_line() {
     // The row was never in the mirror (a stream without snapshot), even with upsert.

@@ -143,17 +143,57 @@ fn update_keeping_without_a_previous_row_stops_replay_naming_the_column() {
     assert!(rows(&engine, table).is_empty(), "never stored with a NULL instead");
 }
 
+/// A key update keeping columns (Debezium's delete + insert of a PostgreSQL key update
+/// with unchanged TOAST values, paired by the sink) moves the row: the kept values are
+/// read from the old key's shard wherever the row is (data file, write buffer, this
+/// batch), the new key may be in another shard, and the old key is gone.
 #[test]
-fn update_keeping_that_changes_the_key_is_refused_at_submission() {
+fn update_keeping_that_changes_the_key_moves_the_row_with_its_kept_values() {
     let engine = engine();
     let table = documents(&engine);
-    engine.submit(vec![RowChange::Insert { table, row: doc(1, "a", Some("b")) }]).expect("insert");
+    for id in 1..=20 {
+        engine.submit(vec![RowChange::Insert { table, row: doc(id, "t", Some(&format!("body {id}"))) }]).expect("insert");
+    }
+    engine.wait_for_flushes().expect("flushes");
+    let mut expected: Vec<Vec<Value>> = (1..=20).map(|id| doc(id, "t", Some(&format!("body {id}")))).collect();
+    // Rows in data files (1..=4) and in write buffers (17..=20) move to keys 101..;
+    // of eight pairs, the two shards' hash puts some apart.
+    let mut changes = Vec::new();
+    for id in [1i64, 2, 3, 4, 17, 18, 19, 20] {
+        let mut row = doc(100 + id, "moved", None);
+        row[3] = Value::Null;
+        changes.push(RowChange::UpdateKeeping { table, key: key(id), row, keep: vec![2, 3] });
+        let mut moved = doc(100 + id, "moved", Some(&format!("body {id}")));
+        moved[3] = Value::Binary(vec![id as u8; 3]);
+        expected[id as usize - 1] = moved;
+    }
+    engine.submit(changes).expect("moves");
+    // Moved right after an insert submitted just before, in the same batch.
+    engine.submit(vec![RowChange::Insert { table, row: doc(30, "fresh", Some("kept body")) }]).expect("insert 30");
+    engine.submit(vec![RowChange::UpdateKeeping { table, key: key(30), row: doc(31, "fresh", None), keep: vec![2] }]).expect("move 30");
+    expected.push(doc(31, "fresh", Some("kept body")));
+    engine.sync().expect("sync");
+    expected.sort_by_key(|r| format!("{r:?}"));
+    assert_eq!(rows(&engine, table), expected);
+}
+
+/// A move has no previous values when the old key has no row, or when the same
+/// transaction wrote that row before (not applied yet, so not readable): refused at
+/// submission, naming the column and the key, and the engine goes on.
+#[test]
+fn update_keeping_that_changes_the_key_without_a_readable_row_is_refused() {
+    let engine = engine();
+    let table = documents(&engine);
+    let moved = |from: i64, to: i64| RowChange::UpdateKeeping { table, key: key(from), row: doc(to, "a", None), keep: vec![2] };
+    let error = engine.submit(vec![moved(1, 2)]).expect_err("no row").to_string();
+    assert!(error.contains("column body") && error.contains("key id=1") && error.contains("not in the mirror"), "{error}");
     let error = engine
-        .submit(vec![RowChange::UpdateKeeping { table, key: key(1), row: doc(2, "a", None), keep: vec![2] }])
-        .expect_err("key change")
+        .submit(vec![RowChange::Insert { table, row: doc(3, "a", Some("b")) }, moved(3, 4)])
+        .expect_err("written in the same transaction")
         .to_string();
-    assert!(error.contains("column body") && error.contains("changes the primary key"), "{error}");
+    assert!(error.contains("key id=3") && error.contains("earlier change of its transaction"), "{error}");
     engine.sync().expect("the engine goes on");
+    assert!(rows(&engine, table).is_empty(), "neither transaction applied");
 }
 
 /// A bulk update keeping columns of rows in data files (an UPDATE of many rows with

@@ -7,6 +7,7 @@
 //! the engine's group commit; the sink sends a partial batch whenever its source runs
 //! dry, so freshness does not wait for a full batch.
 
+mod change;
 mod dead_letter;
 mod failure;
 pub mod decoding;
@@ -25,7 +26,8 @@ use crate::error::{CdcError, CdcResult};
 use crate::position::{Position, SinkPosition, SourceOrder};
 pub use dead_letter::DeadLetterWriter;
 pub use failure::InFlight;
-pub use reconstruct::{CompletedTransaction, Grouping, PendingChange, Reconstructor, Rejected, SinkChange};
+pub use change::SinkChange;
+pub use reconstruct::{CompletedTransaction, Grouping, PendingChange, Reconstructor, Rejected};
 pub use decoding::{Decoding, OnAbsentRow};
 pub use prepare::Prepared;
 use tables::TableResolver;
@@ -420,7 +422,18 @@ impl<'e> Sink<'e> {
             let transport = resume_transport(&transaction, oldest_open);
             let position = SinkPosition { transport, order: transaction.order, offsets: self.offsets_at(transport) };
             let count = transaction.changes.len() as u64;
-            let changes: Vec<SinkChange> = transaction.changes.into_iter().map(|c| c.change).collect();
+            let mut changes = Vec::with_capacity(transaction.changes.len());
+            for pending in transaction.changes {
+                match pending.change {
+                    SinkChange::Source(change) => changes.push(change),
+                    // Paired with its delete, or rejected, when the transaction completed.
+                    SinkChange::InsertKeeping { column, key, .. } => {
+                        let (position, table) = (pending.position, pending.table.to_string());
+                        let reason = "an insert keeping unchanged values was not paired with its delete".into();
+                        return Err(CdcError::UnavailableValue { position, table, column, key, reason });
+                    }
+                }
+            }
             let newly_widened = self.tables.take_widened();
             if !newly_widened.is_empty() {
                 // Listed once per table, not once per added column: every later

@@ -8,7 +8,7 @@ use parking_lot::RwLock;
 use retina_core::RowChange;
 
 use super::decoding::{Decoding, OnAbsentRow};
-use super::reconstruct::SinkChange;
+use super::change::SinkChange;
 use super::tables::{KnownBindings, TableBinding};
 use crate::debezium::{decode_elided, decode_line_with, ChangeEvent, Line, Message, Op, TablePlan, TransactionBlock};
 use crate::error::{CdcError, CdcResult, DecodeError};
@@ -98,8 +98,17 @@ pub fn row_changes_with(
             let after = event.after.as_ref().ok_or_else(|| decode_error("")(DecodeError::missing("after")))?;
             let (row, missing) = plan.decode_after(after).map_err(decode_error("after"))?;
             if let Some(&column) = missing.first() {
-                let reason = "the after-image of an insert holds Debezium's unavailable-value placeholder: there is no previous row to take the value from";
-                return Err(unavailable(&row, column, reason));
+                if let Some(&key_column) = missing.iter().find(|&&c| plan.primary_key().contains(&c)) {
+                    return Err(unavailable(&row, key_column, "a primary-key column holds Debezium's unavailable-value placeholder"));
+                }
+                if event.op == Op::Read {
+                    let reason = "the after-image of a snapshot row holds Debezium's unavailable-value placeholder: there is no previous row to take the value from";
+                    return Err(unavailable(&row, column, reason));
+                }
+                // The insert half of a primary-key update, paired with its delete once
+                // the transaction is complete (see `sink::change`).
+                let (column, key) = (plan.columns()[column].name.clone(), describe_key(plan, &row));
+                return Ok(vec![SinkChange::InsertKeeping { table, row, keep: missing, column, key }]);
             }
             // A snapshot row is the source's current state of the row: an upsert (an
             // incremental snapshot re-reads rows the stream already brought).
@@ -153,9 +162,9 @@ pub fn row_changes_with(
             };
             if tolerant { RowChange::DeleteIfPresent { table, key } } else { RowChange::Delete { table, key } }
         }
-        Op::Truncate => return Ok(vec![SinkChange::Truncate(table)]),
+        Op::Truncate => return Ok(vec![SinkChange::truncate(table)]),
     };
-    Ok(vec![SinkChange::Row(change)])
+    Ok(vec![SinkChange::row(change)])
 }
 
 /// `col=value, ...` of a row's primary key, for errors.

@@ -45,9 +45,7 @@ impl std::str::FromStr for Grouping {
     }
 }
 
-/// What one event asks of its mirror transaction: the apply layer's change type
-/// (a row change, or a Debezium `op: t` truncate expanded at submission).
-pub use retina_core::SourceChange as SinkChange;
+use super::change::{pair_key_updates, SinkChange};
 
 /// One decoded change waiting for its transaction to complete.
 #[derive(Debug, Clone)]
@@ -176,14 +174,10 @@ impl Reconstructor {
             _ => {
                 self.close_group(out);
                 self.generated_ids += 1;
-                let order = change.order;
-                out.push(CompletedTransaction {
-                    id: format!("event@{position}"),
-                    first: position,
-                    last: position,
-                    order,
-                    changes: vec![change],
-                });
+                let mut open = OpenTransaction::new(position);
+                open.raw = self.raw_of(raw, position);
+                open.events.push((1, change));
+                out.push(complete(format!("event@{position}"), open, position)?);
             }
         }
         Ok(())
@@ -289,7 +283,7 @@ impl Reconstructor {
             let reason = format!("total_order {order} where {} was expected (a missing event)", index + 1);
             return Err(reject(reason, open));
         }
-        Ok(complete(id.to_string(), open, position))
+        complete(id.to_string(), open, position)
     }
 
     /// The source is idle: a no-metadata group is taken as complete and closed (the
@@ -312,7 +306,10 @@ impl Reconstructor {
                 return;
             }
             let last = group.events.last().map_or(group.begin, |(_, c)| c.position);
-            out.push(complete(id, group, last));
+            match complete(id, group, last) {
+                Ok(completed) => out.push(completed),
+                Err(rejected) => self.rejected.push(rejected),
+            }
         }
     }
 
@@ -350,15 +347,16 @@ impl Reconstructor {
     }
 }
 
-fn complete(id: String, open: OpenTransaction, last: Position) -> CompletedTransaction {
+/// The transaction of `open`'s events (in order), a primary-key update sent as a
+/// delete and an insert made one change; rejected when an insert that keeps values
+/// has no delete to take them from.
+fn complete(id: String, open: OpenTransaction, last: Position) -> Result<CompletedTransaction, Rejected> {
     let order = open.events.iter().filter_map(|(_, c)| c.order).max();
-    CompletedTransaction {
-        id,
-        first: open.begin,
-        last,
-        order,
-        changes: open.events.into_iter().map(|(_, change)| change).collect(),
+    let mut changes: Vec<PendingChange> = open.events.into_iter().map(|(_, change)| change).collect();
+    if let Err(error) = pair_key_updates(&mut changes) {
+        return Err(Rejected { error, messages: open.raw });
     }
+    Ok(CompletedTransaction { id, first: open.begin, last, order, changes })
 }
 
 #[cfg(test)]
@@ -368,7 +366,7 @@ mod tests {
 
     fn event(table: &str, line: u64) -> PendingChange {
         PendingChange {
-            change: SinkChange::Truncate(TableId(0)),
+            change: SinkChange::truncate(TableId(0)),
             table: Arc::from(table),
             position: Position::line(line),
             order: None,

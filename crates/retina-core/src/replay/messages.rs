@@ -7,9 +7,11 @@ use std::sync::{Arc, Weak};
 use crossbeam_channel::Sender;
 
 use crate::catalog::DataFileMeta;
-use crate::index::{MainIndex, SinglePointIndex};
+use crate::error::CoreResult;
+use crate::index::{HashedKey, MainIndex, SinglePointIndex};
 use crate::table::{FlushedFile, TableRuntime};
 use crate::types::{TableId, Ts};
+use crate::value::Value;
 use crate::visibility::{RgVisibility, RgWriter};
 use crate::write_buffer::VirtualFile;
 
@@ -22,6 +24,9 @@ pub(crate) enum ShardMessage {
     /// Index GC of one part of every table's index (see `SinglePointIndex`).
     CollectIndexGarbage { lwm: Ts, part: usize },
     SwapFile(Box<FileSwap>),
+    /// The latest values of `columns` of `key`'s row, read after everything sent to
+    /// the shard before (see `Engine::read_latest`); the reason when there is none.
+    ReadLatest { table: TableId, key: HashedKey, columns: Vec<usize>, reply: Sender<CoreResult<Result<Vec<Value>, &'static str>>> },
 }
 
 /// To the flusher: a complete virtual file to write.

@@ -1,6 +1,7 @@
 //! `Engine`: tables, replayer shards, the flusher and memory GC of one Retina
 //! instance, behind owned-value methods that could cross a process boundary.
 
+mod kept_moves;
 mod startup;
 pub(crate) mod threads;
 
@@ -33,7 +34,6 @@ use crate::table::TableRuntime;
 use crate::txn::{Snapshot, TransactionService};
 use crate::types::{TableId, Ts};
 use crate::value::Value;
-use crate::value_text::key_text;
 
 /// Transactions collected for the next group commit.
 pub(super) struct PendingBatch {
@@ -213,6 +213,7 @@ impl Engine {
         if let Some(error) = self.shared.failure() {
             return Err(error);
         }
+        let changes = self.resolve_kept_moves(changes)?;
         // A read guard, not a clone of the table list: this runs once per transaction.
         let registry = self.shared.registry.read();
         let tables = &registry.tables;
@@ -249,18 +250,8 @@ impl Engine {
                     route_update(&mut routed, schema, shards, id, &key, row, IfAbsent::CountUpsert)?
                 }
                 RowChange::UpdateKeeping { table: id, key, row, keep } => {
+                    // A key-changing one became an update in `resolve_kept_moves`.
                     let old = key_of(schema, &key)?;
-                    let new = row_key(schema, &row, Some(&old))?;
-                    if old != new {
-                        let column = keep.first().map_or_else(String::new, |&c| schema.column_name(c));
-                        return Err(CoreError::UnavailableValue {
-                            table: schema.name().to_string(),
-                            column,
-                            key: key_text(schema, old.bytes()),
-                            ts: Ts(0),
-                            reason: "the update changes the primary key",
-                        });
-                    }
                     if let Some(&bad) = keep.iter().find(|&&c| c >= schema.column_count()) {
                         return Err(CoreError::ArityMismatch { table: schema.name().to_string(), expected: schema.column_count(), actual: bad + 1 });
                     }

@@ -33,9 +33,10 @@ pub enum RowChange {
     /// An update whose after-image lacks the values of the columns `keep` (indices
     /// into the row; PostgreSQL's unchanged TOAST values): they take the values of the
     /// row it replaces, read where that row is stored (write buffer or data file).
-    /// `row` holds anything (NULL) at those columns. The row must exist, and `row`
-    /// must keep its primary key: otherwise there is no previous value and replay
-    /// stops with [`crate::CoreError::UnavailableValue`].
+    /// `row` holds anything (NULL) at those columns. The row must exist (else there
+    /// is no previous value and replay stops with
+    /// [`crate::CoreError::UnavailableValue`]). When `row` has another primary key the
+    /// row moves: its kept values are read before the change is routed.
     UpdateKeeping { table: TableId, key: Vec<Value>, row: Row, keep: Vec<usize> },
 }
 

@@ -85,6 +85,10 @@ impl Shard {
                         table.index.collect_garbage_part(lwm, part);
                     }
                 }
+                ShardMessage::ReadLatest { table, key, columns, reply } => {
+                    let _ = reply.send(self.latest_values(table, &key, &columns));
+                    self.kept_reads.clear();
+                }
             }
         }
     }
@@ -231,18 +235,36 @@ impl Shard {
     /// read from where that row is (this shard's write buffer, another virtual file
     /// of the table, or a data file), then it is an update like any other.
     fn update_keeping(&mut self, table_id: TableId, key: &HashedKey, mut row: Row, keep: &[usize], ts: Ts) -> CoreResult<()> {
-        let shared = Arc::clone(&self.shared);
-        let mut kept_reads = std::mem::take(&mut self.kept_reads);
-        let table = self.table_mut(table_id)?;
-        let unavailable = |table: &ShardTable, reason| CoreError::UnavailableValue {
-            table: table.runtime.name().to_string(),
-            column: keep.first().map_or_else(String::new, |&c| table.schema.column_name(c)),
-            key: key_text(&table.schema, key.bytes()),
-            ts,
-            reason,
+        let previous = match self.latest_values(table_id, key, keep)? {
+            Ok(previous) => previous,
+            Err(reason) => {
+                let table = self.table_mut(table_id)?;
+                return Err(CoreError::UnavailableValue {
+                    table: table.runtime.name().to_string(),
+                    column: keep.first().map_or_else(String::new, |&c| table.schema.column_name(c)),
+                    key: key_text(&table.schema, key.bytes()),
+                    ts,
+                    reason,
+                });
+            }
         };
+        for (&column, value) in keep.iter().zip(previous) {
+            if let Some(slot) = row.get_mut(column) {
+                *slot = value;
+            }
+        }
+        self.delete(table_id, key, "update", IfAbsent::Fail, ts)?;
+        self.insert(table_id, key, row, ts)
+    }
+
+    /// The values of `columns` of `key`'s live row, read where that row is (this
+    /// shard's write buffer, another virtual file of the table, or a data file); the
+    /// reason when the key has no live row or its stored row is not found.
+    fn latest_values(&mut self, table_id: TableId, key: &HashedKey, columns: &[usize]) -> CoreResult<Result<Vec<Value>, &'static str>> {
+        let shared = Arc::clone(&self.shared);
+        let table = self.table_mut(table_id)?;
         let Some(row_id) = table.index.latest(key.bytes()) else {
-            return Err(unavailable(table, "the row is not in the mirror"));
+            return Ok(Err("the row is not in the mirror"));
         };
         let (location, _) =
             table.main.locate_mut(row_id).expect("every row id in the single-point index has a main-index range");
@@ -253,19 +275,9 @@ impl Shard {
                 buffer.publish();
             }
         }
-        let previous = previous_values(&shared, &table.runtime, location, keep, &mut kept_reads);
-        self.kept_reads = kept_reads;
-        let table = self.table_mut(table_id)?;
-        let Some(previous) = previous? else {
-            return Err(unavailable(table, "its stored row could not be found"));
-        };
-        for (&column, value) in keep.iter().zip(previous) {
-            if let Some(slot) = row.get_mut(column) {
-                *slot = value;
-            }
-        }
-        self.delete(table_id, key, "update", IfAbsent::Fail, ts)?;
-        self.insert(table_id, key, row, ts)
+        let runtime = Arc::clone(&table.runtime);
+        let previous = previous_values(&shared, &runtime, location, columns, &mut self.kept_reads)?;
+        Ok(previous.ok_or("its stored row could not be found"))
     }
 }
 
