@@ -9,10 +9,12 @@
 //! complete and in order, such an insert and the delete just before it become one
 //! key-changing update keeping those columns, which the engine applies as a move.
 
+use std::sync::Arc;
+
 use retina_core::{Row, RowChange, SourceChange, TableId};
 
-use super::reconstruct::PendingChange;
 use crate::error::CdcError;
+use crate::position::{Position, SourceOrder};
 
 /// What one event asks of its mirror transaction.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +36,15 @@ impl SinkChange {
     pub fn truncate(table: TableId) -> Self {
         Self::Source(SourceChange::Truncate(table))
     }
+}
+
+/// One decoded change waiting for its transaction to complete.
+#[derive(Debug, Clone)]
+pub struct PendingChange {
+    pub change: SinkChange,
+    pub table: Arc<str>,
+    pub position: Position,
+    pub order: Option<SourceOrder>,
 }
 
 /// Pairs each insert keeping values with the delete just before it (see the module):

@@ -16,7 +16,6 @@
 // Keyed by transaction ids, looked up for every event: hashbrown's seeded foldhash
 // rather than SipHash (as in the Kafka source's reassembly).
 use hashbrown::HashMap;
-use std::sync::Arc;
 
 use crate::debezium::TransactionBlock;
 use crate::error::CdcError;
@@ -45,16 +44,9 @@ impl std::str::FromStr for Grouping {
     }
 }
 
-use super::change::{pair_key_updates, SinkChange};
+pub use super::change::PendingChange;
+use super::change::pair_key_updates;
 
-/// One decoded change waiting for its transaction to complete.
-#[derive(Debug, Clone)]
-pub struct PendingChange {
-    pub change: SinkChange,
-    pub table: Arc<str>,
-    pub position: Position,
-    pub order: Option<SourceOrder>,
-}
 
 /// A complete source transaction, ready to become one mirror transaction.
 #[derive(Debug)]
@@ -361,7 +353,10 @@ fn complete(id: String, open: OpenTransaction, last: Position) -> Result<Complet
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::sink::SinkChange;
     use retina_core::TableId;
 
     fn event(table: &str, line: u64) -> PendingChange {
