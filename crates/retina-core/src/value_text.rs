@@ -50,8 +50,14 @@ impl fmt::Display for ValueText<'_> {
                 v.iter().try_for_each(|b| write!(f, "{b:02x}"))
             }
             Value::Date32(v) => or_raw(f, date32_to_datetime(*v).map(|d| d.date()), i64::from(*v), "days since 1970-01-01"),
-            Value::TimestampMicros(v) => or_raw(f, timestamp_us_to_datetime(*v), *v, "µs since the epoch"),
-            Value::TimestampNanos(v) => or_raw(f, timestamp_ns_to_datetime(*v), *v, "ns since the epoch"),
+            Value::TimestampMicros(v) => {
+                or_raw(f, timestamp_us_to_datetime(*v), *v, "µs since the epoch")?;
+                self.zone_suffix(f)
+            }
+            Value::TimestampNanos(v) => {
+                or_raw(f, timestamp_ns_to_datetime(*v), *v, "ns since the epoch")?;
+                self.zone_suffix(f)
+            }
             Value::Time64Micros(v) => or_raw(f, time64us_to_time(*v), *v, "µs since midnight"),
             Value::Time64Nanos(v) => or_raw(f, time64ns_to_time(*v), *v, "ns since midnight"),
             Value::Decimal128(v) => match self.data_type {
@@ -60,6 +66,17 @@ impl fmt::Display for ValueText<'_> {
                 }
                 _ => write!(f, "{v} (unscaled)"),
             },
+        }
+    }
+}
+
+impl ValueText<'_> {
+    /// A timestamp column with a zone stores UTC instants (Debezium's
+    /// `ZonedTimestamp`): say so, or the text reads as a local time.
+    fn zone_suffix(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.data_type {
+            Some(DataType::Timestamp(_, Some(zone))) => write!(f, " {zone}"),
+            _ => Ok(()),
         }
     }
 }
@@ -98,6 +115,8 @@ mod tests {
         assert_eq!(shown(Value::Decimal128(-1205), None), "-1205 (unscaled)");
         assert_eq!(shown(Value::Date32(19_783), None), "2024-03-01");
         assert_eq!(shown(Value::TimestampMicros(1_709_251_200_000_001), None), "2024-03-01 00:00:00.000001");
+        let zoned = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+        assert_eq!(shown(Value::TimestampMicros(1_709_251_200_000_001), Some(&zoned)), "2024-03-01 00:00:00.000001 UTC");
         assert_eq!(shown(Value::Time64Micros(3_600_000_000), None), "01:00:00");
         assert_eq!(shown(Value::Binary(vec![0, 171]), None), "0x00ab");
         assert_eq!(shown(Value::Null, None), "NULL");
