@@ -1,6 +1,6 @@
 //! PostgreSQL array and hstore columns (Connect `array` and `map`) as Debezium writes
-//! them: kept as their JSON text, and the placeholder of an unchanged TOASTed value
-//! never stored.
+//! them: kept as their JSON text (elements of logical types as PostgreSQL writes
+//! them), and the placeholder of an unchanged TOASTed value never stored.
 
 mod common;
 
@@ -72,4 +72,51 @@ fn maps_are_stored_as_json_objects_and_a_toasted_map_keeps_its_value() {
     ingest(&test.engine, &lines, keyed("s.h", "id")).expect("ingest");
     let text = |s: &str| Value::Utf8(s.into());
     assert_eq!(rows(&test.engine, "s.h"), vec![vec![Value::Int32(1), text(r#"{"a":null,"b":"2"}"#)], vec![Value::Int32(2), text("{}")]]);
+}
+
+/// transferia's captured PostgreSQL 1.8 stream: `numeric(5,2)[]`, `date[]` and
+/// `timestamp(6)[]` arrive as base64 unscaled bytes, day numbers and epoch
+/// microseconds; a pgvector `sparsevec` as Debezium's struct. Before, the arrays were
+/// stored in that wire form (the decimal's scale lost) and the vector refused.
+#[test]
+fn arrays_of_logical_types_and_sparse_vectors_are_stored_as_postgresql_writes_them() {
+    let array = |field: &str, items: &str| format!(r#"{{"type":"array","items":{items},"optional":true,"field":"{field}"}}"#);
+    let image = |name: &str| {
+        let columns = [
+            r#"{"type":"int32","optional":false,"field":"i"}"#.to_string(),
+            array("prices", r#"{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"5"}}"#),
+            array("days", r#"{"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1}"#),
+            array("stamps", r#"{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1}"#),
+            r#"{"type":"struct","optional":true,"name":"io.debezium.data.SparseVector","version":1,"fields":[{"type":"int16","optional":false,"field":"dimensions"},{"type":"map","keys":{"type":"int16","optional":false},"values":{"type":"float64","optional":false},"optional":false,"field":"vector"}],"field":"sv"}"#.to_string(),
+        ];
+        format!(r#"{{"type":"struct","optional":true,"field":"{name}","fields":[{}]}}"#, columns.join(","))
+    };
+    let schema = format!(
+        r#"{{"type":"struct","name":"f.public.t.Envelope","fields":[{},{},{{"type":"struct","optional":false,"name":"io.debezium.connector.postgresql.Source","field":"source","fields":[]}},{{"type":"string","optional":false,"field":"op"}}]}}"#,
+        image("before"),
+        image("after")
+    );
+    let line = |after: &str| {
+        format!(r#"{{"schema":{schema},"payload":{{"before":null,"after":{after},"source":{{"connector":"postgresql","schema":"public","table":"t","txId":558,"lsn":24868272}},"op":"c"}}}}"#)
+    };
+    let lines = vec![
+        line(r#"{"i":1,"prices":["ME8=",null],"days":[10599],"stamps":[1098181434987654],"sv":{"dimensions":25,"vector":[[5,20.0],[1,10.0]]}}"#),
+        line(r#"{"i":2,"prices":[],"days":null,"stamps":[[0]],"sv":null}"#),
+    ];
+    let test = engine();
+    ingest(&test.engine, &lines, keyed("public.t", "i")).expect("ingest");
+    let text = |s: &str| Value::Utf8(s.into());
+    assert_eq!(
+        rows(&test.engine, "public.t"),
+        vec![
+            vec![Value::Int32(1), text("[123.67,null]"), text(r#"["1999-01-08"]"#), text(r#"["2004-10-19T10:23:54.987654"]"#), text("{1:10,5:20}/25")],
+            vec![Value::Int32(2), text("[]"), Value::Null, text(r#"[["1970-01-01T00:00:00"]]"#), Value::Null],
+        ]
+    );
+
+    // An element that is not of its type is named with its column and line.
+    let test = engine();
+    let bad = vec![line(r#"{"i":3,"prices":["ME8=","%%"],"days":null,"stamps":null,"sv":null}"#)];
+    let error = ingest(&test.engine, &bad, keyed("public.t", "i")).expect_err("bad element").to_string();
+    assert!(error.contains("line 1") && error.contains("prices") && error.contains(r#"element "%%""#), "{error}");
 }

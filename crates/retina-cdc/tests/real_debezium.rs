@@ -332,6 +332,28 @@ fn mysql_logical_types_land_exactly() {
     assert_eq!(big_row[17], Value::Binary(ewkb));
 }
 
+/// MySQL's TIME is a duration (-838:59:59 to 838:59:59), written as MicroTime; a
+/// TIME column holds a time of day. Such a value was stored as a Parquet TIME outside
+/// the day, which readers wrap or fail on; now it is refused, named, and nothing of
+/// its transaction is applied.
+#[test]
+fn a_mysql_time_beyond_a_day_is_refused_naming_table_column_and_line() {
+    let columns = fields(&[("int32", None, None, "id", false), ("int64", Some("io.debezium.time.MicroTime"), None, "dur", true)]);
+    let schema = envelope("dbserver1.shop.waits", &columns, MYSQL_SOURCE_SCHEMA);
+    let line = |id: i64, micros: i64, pos: u64| {
+        let after = format!(r#"{{"id":{id},"dur":{micros}}}"#);
+        format!(r#"{{"schema":{schema},"payload":{}}}"#, payload("c", "null", &after, &mysql_source("waits", pos, 0, "false")))
+    };
+    let test = engine();
+    let lines = [line(1, 14_400_000_000, 400), line(2, 3_020_399_000_000, 900)];
+    let error = ingest(&test.engine, &lines, common::keyed("shop.waits", "id")).expect_err("838:59:59").to_string();
+    for part in ["line 2", "shop.waits", "dur", "838:59:59 is not a time of day"] {
+        assert!(error.contains(part), "{error} lacks {part}");
+    }
+    // (Line 1's group is still open when line 2 fails, so a restart reads it again.)
+    assert!(rows(&test.engine, "shop.waits").iter().all(|row| row[0] != Value::Int32(2)));
+}
+
 #[test]
 fn postgres_and_sqlserver_logical_types_land_exactly() {
     let columns = fields(&[
@@ -381,7 +403,8 @@ fn postgres_and_sqlserver_logical_types_land_exactly() {
     let schema = envelope("server1.testDB.dbo.orders", &columns, r#"{"type":"struct","fields":[],"optional":false,"name":"io.debezium.connector.sqlserver.Source","field":"source"}"#);
     let source = r#"{"version":"2.7.3.Final","connector":"sqlserver","name":"server1","ts_ms":1709288130000,"snapshot":"false","db":"testDB","sequence":null,"schema":"dbo","table":"orders","change_lsn":"00000027:00000758:0003","commit_lsn":"00000027:00000758:0005","event_serial_no":1}"#;
     let key_schema = r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"server1.testDB.dbo.orders.Key"}"#;
-    let after = r#"{"id":7,"at":1709288130123456700,"at_offset":"2024-03-01T11:15:30.123456+01:00","price":"AeJA"}"#;
+    // datetimeoffset(7): SQL Server's zoned timestamps get a nanosecond column.
+    let after = r#"{"id":7,"at":1709288130123456700,"at_offset":"2024-03-01T11:15:30.1234567+01:00","price":"AeJA"}"#;
     let line = keyed(key_schema, r#"{"id":7}"#, &schema, &payload("c", "null", after, source));
     let test = engine();
     ingest(&test.engine, &[line], SinkOptions::default()).expect("ingest sql server");
@@ -390,7 +413,7 @@ fn postgres_and_sqlserver_logical_types_land_exactly() {
         vec![vec![
             Value::Int32(7),
             Value::TimestampNanos(1_709_288_130_123_456_700),
-            Value::TimestampMicros(1_709_288_130_123_456),
+            Value::TimestampNanos(1_709_288_130_123_456_700),
             Value::Decimal128(123_456),
         ]]
     );

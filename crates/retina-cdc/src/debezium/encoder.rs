@@ -305,7 +305,9 @@ fn connect_type(kind: &DebeziumType) -> (&'static str, Option<&'static str>) {
         DebeziumType::Int64 => ("int64", None),
         DebeziumType::Float32 => ("float", None),
         DebeziumType::Float64 => ("double", None),
-        DebeziumType::Utf8 | DebeziumType::VariableScaleDecimal => ("string", None),
+        DebeziumType::Utf8 | DebeziumType::VariableScaleDecimal | DebeziumType::Array(_) | DebeziumType::SparseVector => {
+            ("string", None)
+        }
         // Catalog columns never decode as geometry or zoned time (for_arrow_type):
         // their Arrow types are plain Binary and Time64(µs).
         DebeziumType::Binary | DebeziumType::Geometry => ("bytes", None),
@@ -316,7 +318,7 @@ fn connect_type(kind: &DebeziumType) -> (&'static str, Option<&'static str>) {
         DebeziumType::TimestampMillis { .. } => ("int64", Some("io.debezium.time.Timestamp")),
         DebeziumType::TimestampMicros { .. } => ("int64", Some("io.debezium.time.MicroTimestamp")),
         DebeziumType::TimestampNanos => ("int64", Some("io.debezium.time.NanoTimestamp")),
-        DebeziumType::ZonedTimestamp => ("string", Some("io.debezium.time.ZonedTimestamp")),
+        DebeziumType::ZonedTimestamp | DebeziumType::ZonedTimestampNanos => ("string", Some("io.debezium.time.ZonedTimestamp")),
         DebeziumType::Decimal { .. } => ("bytes", Some("org.apache.kafka.connect.data.Decimal")),
     }
 }

@@ -1,6 +1,7 @@
 //! Debezium JSON: the message decoder (envelope, schemas, typed row images) and an
 //! encoder for generated transactions.
 
+mod array_text;
 pub mod elision;
 pub mod encoder;
 mod envelope;

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 
 use super::row::ColumnPlan;
-use super::types::DebeziumType;
+use super::types::{sub_microsecond_zones, DebeziumType};
 use crate::error::DecodeError;
 
 #[derive(Deserialize)]
@@ -19,6 +19,8 @@ struct ConnectSchema {
     #[serde(default)]
     fields: Vec<ConnectSchema>,
     parameters: Option<serde_json::Map<String, serde_json::Value>>,
+    /// An array's element schema.
+    items: Option<Box<ConnectSchema>>,
 }
 
 fn parse(raw: &str, what: &str) -> Result<ConnectSchema, DecodeError> {
@@ -33,7 +35,9 @@ pub fn columns_of_envelope(raw: &str) -> Result<Vec<ColumnPlan>, DecodeError> {
         .iter()
         .find_map(|name| envelope.fields.iter().find(|f| f.field.as_deref() == Some(name)))
         .ok_or_else(|| DecodeError::missing("schema.fields[after]"))?;
-    image.fields.iter().map(|field| column_of(field, "schema.after")).collect()
+    let source = envelope.fields.iter().find(|f| f.field.as_deref() == Some("source"));
+    let nanosecond_zones = source.and_then(|s| s.name.as_deref()).is_some_and(sub_microsecond_zones);
+    image.fields.iter().map(|field| column_of(field, "schema.after", nanosecond_zones)).collect()
 }
 
 /// The field names of a key schema, in order: the primary-key columns.
@@ -45,8 +49,14 @@ pub fn key_columns(raw: &str) -> Result<Vec<String>, DecodeError> {
         .collect()
 }
 
-fn column_of(field: &ConnectSchema, context: &str) -> Result<ColumnPlan, DecodeError> {
+fn column_of(field: &ConnectSchema, context: &str, nanosecond_zones: bool) -> Result<ColumnPlan, DecodeError> {
     let name = field.field.clone().ok_or_else(|| DecodeError::missing(format!("{context}.fields[].field")))?;
+    let kind = kind_of(field, &name, nanosecond_zones)?;
+    Ok(ColumnPlan { name, kind, nullable: field.optional })
+}
+
+/// The kind of a column (or of an array's elements, named `name[]`).
+fn kind_of(field: &ConnectSchema, name: &str, nanosecond_zones: bool) -> Result<DebeziumType, DecodeError> {
     let parameter = |key: &str| -> Option<String> {
         let value = field.parameters.as_ref()?.get(key)?;
         Some(match value {
@@ -69,8 +79,19 @@ fn column_of(field: &ConnectSchema, context: &str) -> Result<ColumnPlan, DecodeE
             Some((precision.clamp(1, 38), scale))
         }
     };
-    let kind = DebeziumType::from_connect(&name, &field.connect_type, field.name.as_deref(), decimal)?;
-    Ok(ColumnPlan { name, kind, nullable: field.optional })
+    let kind = DebeziumType::from_connect(name, &field.connect_type, field.name.as_deref(), decimal)?;
+    Ok(match kind {
+        DebeziumType::ZonedTimestamp if nanosecond_zones => DebeziumType::ZonedTimestampNanos,
+        // A plain array (not a vector) whose elements JSON does not show as themselves.
+        DebeziumType::Utf8 if field.connect_type == "array" && field.name.is_none() => match &field.items {
+            Some(items) => {
+                let element = kind_of(items, &format!("{name}[]"), nanosecond_zones)?;
+                if element.is_json_as_it_comes() { kind } else { DebeziumType::Array(Box::new(element)) }
+            }
+            None => kind,
+        },
+        kind => kind,
+    })
 }
 
 #[cfg(test)]
@@ -93,6 +114,29 @@ mod tests {
         assert_eq!(columns[0], ColumnPlan { name: "id".into(), kind: DebeziumType::Int32, nullable: false });
         assert_eq!(columns[1].kind, DebeziumType::Decimal { precision: 10, scale: 2 });
         assert_eq!(columns[2].kind, DebeziumType::TimestampMicros { timezone: None });
+    }
+
+    #[test]
+    fn array_elements_keep_their_types_and_zones_their_connector_s_precision() {
+        let decimal_items = r#"{"type":"array","optional":true,"field":"prices","items":{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","parameters":{"scale":"2"}}}"#;
+        let text_items = r#"{"type":"array","optional":true,"field":"tags","items":{"type":"string","optional":true}}"#;
+        let zoned = r#"{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","field":"at"}"#;
+        let envelope = |source: &str| {
+            format!(
+                r#"{{"type":"struct","fields":[{{"type":"struct","optional":true,"field":"after","fields":[{decimal_items},{text_items},{zoned}]}},
+                {{"type":"struct","optional":false,"field":"source","name":"io.debezium.connector.{source}.Source","fields":[]}}]}}"#
+            )
+        };
+        let kinds = |source| columns_of_envelope(&envelope(source)).expect("columns").into_iter().map(|c| c.kind).collect::<Vec<_>>();
+        let postgres = kinds("postgresql");
+        assert_eq!(postgres[0], DebeziumType::Array(Box::new(DebeziumType::Decimal { precision: 38, scale: 2 })));
+        assert_eq!(postgres[1], DebeziumType::Utf8, "strings are JSON as they come");
+        assert_eq!(postgres[2], DebeziumType::ZonedTimestamp);
+        assert_eq!(kinds("sqlserver")[2], DebeziumType::ZonedTimestampNanos);
+        assert_eq!(kinds("oracle")[2], DebeziumType::ZonedTimestampNanos);
+        let unknown = envelope("postgresql").replace("org.apache.kafka.connect.data.Decimal", "io.debezium.data.Martian");
+        let error = columns_of_envelope(&unknown).expect_err("unknown element type").to_string();
+        assert!(error.contains("prices[]") && error.contains("io.debezium.data.Martian"), "{error}");
     }
 
     #[test]

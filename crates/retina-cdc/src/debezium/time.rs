@@ -13,6 +13,44 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
+/// The civil date of a day count since 1970-01-01 (the inverse of [`days_from_civil`]).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// `YYYY-MM-DD` of a day count since 1970-01-01.
+pub fn iso_date(days: i64) -> String {
+    let (year, month, day) = civil_from_days(days);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// `HH:MM:SS[.fraction]` of nanoseconds since midnight, the fraction without
+/// trailing zeros (as PostgreSQL writes times); hours past 23 are written as such.
+pub fn iso_time_of_day(nanos: i64) -> String {
+    let seconds = nanos.div_euclid(1_000_000_000);
+    let fraction = nanos.rem_euclid(1_000_000_000);
+    let mut text = format!("{:02}:{:02}:{:02}", seconds / 3600, seconds / 60 % 60, seconds % 60);
+    if fraction != 0 {
+        text.push_str(format!(".{fraction:09}").trim_end_matches('0'));
+    }
+    text
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]` of nanoseconds since the epoch.
+pub fn iso_timestamp(nanos: i64) -> String {
+    const DAY: i64 = 86_400 * 1_000_000_000;
+    format!("{}T{}", iso_date(nanos.div_euclid(DAY)), iso_time_of_day(nanos.rem_euclid(DAY)))
+}
+
 fn number(text: &str, what: &str, min: u32, max: u32) -> Result<u32, String> {
     let value: u32 = text.parse().map_err(|_| format!("{what} {text:?} is not a number"))?;
     if !(min..=max).contains(&value) || !text.bytes().all(|b| b.is_ascii_digit()) {
@@ -134,6 +172,21 @@ mod tests {
         assert_eq!(parse_timestamp_nanos("2021-06-15T12:30:45.123456789Z"), Ok(1_623_760_245_123_456_789));
         assert!(parse_timestamp_nanos("yesterday").is_err());
         assert!(parse_timestamp_nanos("2021-06-15T25:00:00Z").is_err());
+    }
+
+    #[test]
+    fn dates_times_and_timestamps_written_back() {
+        for days in [-719_528, -1, 0, 11_017, 19_783, 2_932_896] {
+            let (year, month, day) = civil_from_days(days);
+            assert_eq!(days_from_civil(year, month, day), days);
+            assert_eq!(i64::from(parse_date(&iso_date(days)).expect("date")), days);
+        }
+        assert_eq!(iso_date(10_599), "1999-01-08");
+        assert_eq!(iso_time_of_day(36_930_123_456_000), "10:15:30.123456");
+        assert_eq!(iso_time_of_day(3_600_000_000_000), "01:00:00");
+        assert_eq!(iso_timestamp(1_098_181_434_987_654_000), "2004-10-19T10:23:54.987654");
+        assert_eq!(iso_timestamp(-1_000), "1969-12-31T23:59:59.999999");
+        assert_eq!(parse_timestamp_nanos(&iso_timestamp(1_623_760_245_123_456_789)), Ok(1_623_760_245_123_456_789));
     }
 
     #[test]

@@ -38,7 +38,12 @@ pub enum DebeziumType {
     /// `io.debezium.time.NanoTimestamp` -> Timestamp(ns).
     TimestampNanos,
     /// `io.debezium.time.ZonedTimestamp`: ISO-8601 text with offset -> Timestamp(µs, UTC).
+    /// Digits below a microsecond are refused, never cut.
     ZonedTimestamp,
+    /// The same from a connector whose zoned timestamps carry up to nanoseconds (SQL
+    /// Server `datetimeoffset(7)`, Oracle `TIMESTAMP(9) WITH TIME ZONE`; see
+    /// [`sub_microsecond_zones`]) -> Timestamp(ns, UTC).
+    ZonedTimestampNanos,
     /// `io.debezium.time.ZonedTime` (PostgreSQL `timetz`): `HH:MM:SS[.f]` with `Z` or an
     /// offset -> Time64(µs) of the UTC time of day (Debezium already writes it in UTC).
     ZonedTime,
@@ -53,6 +58,27 @@ pub enum DebeziumType {
     /// `io.debezium.data.VariableScaleDecimal`: `{"scale": s, "value": base64}`; the
     /// scale varies per value, so it is stored losslessly as decimal text.
     VariableScaleDecimal,
+    /// A Connect `array` whose items have a type JSON does not show as itself
+    /// (decimals as base64, dates as day numbers…): stored as JSON text with each
+    /// element written as PostgreSQL's `to_json` writes it ([`super::array_text`]).
+    /// Arrays of numbers and strings stay [`Self::Utf8`], their text as it came.
+    Array(Box<DebeziumType>),
+    /// `io.debezium.data.SparseVector` (pgvector `sparsevec`): `{"dimensions": n,
+    /// "vector": [[index, value], …]}` -> pgvector's own text, `{1:10,5:20}/25`.
+    SparseVector,
+}
+
+/// Whether the connector that wrote a stream (its envelope's `source` schema name,
+/// `io.debezium.connector.<name>.Source`) has zoned timestamps finer than
+/// microseconds: their columns get nanoseconds ([`DebeziumType::ZonedTimestampNanos`]).
+/// PostgreSQL, MySQL and their kin stop at microseconds, which keeps their columns
+/// in Delta Lake (it has no nanosecond timestamp).
+pub fn sub_microsecond_zones(source_schema_name: &str) -> bool {
+    const FINER: [&str; 5] = ["sqlserver", "oracle", "db2", "informix", "spanner"];
+    source_schema_name
+        .strip_prefix("io.debezium.connector.")
+        .and_then(|rest| rest.split('.').next())
+        .is_some_and(|connector| FINER.contains(&connector))
 }
 
 /// The semantic types this decoder knows, for error messages and docs.
@@ -90,6 +116,8 @@ pub const KNOWN_SEMANTIC_TYPES: &[&str] = &[
     "io.debezium.data.geometry.Point",
     "io.debezium.data.FloatVector",
     "io.debezium.data.DoubleVector",
+    "io.debezium.data.SparseVector",
+    "io.debezium.data.SparseDoubleVector",
 ];
 
 impl DebeziumType {
@@ -152,6 +180,7 @@ impl DebeziumType {
                 Self::Decimal { precision: widened, scale }
             }
             (Some("io.debezium.data.VariableScaleDecimal"), "struct") => Self::VariableScaleDecimal,
+            (Some("io.debezium.data.SparseVector" | "io.debezium.data.SparseDoubleVector"), "struct") => Self::SparseVector,
             (
                 Some("io.debezium.data.Json" | "io.debezium.data.Uuid" | "io.debezium.data.Enum" | "io.debezium.data.EnumSet"
                 | "io.debezium.data.Xml" | "io.debezium.data.Ltree"),
@@ -207,6 +236,25 @@ impl DebeziumType {
         })
     }
 
+    /// Whether a value of this kind, inside an array, reads as itself in JSON: numbers,
+    /// booleans and text (zoned times are ISO text already). The others (base64
+    /// decimals and bytes, day and epoch numbers, structs) need [`Self::Array`].
+    pub fn is_json_as_it_comes(&self) -> bool {
+        matches!(
+            self,
+            Self::Boolean
+                | Self::Int16
+                | Self::Int32
+                | Self::Int64
+                | Self::Float32
+                | Self::Float64
+                | Self::Utf8
+                | Self::ZonedTimestamp
+                | Self::ZonedTimestampNanos
+                | Self::ZonedTime
+        )
+    }
+
     /// The Arrow type of a column created for this kind.
     pub fn arrow_type(&self) -> DataType {
         match self {
@@ -216,7 +264,7 @@ impl DebeziumType {
             Self::Int64 => DataType::Int64,
             Self::Float32 => DataType::Float32,
             Self::Float64 => DataType::Float64,
-            Self::Utf8 | Self::VariableScaleDecimal => DataType::Utf8,
+            Self::Utf8 | Self::VariableScaleDecimal | Self::Array(_) | Self::SparseVector => DataType::Utf8,
             Self::Binary | Self::Geometry => DataType::Binary,
             Self::Date => DataType::Date32,
             Self::TimeMillis | Self::TimeMicros | Self::ZonedTime => DataType::Time64(TimeUnit::Microsecond),
@@ -226,6 +274,7 @@ impl DebeziumType {
             }
             Self::TimestampNanos => DataType::Timestamp(TimeUnit::Nanosecond, None),
             Self::ZonedTimestamp => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            Self::ZonedTimestampNanos => DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
             Self::Decimal { precision, scale } => DataType::Decimal128((*precision).clamp(1, 38), *scale),
         }
     }
@@ -234,6 +283,9 @@ impl DebeziumType {
     /// Timestamps ignore the zone label (the stored value is always UTC-based).
     pub fn fits_column(&self, data_type: &DataType) -> bool {
         match (self.arrow_type(), data_type) {
+            // A microsecond column made before zones got their connector's precision:
+            // its values are still refused when finer ([`Self::adapted_to`]).
+            (_, DataType::Timestamp(TimeUnit::Microsecond, _)) if *self == Self::ZonedTimestampNanos => true,
             (DataType::Timestamp(unit, _), DataType::Timestamp(column_unit, _)) => unit == *column_unit,
             (DataType::Decimal128(_, scale), DataType::Decimal128(_, column_scale)) => scale == *column_scale,
             (own, column) => own == *column,
@@ -253,6 +305,7 @@ impl DebeziumType {
             (Self::Decimal { scale, .. }, DataType::Decimal128(precision, _)) => {
                 Self::Decimal { precision: *precision, scale: *scale }
             }
+            (Self::ZonedTimestampNanos, DataType::Timestamp(TimeUnit::Microsecond, _)) => Self::ZonedTimestamp,
             (kind, _) => kind.clone(),
         }
     }
@@ -275,6 +328,7 @@ mod tests {
             "io.debezium.data.VariableScaleDecimal" | "io.debezium.data.geometry.Geometry"
             | "io.debezium.data.geometry.Geography" | "io.debezium.data.geometry.Point" => "struct",
             "io.debezium.data.FloatVector" | "io.debezium.data.DoubleVector" => "array",
+            "io.debezium.data.SparseVector" | "io.debezium.data.SparseDoubleVector" => "struct",
             _ => "int64",
         };
         for name in KNOWN_SEMANTIC_TYPES {

@@ -8,6 +8,7 @@ use base64::Engine as _;
 use retina_core::Value;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
+use super::array_text::{array_text, sparse_vector_text};
 use super::image::Scalar;
 use super::time;
 use super::types::DebeziumType;
@@ -54,6 +55,8 @@ pub fn value_of(kind: &DebeziumType, scalar: &Scalar<'_>) -> Result<Value, Strin
         },
         Scalar::Array(text) | Scalar::Map(text) => match kind {
             DebeziumType::Utf8 => Ok(Value::Utf8(text.as_ref().into())),
+            DebeziumType::Array(element) if matches!(scalar, Scalar::Array(_)) => array_text(element, text).map_err(de::Error::custom),
+            DebeziumType::SparseVector if matches!(scalar, Scalar::Map(_)) => sparse_vector_text(text).map_err(de::Error::custom),
             _ => {
                 let what = if matches!(scalar, Scalar::Array(_)) { "an array" } else { "an object" };
                 Err(de::Error::custom(format_args!("{what} where {} was expected", expected(kind))))
@@ -76,12 +79,37 @@ fn expected(kind: &DebeziumType) -> &'static str {
         DebeziumType::TimestampMillis { .. } | DebeziumType::TimestampMicros { .. } | DebeziumType::TimestampNanos => {
             "an epoch timestamp as an integer or ISO-8601 text"
         }
-        DebeziumType::ZonedTimestamp => "ISO-8601 timestamp text with an offset",
+        DebeziumType::ZonedTimestamp | DebeziumType::ZonedTimestampNanos => "ISO-8601 timestamp text with an offset",
         DebeziumType::ZonedTime => "ISO-8601 time-of-day text with an offset",
         DebeziumType::Geometry => "{\"wkb\": base64, \"srid\": int} (a point may give x and y)",
         DebeziumType::Decimal { .. } => "a decimal as base64 unscaled bytes, text or a number",
         DebeziumType::VariableScaleDecimal => "{\"scale\": int, \"value\": base64}",
+        DebeziumType::Array(_) => "an array",
+        DebeziumType::SparseVector => "{\"dimensions\": int, \"vector\": [[index, value], ...]}",
     }
+}
+
+/// A TIME value, which a Time64 column holds only within one day: a MySQL TIME is a
+/// duration (-838:59:59 to 838:59:59) and PostgreSQL allows 24:00:00, and a
+/// Parquet TIME outside the day is read back wrapped or not at all.
+fn time_of_day<E: de::Error>(value: Value) -> Result<Value, E> {
+    const DAY: i128 = 86_400 * 1_000_000_000;
+    let nanos = match value {
+        Value::Time64Micros(v) => i128::from(v) * 1000,
+        Value::Time64Nanos(v) => i128::from(v),
+        other => return Ok(other),
+    };
+    if (0..DAY).contains(&nanos) {
+        return Ok(value);
+    }
+    let shown = match i64::try_from(nanos.abs()) {
+        Ok(magnitude) => format!("{}{}", if nanos < 0 { "-" } else { "" }, time::iso_time_of_day(magnitude)),
+        Err(_) => format!("{nanos} ns"),
+    };
+    Err(E::custom(format_args!(
+        "time {shown} is not a time of day (00:00:00 to 23:59:59.999999), and a TIME column holds only those: \
+         a MySQL TIME used as a duration, or PostgreSQL's 24:00:00, cannot be stored in it"
+    )))
 }
 
 fn range_error<E: de::Error>(kind: &DebeziumType, value: impl fmt::Display) -> E {
@@ -132,9 +160,9 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
             DebeziumType::Float32 => Ok(Value::Float32(v as f32)),
             DebeziumType::Float64 => Ok(Value::Float64(v as f64)),
             DebeziumType::Date => narrow(i32::try_from(v).ok().map(Value::Date32)),
-            DebeziumType::TimeMillis => narrow(v.checked_mul(1000).map(Value::Time64Micros)),
-            DebeziumType::TimeMicros => Ok(Value::Time64Micros(v)),
-            DebeziumType::TimeNanos => Ok(Value::Time64Nanos(v)),
+            DebeziumType::TimeMillis => narrow(v.checked_mul(1000).map(Value::Time64Micros)).and_then(time_of_day),
+            DebeziumType::TimeMicros => time_of_day(Value::Time64Micros(v)),
+            DebeziumType::TimeNanos => time_of_day(Value::Time64Nanos(v)),
             DebeziumType::TimestampMillis { .. } => narrow(v.checked_mul(1000).map(Value::TimestampMicros)),
             DebeziumType::TimestampMicros { .. } => Ok(Value::TimestampMicros(v)),
             DebeziumType::TimestampNanos => Ok(Value::TimestampNanos(v)),
@@ -198,9 +226,19 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
             }
             DebeziumType::Date => time::parse_date(v).map(Value::Date32).map_err(E::custom),
             DebeziumType::ZonedTimestamp | DebeziumType::TimestampMicros { .. } | DebeziumType::TimestampMillis { .. } => {
-                time::parse_timestamp_nanos(v).map(|n| Value::TimestampMicros(n.div_euclid(1000))).map_err(E::custom)
+                let nanos = time::parse_timestamp_nanos(v).map_err(E::custom)?;
+                if nanos % 1000 != 0 {
+                    return Err(E::custom(format_args!(
+                        "timestamp {v:?} has digits below a microsecond, which this microsecond column would cut off \
+                         (a column of a connector with finer zoned timestamps, SQL Server or Oracle, gets nanoseconds \
+                         when it is created)"
+                    )));
+                }
+                Ok(Value::TimestampMicros(nanos / 1000))
             }
-            DebeziumType::TimestampNanos => time::parse_timestamp_nanos(v).map(Value::TimestampNanos).map_err(E::custom),
+            DebeziumType::TimestampNanos | DebeziumType::ZonedTimestampNanos => {
+                time::parse_timestamp_nanos(v).map(Value::TimestampNanos).map_err(E::custom)
+            }
             DebeziumType::ZonedTime => time::parse_zoned_time_micros(v).map(Value::Time64Micros).map_err(E::custom),
             _ => Err(E::invalid_type(de::Unexpected::Str(v), &self)),
         }
@@ -460,6 +498,32 @@ mod tests {
         assert!(decode(&DebeziumType::Boolean, "1").is_err());
         assert!(decode(&DebeziumType::Binary, "\"***\"").expect_err("base64").contains("base64"));
         assert_eq!(decode(&DebeziumType::Utf8, "null"), Ok(Value::Null));
+    }
+
+    /// The helper's round 6: MySQL's 838:59:59 and -12:00:00 and PostgreSQL's 24:00:00
+    /// were stored as Parquet TIMEs outside the day (read back wrapped, or failing).
+    #[test]
+    fn times_outside_a_day_are_refused() {
+        assert_eq!(decode(&DebeziumType::TimeMicros, "86399999999"), Ok(Value::Time64Micros(86_399_999_999)));
+        let error = decode(&DebeziumType::TimeMicros, "3020399000000").expect_err("838:59:59");
+        assert!(error.contains("time 838:59:59 is not a time of day"), "{error}");
+        let error = decode(&DebeziumType::TimeMicros, "-43200000000").expect_err("-12:00:00");
+        assert!(error.contains("time -12:00:00 is not"), "{error}");
+        assert!(decode(&DebeziumType::TimeMillis, "86400000").expect_err("24:00:00").contains("24:00:00"));
+        assert!(decode(&DebeziumType::TimeNanos, "86400000000000").is_err());
+        assert!(decode(&DebeziumType::TimeMicros, &i64::MIN.to_string()).is_err());
+    }
+
+    /// SQL Server's `datetimeoffset(7)` and Oracle's `TIMESTAMP(9) WITH TIME ZONE`:
+    /// kept whole in a nanosecond column, refused (never cut) by a microsecond one.
+    #[test]
+    fn zoned_timestamps_keep_every_digit_or_are_refused() {
+        let text = "\"2024-01-01T08:00:00.1234567Z\"";
+        assert_eq!(decode(&DebeziumType::ZonedTimestampNanos, text), Ok(Value::TimestampNanos(1_704_096_000_123_456_700)));
+        let error = decode(&DebeziumType::ZonedTimestamp, text).expect_err("finer than µs");
+        assert!(error.contains("below a microsecond"), "{error}");
+        let micros = "\"2024-01-01T08:00:00.123456Z\"";
+        assert_eq!(decode(&DebeziumType::ZonedTimestamp, micros), Ok(Value::TimestampMicros(1_704_096_000_123_456)));
     }
 
     proptest! {
