@@ -134,6 +134,41 @@ fn sqlalchemy_over_psycopg_connects_queries_and_lists_tables() {
     assert_eq!(results["tables"], serde_json::json!(["items"]));
 }
 
+/// Parameters of every common Python type through psycopg 3, in its default mix of
+/// text and binary formats and with `%b` (all binary). Before, a float bound into
+/// `%s * 2` was cast to the integer DataFusion inferred (the answer was 2), and a
+/// date, timestamp, UUID or bytes parameter was refused for its binary format.
+#[test]
+fn psycopg_binds_parameters_by_their_declared_types_in_text_and_binary() {
+    let python = python();
+    let fx = Fixture::new();
+    let port = fx.addr().port().to_string();
+    let stdout = probe(
+        Command::new(&python).arg(probe_file("psycopg_params_probe.py")).args(["127.0.0.1", &port]),
+        "the psycopg parameter probe",
+        PYTHON_INSTALL,
+    );
+    let results: serde_json::Value = serde_json::from_str(stdout.trim()).expect("the probe prints one JSON object");
+    let expected = [
+        ("float_times_two", "[(3.0,)]"),
+        ("float_bound_on_int_column", "[(1,)]"),
+        ("decimal", "[(Decimal('12.3400000000'),)]"),
+        ("int", "[(42,)]"),
+        ("text", "[('plain',)]"),
+        ("date", "[(datetime.date(2024, 3, 1),)]"),
+        ("timestamp", "[(datetime.datetime(2024, 3, 1, 10, 15, 30, 123456),)]"),
+        ("timestamptz", "[(datetime.datetime(2024, 3, 1, 9, 15, 30, tzinfo=zoneinfo.ZoneInfo(key='Etc/UTC')),)]"),
+        ("uuid", "[('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',)]"),
+        ("bytes", "[(b'\\x01\\xff',)]"),
+        ("binary_int_on_key", "[(3, 'item 3')]"),
+        ("binary_float", "[(2.5,)]"),
+        ("binary_decimal", "[(Decimal('-1234.5000000000'),)]"),
+    ];
+    for (step, want) in expected {
+        assert_eq!(results[step], want, "{step}: {}", results[step]);
+    }
+}
+
 #[test]
 fn pgjdbc_connects_binds_parameters_and_lists_tables() {
     let install = "install the Debian packages libpostgresql-jdbc-java and a JDK (scripts/test.sh installs the first)";
@@ -156,5 +191,7 @@ fn pgjdbc_connects_binds_parameters_and_lists_tables() {
     // The same rows on every run, also once pgjdbc uses a named server-side statement.
     assert_eq!(value("prepared"), "1:item 1:10,2:item 2:20");
     assert_eq!(value("text_parameter"), "1");
+    // The same answer before and after pgjdbc's switch to binary parameters.
+    assert_eq!(value("typed_parameters"), "2.5:-12.34:2,255:a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11:2");
     assert_eq!(value("tables"), "shop.items");
 }

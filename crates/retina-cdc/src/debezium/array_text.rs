@@ -18,17 +18,20 @@ use serde_json::Value as Json;
 use super::image::Scalar;
 use super::time;
 use super::types::DebeziumType;
-use super::value::{decimal_text, value_of};
+
+/// Decodes one element as a column of its kind ([`super::value::value_of`]; passed
+/// in, since that decoder calls this module for arrays).
+pub type ElementDecoder = fn(&DebeziumType, &Scalar<'_>) -> Result<Value, String>;
 
 /// The JSON text of an array (`text`, compact JSON) of `element` values.
-pub fn array_text(element: &DebeziumType, text: &str) -> Result<Value, String> {
+pub fn array_text(element: &DebeziumType, text: &str, decode: ElementDecoder) -> Result<Value, String> {
     let array: Json = serde_json::from_str(text).map_err(|e| format!("an array that is not JSON: {e}"))?;
     let mut out = String::with_capacity(text.len());
-    write_element(element, &array, &mut out)?;
+    write_element(element, &array, decode, &mut out)?;
     Ok(Value::Utf8(out.into()))
 }
 
-fn write_element(kind: &DebeziumType, json: &Json, out: &mut String) -> Result<(), String> {
+fn write_element(kind: &DebeziumType, json: &Json, decode: ElementDecoder, out: &mut String) -> Result<(), String> {
     match json {
         Json::Null => out.push_str("null"),
         // A nested array (a schema's array of arrays, or a multi-dimensional value).
@@ -42,7 +45,7 @@ fn write_element(kind: &DebeziumType, json: &Json, out: &mut String) -> Result<(
                 if i > 0 {
                     out.push(',');
                 }
-                write_element(inner, item, out)?;
+                write_element(inner, item, decode, out)?;
             }
             out.push(']');
         }
@@ -51,7 +54,7 @@ fn write_element(kind: &DebeziumType, json: &Json, out: &mut String) -> Result<(
             // errors); an element is rare enough that going through text is fine.
             let raw = scalar.to_string();
             let scalar: Scalar<'_> = serde_json::from_str(&raw).map_err(|e| e.to_string())?;
-            let value = value_of(kind, &scalar).map_err(|e| format!("element {raw}: {e}"))?;
+            let value = decode(kind, &scalar).map_err(|e| format!("element {raw}: {e}"))?;
             write_value(kind, &value, out)?;
         }
     }
@@ -73,7 +76,7 @@ fn write_value(kind: &DebeziumType, value: &Value, out: &mut String) -> Result<(
         Value::Utf8(text) if *kind == DebeziumType::VariableScaleDecimal => out.push_str(text),
         Value::Utf8(text) => quoted(out, text),
         Value::Decimal128(unscaled) => match kind {
-            DebeziumType::Decimal { scale, .. } => out.push_str(&decimal_text(*unscaled, i64::from(*scale))),
+            DebeziumType::Decimal { .. } => out.push_str(&value.text(Some(&kind.arrow_type())).to_string()),
             _ => return Err(format!("decimal {unscaled} without a scale")),
         },
         Value::Binary(bytes) => {
@@ -135,7 +138,7 @@ mod tests {
     use super::*;
 
     fn text(element: DebeziumType, json: &str) -> Result<String, String> {
-        array_text(&element, json).map(|value| match value {
+        array_text(&element, json, crate::debezium::value::value_of).map(|value| match value {
             Value::Utf8(text) => text.to_string(),
             other => panic!("{other:?}"),
         })

@@ -55,7 +55,7 @@ pub fn value_of(kind: &DebeziumType, scalar: &Scalar<'_>) -> Result<Value, Strin
         },
         Scalar::Array(text) | Scalar::Map(text) => match kind {
             DebeziumType::Utf8 => Ok(Value::Utf8(text.as_ref().into())),
-            DebeziumType::Array(element) if matches!(scalar, Scalar::Array(_)) => array_text(element, text).map_err(de::Error::custom),
+            DebeziumType::Array(element) if matches!(scalar, Scalar::Array(_)) => array_text(element, text, value_of).map_err(de::Error::custom),
             DebeziumType::SparseVector if matches!(scalar, Scalar::Map(_)) => sparse_vector_text(text).map_err(de::Error::custom),
             _ => {
                 let what = if matches!(scalar, Scalar::Array(_)) { "an array" } else { "an object" };

@@ -25,7 +25,8 @@ use retina_query::RetinaSession;
 
 use super::encode::{fields, query_response};
 use super::errors::{error_info, pg_error, user_error};
-use super::params::{bind_parameters, placeholder_types};
+use super::param_types::{placeholder_types, with_declared_types};
+use super::params::bind_parameters;
 use super::startup::{ClientAuthentication, RetinaStartup};
 use super::statement::{PgStatement, SessionCommand};
 
@@ -77,12 +78,14 @@ pub struct RetinaParser {
 }
 
 impl RetinaParser {
-    async fn prepare(&self, statement: Statement) -> PgWireResult<PgStatement> {
+    /// `declared`: the parameter types of a Parse message (none for a simple query).
+    async fn prepare(&self, statement: Statement, declared: &[Option<Type>]) -> PgWireResult<PgStatement> {
         if let Some(command) = SessionCommand::of(&statement) {
             return Ok(PgStatement::Session(command));
         }
         let sql = statement.to_string();
         let plan = self.session.plan(statement).await.map_err(pg_error)?;
+        let plan = with_declared_types(plan, declared)?;
         Ok(PgStatement::Query { sql, plan })
     }
 }
@@ -91,14 +94,14 @@ impl RetinaParser {
 impl QueryParser for RetinaParser {
     type Statement = PgStatement;
 
-    async fn parse_sql<C>(&self, _client: &C, sql: &str, _types: &[Option<Type>]) -> PgWireResult<Option<PgStatement>>
+    async fn parse_sql<C>(&self, _client: &C, sql: &str, types: &[Option<Type>]) -> PgWireResult<Option<PgStatement>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
         let mut statements = self.session.parse(sql).map_err(pg_error)?;
         match statements.len() {
             0 => Ok(None),
-            1 => self.prepare(statements.remove(0)).await.map(Some),
+            1 => self.prepare(statements.remove(0), types).await.map(Some),
             _ => Err(user_error("42601", "cannot insert multiple commands into a prepared statement")),
         }
     }
@@ -158,7 +161,7 @@ impl SimpleQueryHandler for RetinaQueries {
         // the results before it are still sent.
         for statement in statements {
             let outcome = async {
-                match self.parser.prepare(statement).await? {
+                match self.parser.prepare(statement, &[]).await? {
                     PgStatement::Session(command) => Ok(session_response(command)),
                     PgStatement::Query { plan, .. } => {
                         let results = session.execute(plan).await.map_err(pg_error)?;

@@ -7,13 +7,17 @@
 //!   command Retina acknowledges without effect (`SET`, `BEGIN`, ...);
 //! - [`handler`]: the simple and extended query handlers;
 //! - [`encode`]: Arrow batches to `DataRow`s with PostgreSQL type OIDs;
-//! - [`params`]: bound parameters to DataFusion scalars;
+//! - [`param_types`]: the parameter types a client declares, given to the plan;
+//! - [`params`]: bound parameters to DataFusion scalars, text or binary
+//!   ([`param_binary`]);
 //! - [`errors`]: query errors to `ErrorResponse` with their SQLSTATE;
 //! - [`server`]: the accept loop.
 
 pub mod encode;
 pub mod errors;
 pub mod handler;
+pub mod param_binary;
+pub mod param_types;
 pub mod params;
 pub mod password_file;
 pub mod scram;

@@ -71,6 +71,31 @@ public class JdbcProbe {
                     }
                 }
             });
+            // Typed parameters, each run past prepareThreshold (pgjdbc then binds
+            // numerics, bytes and UUIDs in binary): a double is not an integer even
+            // where DataFusion would infer one.
+            step(connection, "typed_parameters", c -> {
+                List<String> seen = new ArrayList<>();
+                try (PreparedStatement p = c.prepareStatement("SELECT ? * 2, ?, ?, ?, count(*) FROM shop.items WHERE qty < ?")) {
+                    for (int run = 0; run < 7; run++) {
+                        p.setDouble(1, 1.25);
+                        p.setBigDecimal(2, new java.math.BigDecimal("-12.34"));
+                        p.setBytes(3, new byte[] {1, (byte) 0xff});
+                        p.setObject(4, java.util.UUID.fromString("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"));
+                        p.setDouble(5, 25.5);
+                        try (ResultSet r = p.executeQuery()) {
+                            r.next();
+                            byte[] bytes = r.getBytes(3);
+                            String row = r.getDouble(1) + ":" + r.getBigDecimal(2).stripTrailingZeros().toPlainString() + ":"
+                                + bytes.length + "," + (bytes[1] & 0xff) + ":" + r.getString(4) + ":" + r.getLong(5);
+                            if (!seen.contains(row)) {
+                                seen.add(row);
+                            }
+                        }
+                    }
+                }
+                return String.join(" | ", seen);
+            });
             step(connection, "tables", c -> {
                 List<String> names = new ArrayList<>();
                 try (ResultSet r = c.getMetaData().getTables(null, "shop", "%", new String[] {"TABLE"})) {

@@ -1,0 +1,126 @@
+//! The types a client declares for its parameters (Parse), given to the plan's
+//! placeholders before the statement is described.
+//!
+//! DataFusion infers a placeholder's type from its context only: `$1 * 2` becomes an
+//! integer, so a float8 `1.5` from psycopg or `setDouble` was cast to one and
+//! `SELECT $1 * 2` answered 2 (PostgreSQL: 3). A declared type is what the client
+//! will send, and PostgreSQL plans with it; so do we, except where the declared type
+//! is text or of the same kind as the inferred one (an int8 for an int4 column keeps
+//! the column's type, so its splits are still pruned by min/max).
+
+use std::sync::Arc;
+
+use pgwire::api::Type;
+use pgwire::error::PgWireResult;
+use retina_query::datafusion::arrow::datatypes::{DataType, Field, IntervalUnit, TimeUnit};
+use retina_query::datafusion::common::tree_node::{Transformed, TreeNode};
+use retina_query::datafusion::logical_expr::expr::Placeholder;
+use retina_query::datafusion::logical_expr::{Expr, LogicalPlan};
+
+use super::errors::user_error;
+
+/// The placeholder types of a plan, in `$1, $2, ...` order (`None` if not inferred).
+pub fn placeholder_types(plan: &LogicalPlan) -> PgWireResult<Vec<Option<DataType>>> {
+    let types = plan
+        .get_parameter_types()
+        .map_err(|e| user_error("42P18", format!("cannot determine parameter types: {e}")))?;
+    let mut numbered: Vec<(usize, Option<DataType>)> = Vec::with_capacity(types.len());
+    for (id, data_type) in types {
+        let number = id
+            .strip_prefix('$')
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| user_error("42601", format!("unsupported parameter {id}: use $1, $2, ...")))?;
+        numbered.push((number, data_type));
+    }
+    numbered.sort_by_key(|(number, _)| *number);
+    for (expected, (number, _)) in numbered.iter().enumerate() {
+        if *number != expected + 1 {
+            return Err(user_error("42P02", format!("parameter ${} is missing (parameters must be $1..$n)", expected + 1)));
+        }
+    }
+    Ok(numbered.into_iter().map(|(_, data_type)| data_type).collect())
+}
+
+/// The Arrow type a parameter declared as `pg_type` is read as.
+pub fn declared_type(pg_type: &Type) -> Option<DataType> {
+    Some(match *pg_type {
+        Type::BOOL => DataType::Boolean,
+        Type::INT2 => DataType::Int16,
+        Type::INT4 => DataType::Int32,
+        Type::INT8 | Type::OID => DataType::Int64,
+        Type::FLOAT4 => DataType::Float32,
+        Type::FLOAT8 => DataType::Float64,
+        // PostgreSQL's numeric has no fixed scale; 10 digits after the point is what
+        // DataFusion gives `NUMERIC` too.
+        Type::NUMERIC => DataType::Decimal128(38, 10),
+        Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::JSON | Type::JSONB | Type::UUID | Type::XML => {
+            DataType::Utf8
+        }
+        Type::BYTEA => DataType::Binary,
+        Type::DATE => DataType::Date32,
+        Type::TIME => DataType::Time64(TimeUnit::Microsecond),
+        Type::TIMESTAMP => DataType::Timestamp(TimeUnit::Microsecond, None),
+        Type::TIMESTAMPTZ => DataType::Timestamp(TimeUnit::Microsecond, Some("+00:00".into())),
+        Type::INTERVAL => DataType::Interval(IntervalUnit::MonthDayNano),
+        _ => return None,
+    })
+}
+
+/// Types of one family: a declared type of the inferred one's family keeps the
+/// inferred type.
+fn family(data_type: &DataType) -> u8 {
+    match data_type {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => 1,
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => 2,
+        DataType::Decimal128(..) | DataType::Decimal256(..) => 3,
+        DataType::Timestamp(..) => 4,
+        DataType::Time32(_) | DataType::Time64(_) => 5,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => 6,
+        _ => 0,
+    }
+}
+
+/// `plan` with each placeholder typed as the client declared it (see the module
+/// doc), and a parameter nobody typed read as text, as PostgreSQL resolves an
+/// unknown one. Unchanged when nothing is to change.
+pub fn with_declared_types(plan: LogicalPlan, declared: &[Option<Type>]) -> PgWireResult<LogicalPlan> {
+    let inferred = placeholder_types(&plan)?;
+    let chosen: Vec<Option<DataType>> = inferred
+        .iter()
+        .enumerate()
+        .map(|(index, inferred)| {
+            let declared = declared.get(index).cloned().flatten().as_ref().and_then(declared_type);
+            match (declared, inferred) {
+                (Some(declared), Some(inferred)) if declared == DataType::Utf8 || family(&declared) == family(inferred) => None,
+                (Some(declared), _) => Some(declared),
+                (None, None) => Some(DataType::Utf8),
+                (None, Some(_)) => None,
+            }
+        })
+        .collect();
+    if chosen.iter().all(Option::is_none) {
+        return Ok(plan);
+    }
+    let typed = |id: &str| -> Option<DataType> {
+        let index = id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)?;
+        chosen.get(index).cloned().flatten()
+    };
+    let rewritten = plan.transform_up_with_subqueries(|node| {
+        let node = node.map_expressions(|expr| {
+            expr.transform_up(|expr| match expr {
+                Expr::Placeholder(Placeholder { id, field }) => match typed(&id) {
+                    Some(data_type) => {
+                        let field = Some(Arc::new(Field::new("", data_type, true)));
+                        Ok(Transformed::yes(Expr::Placeholder(Placeholder::new_with_field(id, field))))
+                    }
+                    None => Ok(Transformed::no(Expr::Placeholder(Placeholder { id, field }))),
+                },
+                other => Ok(Transformed::no(other)),
+            })
+        })?;
+        // Every node above a changed placeholder may change type (a projection of
+        // `$1 * 2`), and a node's schema is computed when it is built.
+        node.map_data(LogicalPlan::recompute_schema)
+    });
+    rewritten.map(|t| t.data).map_err(|e| user_error("42P18", format!("cannot type the parameters as declared: {e}")))
+}
