@@ -12,14 +12,37 @@ use pgwire::api::results::{FieldInfo, QueryResponse};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
-use retina_query::datafusion::arrow::datatypes::Schema;
+use retina_query::datafusion::arrow::datatypes::{DataType, Schema};
 use retina_query::QueryStream;
 
 use super::errors::stream_error;
 
-/// The row description of a result schema.
-pub fn fields(schema: &Schema, format: &Format, options: Option<Arc<FormatOptions>>) -> PgWireResult<Vec<FieldInfo>> {
-    arrow_schema_to_pg_fields(schema, format, options)
+/// The row description of a result schema: PostgreSQL's name for a column where
+/// `names` gives one ([`super::column_names`]), and a decimal's precision and scale
+/// as its type modifier (clients show the scale from it; -1 read as "no scale").
+pub fn fields(
+    schema: &Schema,
+    format: &Format,
+    options: Option<Arc<FormatOptions>>,
+    names: &[Option<String>],
+) -> PgWireResult<Vec<FieldInfo>> {
+    let fields = arrow_schema_to_pg_fields(schema, format, options)?;
+    Ok(fields
+        .into_iter()
+        .zip(schema.fields().iter())
+        .enumerate()
+        .map(|(index, (field, arrow))| {
+            let modifier = match arrow.data_type() {
+                DataType::Decimal128(precision, scale) if *scale >= 0 => ((i32::from(*precision) << 16) | i32::from(*scale)) + 4,
+                _ => field.type_modifier(),
+            };
+            let name = names.get(index).cloned().flatten().unwrap_or_else(|| field.name().to_string());
+            FieldInfo::new(name, field.table_id(), field.column_id(), field.datatype().clone(), field.format())
+                .with_format_options(Arc::clone(field.format_options()))
+                .with_type_size(field.type_size())
+                .with_type_modifier(modifier)
+        })
+        .collect())
 }
 
 /// Starts a query response. The first batch is awaited here, so the expensive part of
@@ -30,8 +53,9 @@ pub async fn query_response(
     mut results: QueryStream,
     format: &Format,
     options: Option<Arc<FormatOptions>>,
+    names: &[Option<String>],
 ) -> PgWireResult<QueryResponse> {
-    let fields = Arc::new(fields(results.schema().as_ref(), format, options)?);
+    let fields = Arc::new(fields(results.schema().as_ref(), format, options, names)?);
     let first = match results.next().await {
         Some(Ok(batch)) => Some(batch),
         Some(Err(error)) => return Err(stream_error(error)),

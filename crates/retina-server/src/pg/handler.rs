@@ -23,6 +23,7 @@ use pgwire::types::format::FormatOptions;
 use retina_query::datafusion::sql::parser::Statement;
 use retina_query::RetinaSession;
 
+use super::column_names::postgres_column_names;
 use super::encode::{fields, query_response};
 use super::errors::{error_info, pg_error, user_error};
 use super::param_types::{placeholder_types, with_declared_types};
@@ -84,9 +85,11 @@ impl RetinaParser {
             return Ok(PgStatement::Session(command));
         }
         let sql = statement.to_string();
+        let names_of = statement.clone();
         let plan = self.session.plan(statement).await.map_err(pg_error)?;
         let plan = with_declared_types(plan, declared)?;
-        Ok(PgStatement::Query { sql, plan })
+        let column_names = postgres_column_names(&names_of, plan.schema().fields().len());
+        Ok(PgStatement::Query { sql, plan, column_names })
     }
 }
 
@@ -121,7 +124,9 @@ impl QueryParser for RetinaParser {
 
     fn get_result_schema(&self, statement: &PgStatement, format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
         match statement {
-            PgStatement::Query { plan, .. } => fields(plan.schema().as_arrow(), format.unwrap_or(&Format::UnifiedText), None),
+            PgStatement::Query { plan, column_names, .. } => {
+                fields(plan.schema().as_arrow(), format.unwrap_or(&Format::UnifiedText), None, column_names)
+            }
             PgStatement::Session(_) => Ok(Vec::new()),
         }
     }
@@ -163,9 +168,10 @@ impl SimpleQueryHandler for RetinaQueries {
             let outcome = async {
                 match self.parser.prepare(statement, &[]).await? {
                     PgStatement::Session(command) => Ok(session_response(command)),
-                    PgStatement::Query { plan, .. } => {
+                    PgStatement::Query { plan, column_names, .. } => {
                         let results = session.execute(plan).await.map_err(pg_error)?;
-                        Ok(Response::Query(query_response(results, &Format::UnifiedText, format_options(client)).await?))
+                        let response = query_response(results, &Format::UnifiedText, format_options(client), &column_names).await?;
+                        Ok(Response::Query(response))
                     }
                 }
             }
@@ -201,7 +207,7 @@ impl ExtendedQueryHandler for RetinaQueries {
     {
         match &portal.statement.statement {
             PgStatement::Session(command) => Ok(session_response(*command)),
-            PgStatement::Query { plan, .. } => {
+            PgStatement::Query { plan, column_names, .. } => {
                 let types = placeholder_types(plan)?;
                 let plan = if types.is_empty() {
                     plan.clone()
@@ -212,7 +218,8 @@ impl ExtendedQueryHandler for RetinaQueries {
                     })?
                 };
                 let results = self.parser.session.execute(plan).await.map_err(pg_error)?;
-                Ok(Response::Query(query_response(results, &portal.result_column_format, format_options(client)).await?))
+                let response = query_response(results, &portal.result_column_format, format_options(client), column_names).await?;
+                Ok(Response::Query(response))
             }
         }
     }

@@ -6,13 +6,15 @@
 //! - [`statement`]: what a client's SQL becomes: a planned query or a session
 //!   command Retina acknowledges without effect (`SET`, `BEGIN`, ...);
 //! - [`handler`]: the simple and extended query handlers;
-//! - [`encode`]: Arrow batches to `DataRow`s with PostgreSQL type OIDs;
+//! - [`encode`]: Arrow batches to `DataRow`s with PostgreSQL type OIDs, under
+//!   the column names PostgreSQL would give ([`column_names`]);
 //! - [`param_types`]: the parameter types a client declares, given to the plan;
 //! - [`params`]: bound parameters to DataFusion scalars, text or binary
 //!   ([`param_binary`]);
 //! - [`errors`]: query errors to `ErrorResponse` with their SQLSTATE;
 //! - [`server`]: the accept loop.
 
+pub mod column_names;
 pub mod encode;
 pub mod errors;
 pub mod handler;

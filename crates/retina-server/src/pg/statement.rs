@@ -6,8 +6,9 @@ use retina_query::datafusion::sql::parser::Statement;
 /// A statement ready to execute.
 #[derive(Clone, Debug)]
 pub enum PgStatement {
-    /// A read-only query, planned (parameters still as placeholders).
-    Query { sql: String, plan: LogicalPlan },
+    /// A read-only query, planned (parameters still as placeholders), with the names
+    /// PostgreSQL would give its result columns ([`super::column_names`]).
+    Query { sql: String, plan: LogicalPlan, column_names: Vec<Option<String>> },
     /// A session or transaction command Retina accepts without effect: every query
     /// already runs in its own consistent snapshot, and there is nothing to commit.
     Session(SessionCommand),

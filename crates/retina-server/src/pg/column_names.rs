@@ -1,0 +1,148 @@
+//! Result column names as PostgreSQL gives them to a column without an alias
+//! (`FigureColname` in its parser): a column's name, a function's name (`count`,
+//! not DataFusion's `count(*)`), a cast's operand or else its type, `case`, and
+//! `?column?` for anything else (`Int64(1)` in DataFusion). Clients address columns
+//! by these names: pgjdbc's `getLong("count")`, pandas' and Polars' frame columns.
+//! Only the names sent to the client change; the plan keeps DataFusion's, which it
+//! needs unique (PostgreSQL's need not be).
+
+use retina_query::datafusion::sql::parser::Statement;
+use retina_query::datafusion::sql::sqlparser::ast::{
+    DataType, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement as SqlStatement,
+};
+
+/// The name PostgreSQL gives each result column of `statement`, where it can be
+/// told from the text (`None`: keep the planner's name). Empty for statements that
+/// are not a plain query, and when wildcards make the positions uncertain.
+pub fn postgres_column_names(statement: &Statement, result_columns: usize) -> Vec<Option<String>> {
+    let Statement::Statement(inner) = statement else { return Vec::new() };
+    let SqlStatement::Query(query) = inner.as_ref() else { return Vec::new() };
+    names_of_query(query, result_columns).unwrap_or_default()
+}
+
+fn names_of_query(query: &Query, result_columns: usize) -> Option<Vec<Option<String>>> {
+    let mut body = query.body.as_ref();
+    // A set operation's columns are named by its first branch.
+    loop {
+        body = match body {
+            SetExpr::SetOperation { left, .. } => left,
+            SetExpr::Query(inner) => inner.body.as_ref(),
+            _ => break,
+        };
+    }
+    let SetExpr::Select(select) = body else { return None };
+    let wildcards = select.projection.iter().filter(|item| matches!(item, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..))).count();
+    let named = select.projection.len() - wildcards;
+    let mut names = Vec::with_capacity(result_columns);
+    for item in &select.projection {
+        match item {
+            SelectItem::UnnamedExpr(expr) => names.push(Some(expr_name(expr).unwrap_or_else(|| "?column?".to_string()))),
+            // The planner already names an aliased column as PostgreSQL does.
+            SelectItem::ExprWithAlias { .. } => names.push(None),
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) if wildcards == 1 => {
+                // A lone wildcard stands for the columns the others do not take.
+                names.extend(std::iter::repeat_n(None, result_columns.checked_sub(named)?));
+            }
+            _ => return None,
+        }
+    }
+    (names.len() == result_columns).then_some(names)
+}
+
+/// An identifier as PostgreSQL folds it: lower case unless quoted.
+fn folded(ident: &Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+fn last_name(name: &ObjectName) -> Option<String> {
+    match name.0.last()? {
+        ObjectNamePart::Identifier(ident) => Some(folded(ident)),
+        ObjectNamePart::Function(_) => None,
+    }
+}
+
+/// `FigureColnameInternal`: the name an expression gives its column, if any.
+fn expr_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Identifier(ident) => Some(folded(ident)),
+        Expr::CompoundIdentifier(idents) => idents.last().map(folded),
+        Expr::Function(function) => last_name(&function.name),
+        Expr::Nested(inner) => expr_name(inner),
+        Expr::Cast { expr, data_type, .. } => expr_name(expr).or_else(|| Some(type_name(data_type))),
+        Expr::Case { .. } => Some("case".into()),
+        Expr::Exists { .. } => Some("exists".into()),
+        Expr::Array(_) => Some("array".into()),
+        Expr::Extract { .. } => Some("extract".into()),
+        Expr::Ceil { .. } => Some("ceil".into()),
+        Expr::Floor { .. } => Some("floor".into()),
+        Expr::Position { .. } => Some("position".into()),
+        Expr::Substring { .. } => Some("substring".into()),
+        Expr::AtTimeZone { .. } => Some("timezone".into()),
+        Expr::Interval(_) => Some("interval".into()),
+        Expr::TypedString(typed) => Some(type_name(&typed.data_type)),
+        // A scalar subquery takes its only column's name.
+        Expr::Subquery(query) => names_of_query(query, 1).and_then(|names| names.into_iter().next().flatten()),
+        _ => None,
+    }
+}
+
+/// PostgreSQL's internal name of a type, as a cast of an unnamed value shows it.
+fn type_name(data_type: &DataType) -> String {
+    let written = data_type.to_string().to_lowercase();
+    let base = written.split('(').next().unwrap_or(&written).trim();
+    match base {
+        "int" | "integer" | "int4" => "int4",
+        "bigint" | "int8" => "int8",
+        "smallint" | "int2" => "int2",
+        "real" | "float4" => "float4",
+        "double precision" | "float8" | "double" | "float" => "float8",
+        "boolean" | "bool" => "bool",
+        "decimal" | "numeric" => "numeric",
+        "character varying" | "varchar" => "varchar",
+        "character" | "char" => "bpchar",
+        "timestamp with time zone" | "timestamptz" => "timestamptz",
+        "timestamp" | "timestamp without time zone" => "timestamp",
+        "time" | "time without time zone" => "time",
+        other => other,
+    }
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use retina_query::datafusion::sql::parser::DFParser;
+    use retina_query::datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+
+    use super::*;
+
+    fn names(sql: &str, columns: usize) -> Vec<Option<String>> {
+        let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).expect("parses");
+        postgres_column_names(&statements.pop_front().expect("one statement"), columns)
+    }
+
+    fn some(names: &[&str]) -> Vec<Option<String>> {
+        names.iter().map(|n| Some(n.to_string())).collect()
+    }
+
+    /// What PostgreSQL 16 answers for each (checked against its `FigureColname`).
+    #[test]
+    fn unaliased_columns_are_named_as_postgresql_names_them() {
+        let sql = "SELECT count(*), SUM(t.x), t.Id, \"Quoted\", 1, 1 + 2, '7'::int, x::text, CASE WHEN true THEN 1 END, \
+                   (SELECT max(y) FROM u), pg_catalog.version(), DATE '2024-01-01' FROM t";
+        let expected = some(&["count", "sum", "id", "Quoted", "?column?", "?column?", "int4", "x", "case", "max", "version", "date"]);
+        assert_eq!(names(sql, 12), expected);
+        assert_eq!(names("SELECT count(*) AS n, 1 FROM t", 2), vec![None, Some("?column?".into())]);
+        assert_eq!(names("SELECT count(*) FROM t UNION ALL SELECT 1", 1), some(&["count"]));
+    }
+
+    #[test]
+    fn wildcards_keep_the_planner_names_and_uncertain_positions_rename_nothing() {
+        assert_eq!(names("SELECT *, count(*) OVER () FROM t", 3), vec![None, None, Some("count".into())]);
+        assert_eq!(names("SELECT t.*, u.* FROM t, u", 4), Vec::<Option<String>>::new());
+        assert_eq!(names("SELECT 1, 2", 3), Vec::<Option<String>>::new(), "a count that does not add up");
+        assert_eq!(names("SHOW TIME ZONE", 1), Vec::<Option<String>>::new());
+    }
+}
