@@ -201,6 +201,36 @@ fn psql_simple_queries_return_rows_in_postgres_text_format() {
     assert!(fx.released_within(Duration::from_secs(10)), "no query snapshot stays registered");
 }
 
+/// psql's `\copy … to` (a `COPY … TO STDOUT` it writes to a file) in text and CSV,
+/// from a query and from a table; COPY FROM and to a server file are refused.
+#[test]
+fn psql_copies_query_results_and_tables_to_files() {
+    let fx = Fixture::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = dir.path().join("items.tsv");
+    let csv = dir.path().join("items.csv");
+    let copy = |command: String| {
+        let output = fx.psql(&["-c", &command]);
+        assert!(output.status.success(), "{command}: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    };
+    let tag = copy(format!("\\copy (SELECT id, name, price FROM shop.items WHERE id IN (2, 50) ORDER BY id) to '{}'", text.display()));
+    assert_eq!(tag, "COPY 2");
+    assert_eq!(std::fs::read_to_string(&text).expect("text copy"), "2\titem 2\t2.50\n50\t\\N\t62.50\n");
+    copy(format!("\\copy (SELECT id, name, count(*) FROM shop.items WHERE id < 3 GROUP BY id, name ORDER BY id) to '{}' with (format csv, header)", csv.display()));
+    assert_eq!(std::fs::read_to_string(&csv).expect("csv copy"), "id,name,count\n1,item 1,1\n2,item 2,1\n");
+    copy(format!("\\copy shop.items (id, ok) to '{}' csv", csv.display()));
+    let lines = std::fs::read_to_string(&csv).expect("table copy");
+    assert_eq!(lines.lines().count(), 500);
+    assert!(lines.lines().any(|line| line == "7,f"), "{}", &lines[..80]);
+
+    let refused = fx.psql(&["-c", "COPY shop.items FROM STDIN"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("25006"), "{}", String::from_utf8_lossy(&refused.stderr));
+    let refused = fx.psql(&["-c", "COPY shop.items TO '/tmp/retina-copy'"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("0A000"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(fx.released_within(Duration::from_secs(10)), "no query snapshot stays registered");
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();

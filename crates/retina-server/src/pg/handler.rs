@@ -24,6 +24,7 @@ use retina_query::datafusion::sql::parser::Statement;
 use retina_query::RetinaSession;
 
 use super::column_names::postgres_column_names;
+use super::copy_out::{copy_response, copy_to_stdout};
 use super::encode::{fields, query_response};
 use super::errors::{error_info, pg_error, user_error};
 use super::param_types::{placeholder_types, with_declared_types};
@@ -84,6 +85,11 @@ impl RetinaParser {
         if let Some(command) = SessionCommand::of(&statement) {
             return Ok(PgStatement::Session(command));
         }
+        if let Some((query, format)) = copy_to_stdout(&statement)? {
+            let plan = self.session.plan(query.clone()).await.map_err(pg_error)?;
+            let column_names = postgres_column_names(&query, plan.schema().fields().len());
+            return Ok(PgStatement::CopyOut { plan, column_names, format });
+        }
         let sql = statement.to_string();
         let names_of = statement.clone();
         let plan = self.session.plan(statement).await.map_err(pg_error)?;
@@ -118,7 +124,7 @@ impl QueryParser for RetinaParser {
                     None => Ok(Type::UNKNOWN),
                 })
                 .collect(),
-            PgStatement::Session(_) => Ok(Vec::new()),
+            PgStatement::Session(_) | PgStatement::CopyOut { .. } => Ok(Vec::new()),
         }
     }
 
@@ -127,7 +133,8 @@ impl QueryParser for RetinaParser {
             PgStatement::Query { plan, column_names, .. } => {
                 fields(plan.schema().as_arrow(), format.unwrap_or(&Format::UnifiedText), None, column_names)
             }
-            PgStatement::Session(_) => Ok(Vec::new()),
+            // COPY describes its columns in its CopyOutResponse.
+            PgStatement::Session(_) | PgStatement::CopyOut { .. } => Ok(Vec::new()),
         }
     }
 }
@@ -173,6 +180,10 @@ impl SimpleQueryHandler for RetinaQueries {
                         let response = query_response(results, &Format::UnifiedText, format_options(client), &column_names).await?;
                         Ok(Response::Query(response))
                     }
+                    PgStatement::CopyOut { plan, column_names, format } => {
+                        let results = session.execute(plan).await.map_err(pg_error)?;
+                        Ok(Response::CopyOut(copy_response(results, &format, &column_names)?))
+                    }
                 }
             }
             .await;
@@ -207,6 +218,10 @@ impl ExtendedQueryHandler for RetinaQueries {
     {
         match &portal.statement.statement {
             PgStatement::Session(command) => Ok(session_response(*command)),
+            PgStatement::CopyOut { plan, column_names, format } => {
+                let results = self.parser.session.execute(plan.clone()).await.map_err(pg_error)?;
+                Ok(Response::CopyOut(copy_response(results, format, column_names)?))
+            }
             PgStatement::Query { plan, column_names, .. } => {
                 let types = placeholder_types(plan)?;
                 let plan = if types.is_empty() {

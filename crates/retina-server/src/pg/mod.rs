@@ -6,6 +6,7 @@
 //! - [`statement`]: what a client's SQL becomes: a planned query or a session
 //!   command Retina acknowledges without effect (`SET`, `BEGIN`, ...);
 //! - [`handler`]: the simple and extended query handlers;
+//! - [`copy_out`]: `COPY … TO STDOUT` in text, CSV or binary;
 //! - [`encode`]: Arrow batches to `DataRow`s with PostgreSQL type OIDs, under
 //!   the column names PostgreSQL would give ([`column_names`]);
 //! - [`param_types`]: the parameter types a client declares, given to the plan;
@@ -15,6 +16,7 @@
 //! - [`server`]: the accept loop.
 
 pub mod column_names;
+pub mod copy_out;
 pub mod encode;
 pub mod errors;
 pub mod handler;

@@ -1,6 +1,8 @@
 //! What one SQL statement from a client becomes.
 
 use retina_query::datafusion::logical_expr::LogicalPlan;
+
+use super::copy_out::CopyFormat;
 use retina_query::datafusion::sql::parser::Statement;
 
 /// A statement ready to execute.
@@ -9,6 +11,8 @@ pub enum PgStatement {
     /// A read-only query, planned (parameters still as placeholders), with the names
     /// PostgreSQL would give its result columns ([`super::column_names`]).
     Query { sql: String, plan: LogicalPlan, column_names: Vec<Option<String>> },
+    /// `COPY … TO STDOUT`: a planned query whose rows go out as COPY data.
+    CopyOut { plan: LogicalPlan, column_names: Vec<Option<String>>, format: CopyFormat },
     /// A session or transaction command Retina accepts without effect: every query
     /// already runs in its own consistent snapshot, and there is nothing to commit.
     Session(SessionCommand),

@@ -53,6 +53,26 @@ def main() -> int:
     step("binary_int_on_key", "SELECT id, name FROM shop.items WHERE id = %b", (3,))
     step("binary_float", "SELECT %b * 2", (1.25,))
     step("binary_decimal", "SELECT %b", (decimal.Decimal("-1234.5"),))
+    # COPY TO STDOUT, as applications export: text rows, and binary rows read back
+    # with the types psycopg is told.
+    def copy_text():
+        with connection.cursor() as cursor:
+            with cursor.copy("COPY (SELECT id, name FROM shop.items WHERE id <= 2 ORDER BY id) TO STDOUT") as copy:
+                return repr(b"".join(bytes(block) for block in copy))
+
+    def copy_binary():
+        with connection.cursor() as cursor:
+            with cursor.copy("COPY (SELECT id, name, qty FROM shop.items WHERE id <= 2 ORDER BY id) TO STDOUT (FORMAT binary)") as copy:
+                copy.set_types(["int8", "text", "int4"])
+                return repr(list(copy.rows()))
+
+    for name, run in [("copy_text", copy_text), ("copy_binary", copy_binary)]:
+        try:
+            results[name] = run()
+        except Exception as error:
+            failed = True
+            results[name] = {"error": f"{type(error).__name__}: {error}"}
+            traceback.print_exc(file=sys.stderr)
     results["psycopg"] = psycopg.__version__
     print(json.dumps(results))
     return 1 if failed else 0
