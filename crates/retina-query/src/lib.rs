@@ -15,6 +15,7 @@
 //!   memory limit; query metrics ([`metrics`]).
 
 pub mod cancellation;
+pub mod client_settings;
 pub mod error;
 pub mod exec;
 pub mod export;
@@ -35,6 +36,7 @@ pub mod system;
 pub use error::{QueryError, QueryResult};
 pub use figures::Figures;
 pub use metrics::QueryMetrics;
+pub use client_settings::ClientSettings;
 pub use session::{QueryStream, RetinaSession, SessionOptions};
 pub use snapshot::QuerySnapshot;
 pub use sources::{SourceRegistry, SourceStatus};

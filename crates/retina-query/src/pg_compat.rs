@@ -21,6 +21,8 @@ use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
 use datafusion::sql::sqlparser::ast::Ident;
 
+use crate::client_settings::ClientSettings;
+
 /// The PostgreSQL release whose behaviour the endpoint follows (what pgwire, the
 /// wire-protocol library, announces too).
 pub const PG_VERSION: &str = "16.6";
@@ -133,7 +135,7 @@ fn builtin_type_oid(name: &str) -> Option<i32> {
 /// `SHOW name` of a PostgreSQL server setting: one text column named like
 /// PostgreSQL's, one row. `None` for anything else (DataFusion's own settings, `SHOW
 /// ALL`), which DataFusion answers.
-pub fn show_plan(variable: &[Ident]) -> Option<DfResult<LogicalPlan>> {
+pub fn show_plan(variable: &[Ident], settings: &ClientSettings) -> Option<DfResult<LogicalPlan>> {
     let name = variable.iter().map(|part| part.value.to_ascii_lowercase()).collect::<Vec<_>>().join(" ");
     let (column, value) = match name.as_str() {
         "transaction isolation level" | "transaction_isolation" => ("transaction_isolation", "read committed".to_string()),
@@ -144,7 +146,15 @@ pub fn show_plan(variable: &[Ident]) -> Option<DfResult<LogicalPlan>> {
         "server_version_num" => ("server_version_num", PG_VERSION_NUM.to_string()),
         "server_encoding" => ("server_encoding", "UTF8".to_string()),
         "client_encoding" => ("client_encoding", "UTF8".to_string()),
-        "search_path" => ("search_path", "public".to_string()),
+        "search_path" => ("search_path", settings.default_schema.clone().unwrap_or_else(|| "\"$user\", public".to_string())),
+        // Queries run in UTC: timestamps are stored as UTC instants.
+        "timezone" | "time zone" => ("TimeZone", "UTC".to_string()),
+        "datestyle" => ("DateStyle", "ISO, MDY".to_string()),
+        "intervalstyle" => ("IntervalStyle", "postgres".to_string()),
+        // Accepted by SET without effect: no statement is cut short.
+        "statement_timeout" => ("statement_timeout", "0".to_string()),
+        "lock_timeout" => ("lock_timeout", "0".to_string()),
+        "application_name" => ("application_name", String::new()),
         "integer_datetimes" => ("integer_datetimes", "on".to_string()),
         "max_identifier_length" => ("max_identifier_length", "63".to_string()),
         // What pgwire announces at startup; writes are refused statement by statement.
@@ -182,10 +192,15 @@ mod tests {
     #[test]
     fn show_answers_one_column_named_like_postgres() {
         let words = |text: &str| text.split(' ').map(Ident::new).collect::<Vec<_>>();
-        let plan = show_plan(&words("transaction isolation level")).expect("a server setting").expect("plan");
+        let plan = show_plan(&words("transaction isolation level"), &ClientSettings::default()).expect("a server setting").expect("plan");
         let names: Vec<String> = plan.schema().fields().iter().map(|f| f.name().clone()).collect();
         assert_eq!(names, ["transaction_isolation"]);
-        assert!(show_plan(&words("datafusion.execution.batch_size")).is_none(), "DataFusion's own settings stay DataFusion's");
+        assert!(show_plan(&words("datafusion.execution.batch_size"), &ClientSettings::default()).is_none(), "DataFusion's own settings stay DataFusion's");
+        let settings = ClientSettings { default_schema: Some("chbench".into()) };
+        let plan = show_plan(&words("search_path"), &settings).expect("a server setting").expect("plan");
+        assert_eq!(plan.schema().field(0).name(), "search_path");
+        let plan = show_plan(&words("TimeZone"), &settings).expect("a server setting").expect("plan");
+        assert_eq!(plan.schema().field(0).name(), "TimeZone");
     }
 
     #[test]

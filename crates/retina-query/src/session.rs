@@ -26,6 +26,7 @@ use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::{Stream, StreamExt};
 use retina_core::{Engine, Snapshot, Ts};
 
+use crate::client_settings::ClientSettings;
 use crate::sql_catalog::{RetinaCatalog, CATALOG, DEFAULT_SCHEMA};
 use crate::error::{QueryError, QueryResult};
 use crate::figures::{Figures, FiguresCollector};
@@ -128,14 +129,23 @@ impl RetinaSession {
     /// Plans one statement. Statements that would change data or the catalog are
     /// refused with [`QueryError::ReadOnly`].
     pub async fn plan(&self, statement: Statement) -> QueryResult<LogicalPlan> {
+        self.plan_in(statement, &ClientSettings::default()).await
+    }
+
+    /// Plans one statement under a client's own settings (a SQL connection's
+    /// `search_path`); [`Self::plan`] is this with the defaults.
+    pub async fn plan_in(&self, statement: Statement, settings: &ClientSettings) -> QueryResult<LogicalPlan> {
         if let Statement::Statement(inner) = &statement {
             if let SqlStatement::ShowVariable { variable } = inner.as_ref() {
-                if let Some(plan) = crate::pg_compat::show_plan(variable) {
+                if let Some(plan) = crate::pg_compat::show_plan(variable, settings) {
                     return Ok(plan?);
                 }
             }
         }
-        let state = self.context.state();
+        let mut state = self.context.state();
+        if let Some(schema) = &settings.default_schema {
+            state.config_mut().options_mut().catalog.default_schema = schema.clone();
+        }
         let plan = state.statement_to_plan(statement).await?;
         match &plan {
             LogicalPlan::Ddl(_) | LogicalPlan::Dml(_) | LogicalPlan::Copy(_) => {

@@ -196,4 +196,5 @@ fn pgjdbc_connects_binds_parameters_and_lists_tables() {
     // The same answer before and after pgjdbc's switch to binary parameters.
     assert_eq!(value("typed_parameters"), "2.5:-12.34:2,255:a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11:2");
     assert_eq!(value("tables"), "shop.items");
+    assert_eq!(value("current_schema"), "20", "currentSchema resolves unqualified names");
 }

@@ -231,6 +231,24 @@ fn psql_copies_query_results_and_tables_to_files() {
     assert!(fx.released_within(Duration::from_secs(10)), "no query snapshot stays registered");
 }
 
+/// `SET search_path` and pgjdbc's and libpq's start-up search paths: unqualified
+/// names resolve in the path's first schema, for this connection only.
+#[test]
+fn search_path_resolves_unqualified_table_names_per_connection() {
+    let fx = Fixture::new();
+    let out = fx.psql_ok("SET search_path TO shop, public; SELECT count(*) FROM items; SHOW search_path; RESET search_path; SHOW search_path");
+    assert_eq!(out, "SET\n500\nshop\nRESET\n\"$user\", public");
+    let other = fx.psql(&["-c", "SELECT count(*) FROM items"]);
+    assert!(!other.status.success(), "another connection keeps the default path");
+    let port = fx.addr().port().to_string();
+    let output = Command::new("psql")
+        .args(["-X", "-w", "-A", "-t", "-c", "SELECT count(*) FROM items"])
+        .arg(format!("host=127.0.0.1 port={port} user=retina dbname=retina options='-c search_path=shop'"))
+        .output()
+        .expect("psql");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "500", "{}", String::from_utf8_lossy(&output.stderr));
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();

@@ -21,7 +21,7 @@ use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 use retina_query::datafusion::sql::parser::Statement;
-use retina_query::RetinaSession;
+use retina_query::{ClientSettings, RetinaSession};
 
 use super::column_names::postgres_column_names;
 use super::copy_out::{copy_response, copy_to_stdout};
@@ -30,7 +30,7 @@ use super::errors::{error_info, pg_error, user_error};
 use super::param_types::{placeholder_types, with_declared_types};
 use super::params::bind_parameters;
 use super::startup::{ClientAuthentication, RetinaStartup};
-use super::statement::{PgStatement, SessionCommand};
+use super::statement::{first_schema, search_path_change, PgStatement, SessionCommand};
 
 /// Everything pgwire needs for one server: the query and cancel handlers are shared
 /// by all connections; each connection gets its own startup handler (it holds the
@@ -80,19 +80,23 @@ pub struct RetinaParser {
 }
 
 impl RetinaParser {
-    /// `declared`: the parameter types of a Parse message (none for a simple query).
-    async fn prepare(&self, statement: Statement, declared: &[Option<Type>]) -> PgWireResult<PgStatement> {
+    /// `declared`: the parameter types of a Parse message (none for a simple query);
+    /// `settings`: the connection's, at the time of planning.
+    async fn prepare(&self, statement: Statement, declared: &[Option<Type>], settings: &ClientSettings) -> PgWireResult<PgStatement> {
         if let Some(command) = SessionCommand::of(&statement) {
-            return Ok(PgStatement::Session(command));
+            return Ok(match search_path_change(&statement) {
+                Some(schema) => PgStatement::SearchPath { command, schema },
+                None => PgStatement::Session(command),
+            });
         }
         if let Some((query, format)) = copy_to_stdout(&statement)? {
-            let plan = self.session.plan(query.clone()).await.map_err(pg_error)?;
+            let plan = self.session.plan_in(query.clone(), settings).await.map_err(pg_error)?;
             let column_names = postgres_column_names(&query, plan.schema().fields().len());
             return Ok(PgStatement::CopyOut { plan, column_names, format });
         }
         let sql = statement.to_string();
         let names_of = statement.clone();
-        let plan = self.session.plan(statement).await.map_err(pg_error)?;
+        let plan = self.session.plan_in(statement, settings).await.map_err(pg_error)?;
         let plan = with_declared_types(plan, declared)?;
         let column_names = postgres_column_names(&names_of, plan.schema().fields().len());
         Ok(PgStatement::Query { sql, plan, column_names })
@@ -103,14 +107,14 @@ impl RetinaParser {
 impl QueryParser for RetinaParser {
     type Statement = PgStatement;
 
-    async fn parse_sql<C>(&self, _client: &C, sql: &str, types: &[Option<Type>]) -> PgWireResult<Option<PgStatement>>
+    async fn parse_sql<C>(&self, client: &C, sql: &str, types: &[Option<Type>]) -> PgWireResult<Option<PgStatement>>
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
         let mut statements = self.session.parse(sql).map_err(pg_error)?;
         match statements.len() {
             0 => Ok(None),
-            1 => self.prepare(statements.remove(0), types).await.map(Some),
+            1 => self.prepare(statements.remove(0), types, &client_settings(client)).await.map(Some),
             _ => Err(user_error("42601", "cannot insert multiple commands into a prepared statement")),
         }
     }
@@ -124,7 +128,7 @@ impl QueryParser for RetinaParser {
                     None => Ok(Type::UNKNOWN),
                 })
                 .collect(),
-            PgStatement::Session(_) | PgStatement::CopyOut { .. } => Ok(Vec::new()),
+            PgStatement::Session(_) | PgStatement::SearchPath { .. } | PgStatement::CopyOut { .. } => Ok(Vec::new()),
         }
     }
 
@@ -134,7 +138,7 @@ impl QueryParser for RetinaParser {
                 fields(plan.schema().as_arrow(), format.unwrap_or(&Format::UnifiedText), None, column_names)
             }
             // COPY describes its columns in its CopyOutResponse.
-            PgStatement::Session(_) | PgStatement::CopyOut { .. } => Ok(Vec::new()),
+            PgStatement::Session(_) | PgStatement::SearchPath { .. } | PgStatement::CopyOut { .. } => Ok(Vec::new()),
         }
     }
 }
@@ -151,6 +155,38 @@ fn session_response(command: SessionCommand) -> Response {
         SessionCommand::Commit | SessionCommand::Rollback => Response::TransactionEnd(tag),
         _ => Response::Execution(tag),
     }
+}
+
+/// Where a connection keeps the search path it set (start-up parameters sit beside
+/// it in the same map, under their own names).
+const SEARCH_PATH_SET: &str = "retina.search_path";
+
+/// The connection's settings for planning: the search path it set, else the one it
+/// started with (pgjdbc's `currentSchema` is the start-up parameter `search_path`;
+/// libpq's `options=-c search_path=…` arrives inside `options`).
+fn client_settings<C: ClientInfo>(client: &C) -> ClientSettings {
+    let metadata = client.metadata();
+    let from_options = || {
+        let options = metadata.get("options")?;
+        options.split_whitespace().collect::<Vec<_>>().windows(2).find_map(|pair| match pair {
+            ["-c", setting] => setting.strip_prefix("search_path=").and_then(first_schema),
+            _ => None,
+        })
+    };
+    let default_schema = match metadata.get(SEARCH_PATH_SET) {
+        Some(set) => first_schema(set),
+        None => metadata.get("search_path").and_then(|path| first_schema(path)).or_else(from_options),
+    };
+    ClientSettings { default_schema }
+}
+
+/// Keeps a `SET search_path` for the connection's later statements; a reset goes
+/// back to the start-up value.
+fn set_search_path<C: ClientInfo>(client: &mut C, schema: Option<String>) {
+    match schema {
+        Some(schema) => client.metadata_mut().insert(SEARCH_PATH_SET.to_string(), format!("\"{schema}\"")),
+        None => client.metadata_mut().remove(SEARCH_PATH_SET),
+    };
 }
 
 fn format_options<C: ClientInfo>(client: &C) -> Option<Arc<FormatOptions>> {
@@ -173,8 +209,13 @@ impl SimpleQueryHandler for RetinaQueries {
         // the results before it are still sent.
         for statement in statements {
             let outcome = async {
-                match self.parser.prepare(statement, &[]).await? {
+                // Planned with the settings as the statements before it left them.
+                match self.parser.prepare(statement, &[], &client_settings(client)).await? {
                     PgStatement::Session(command) => Ok(session_response(command)),
+                    PgStatement::SearchPath { command, schema } => {
+                        set_search_path(client, schema);
+                        Ok(session_response(command))
+                    }
                     PgStatement::Query { plan, column_names, .. } => {
                         let results = session.execute(plan).await.map_err(pg_error)?;
                         let response = query_response(results, &Format::UnifiedText, format_options(client), &column_names).await?;
@@ -218,6 +259,10 @@ impl ExtendedQueryHandler for RetinaQueries {
     {
         match &portal.statement.statement {
             PgStatement::Session(command) => Ok(session_response(*command)),
+            PgStatement::SearchPath { command, schema } => {
+                set_search_path(client, schema.clone());
+                Ok(session_response(*command))
+            }
             PgStatement::CopyOut { plan, column_names, format } => {
                 let results = self.parser.session.execute(plan.clone()).await.map_err(pg_error)?;
                 Ok(Response::CopyOut(copy_response(results, format, column_names)?))

@@ -106,6 +106,15 @@ public class JdbcProbe {
                 return String.join(",", names);
             });
         }
+        // currentSchema: pgjdbc's start-up search path, for unqualified names.
+        try (Connection connection = DriverManager.getConnection(url + "&currentSchema=shop")) {
+            step(connection, "current_schema", c -> {
+                try (Statement s = c.createStatement(); ResultSet r = s.executeQuery("SELECT count(*) FROM items")) {
+                    r.next();
+                    return Long.toString(r.getLong("count"));
+                }
+            });
+        }
         System.exit(failed ? 1 : 0);
     }
 }
