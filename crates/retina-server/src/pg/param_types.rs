@@ -13,8 +13,8 @@ use std::sync::Arc;
 use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 use retina_query::datafusion::arrow::datatypes::{DataType, Field, IntervalUnit, TimeUnit};
-use retina_query::datafusion::common::tree_node::{Transformed, TreeNode};
-use retina_query::datafusion::logical_expr::expr::Placeholder;
+use retina_query::datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use retina_query::datafusion::logical_expr::expr::{Cast, Placeholder, TryCast};
 use retina_query::datafusion::logical_expr::{Expr, LogicalPlan};
 
 use super::errors::user_error;
@@ -39,6 +39,29 @@ pub fn placeholder_types(plan: &LogicalPlan) -> PgWireResult<Vec<Option<DataType
         }
     }
     Ok(numbered.into_iter().map(|(_, data_type)| data_type).collect())
+}
+
+/// The types of placeholders that are the operand of a cast (`$1::date`), by index.
+fn cast_types(plan: &LogicalPlan) -> PgWireResult<Vec<(usize, DataType)>> {
+    let mut found = Vec::new();
+    let visited = plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|expr| {
+            expr.apply(|expr| {
+                let (inner, field) = match expr {
+                    Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => (expr, field),
+                    _ => return Ok(TreeNodeRecursion::Continue),
+                };
+                if let Expr::Placeholder(Placeholder { id, field: None }) = inner.as_ref() {
+                    if let Some(index) = id.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).and_then(|n| n.checked_sub(1)) {
+                        found.push((index, field.data_type().clone()));
+                    }
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })
+    });
+    visited.map_err(|e| user_error("42P18", format!("cannot determine parameter types: {e}")))?;
+    Ok(found)
 }
 
 /// The Arrow type a parameter declared as `pg_type` is read as.
@@ -84,7 +107,16 @@ fn family(data_type: &DataType) -> u8 {
 /// doc), and a parameter nobody typed read as text, as PostgreSQL resolves an
 /// unknown one. Unchanged when nothing is to change.
 pub fn with_declared_types(plan: LogicalPlan, declared: &[Option<Type>]) -> PgWireResult<LogicalPlan> {
-    let inferred = placeholder_types(&plan)?;
+    let mut inferred = placeholder_types(&plan)?;
+    // `$1::float8`: PostgreSQL takes a cast parameter's type from the cast, and
+    // asyncpg encodes by the type we describe; DataFusion leaves it untyped.
+    let mut typed_by_cast = false;
+    for (index, cast) in cast_types(&plan)? {
+        if let Some(slot @ None) = inferred.get_mut(index) {
+            *slot = Some(cast);
+            typed_by_cast = true;
+        }
+    }
     let chosen: Vec<Option<DataType>> = inferred
         .iter()
         .enumerate()
@@ -98,9 +130,11 @@ pub fn with_declared_types(plan: LogicalPlan, declared: &[Option<Type>]) -> PgWi
             }
         })
         .collect();
-    if chosen.iter().all(Option::is_none) {
+    if chosen.iter().all(Option::is_none) && !typed_by_cast {
         return Ok(plan);
     }
+    // A cast parameter nobody declared takes the cast's type.
+    let chosen: Vec<Option<DataType>> = chosen.into_iter().zip(&inferred).map(|(chosen, inferred)| chosen.or_else(|| inferred.clone())).collect();
     let typed = |id: &str| -> Option<DataType> {
         let index = id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)?;
         chosen.get(index).cloned().flatten()
@@ -123,4 +157,37 @@ pub fn with_declared_types(plan: LogicalPlan, declared: &[Option<Type>]) -> PgWi
         node.map_data(LogicalPlan::recompute_schema)
     });
     rewritten.map(|t| t.data).map_err(|e| user_error("42P18", format!("cannot type the parameters as declared: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use retina_query::datafusion::prelude::SessionContext;
+
+    use super::*;
+
+    fn typed(sql: &str, declared: &[Option<Type>]) -> Vec<Option<DataType>> {
+        let state = SessionContext::new().state();
+        let plan = futures::executor::block_on(state.create_logical_plan(sql)).expect("plans");
+        placeholder_types(&with_declared_types(plan, declared).expect("typed")).expect("types")
+    }
+
+    #[test]
+    fn declared_types_win_over_inference_unless_text_or_of_its_family() {
+        // psycopg's float8 for `%s * 2`: DataFusion alone would infer an integer.
+        assert_eq!(typed("SELECT $1 * 2", &[Some(Type::FLOAT8)]), [Some(DataType::Float64)]);
+        // An int8 for an Int32 comparison keeps the column's type (same family).
+        let column = "SELECT * FROM (VALUES (CAST(1 AS INT))) AS t(a) WHERE a = $1";
+        assert_eq!(typed(column, &[Some(Type::INT8)]), [Some(DataType::Int32)]);
+        // Text declared for a number keeps the number; nothing declared reads as text.
+        assert_eq!(typed(column, &[Some(Type::VARCHAR)]), [Some(DataType::Int32)]);
+        assert_eq!(typed("SELECT $1", &[None]), [Some(DataType::Utf8)]);
+    }
+
+    /// asyncpg declares nothing and encodes by the described type: `$1::float8`
+    /// must be described as float8, as PostgreSQL does.
+    #[test]
+    fn a_cast_parameter_takes_the_cast_type() {
+        let types = typed("SELECT CAST($1 AS DOUBLE) * 2, CAST($2 AS DATE)", &[]);
+        assert_eq!(types, [Some(DataType::Float64), Some(DataType::Date32)]);
+    }
 }
