@@ -169,6 +169,8 @@ fn psycopg_binds_parameters_by_their_declared_types_in_text_and_binary() {
     for (step, want) in expected {
         assert_eq!(results[step], want, "{step}: {}", results[step]);
     }
+    let too_precise = results["decimal_too_precise"].as_str().unwrap_or_default();
+    assert!(too_precise.starts_with("22003: parameter $1: 0.12345678901 has 11 digits after the point"), "{too_precise}");
 }
 
 #[test]

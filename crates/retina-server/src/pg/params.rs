@@ -50,6 +50,9 @@ pub fn bind_parameters<S: Clone>(portal: &Portal<S>, inferred: &[Option<DataType
                 }
             }
         };
+        if let (ScalarValue::Utf8(Some(text)), DataType::Decimal128(_, scale)) = (&value, &target) {
+            check_decimal_digits(text, *scale).map_err(|e| user_error("22003", format!("parameter ${}: {e}", index + 1)))?;
+        }
         let value = if value.data_type() == target {
             value
         } else {
@@ -62,10 +65,44 @@ pub fn bind_parameters<S: Clone>(portal: &Portal<S>, inferred: &[Option<DataType
     Ok(ParamValues::from(values))
 }
 
+/// A decimal parameter's digits after the point must fit the placeholder's scale:
+/// Arrow's cast would round them away, and a numeric the client declared without
+/// a column to compare with is read with 10 (PostgreSQL's numeric has no limit).
+fn check_decimal_digits(text: &str, scale: i8) -> Result<(), String> {
+    let mantissa = text.trim().split(['e', 'E']).next().unwrap_or("");
+    let fraction = mantissa.split_once('.').map_or("", |(_, fraction)| fraction).trim_end_matches('0');
+    match usize::try_from(scale) {
+        Ok(scale) if fraction.len() > scale => Err(format!(
+            "{text} has {} digits after the point, more than the {scale} this comparison reads; compare with a \
+             column of more scale or cast the parameter (CAST($n AS DECIMAL(38, {})))",
+            fraction.len(),
+            fraction.len().min(38)
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The bytes of PostgreSQL's bytea hex text (after its `\x`).
 fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
     if hex.len() % 2 != 0 {
         return None;
     }
     (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// psycopg's `Decimal('0.12345678901')` was rounded to 10 digits, silently.
+    #[test]
+    fn decimal_digits_beyond_the_scale_are_refused_not_rounded() {
+        assert!(check_decimal_digits("12.34", 10).is_ok());
+        assert!(check_decimal_digits("12.3400000000000", 2).is_ok(), "trailing zeros are no digits");
+        let error = check_decimal_digits("0.12345678901", 10).expect_err("11 digits");
+        assert!(error.contains("11 digits after the point") && error.contains("DECIMAL(38, 11)"), "{error}");
+        assert!(check_decimal_digits("-5", 0).is_ok());
+        assert_eq!(hex_bytes("01ff"), Some(vec![1, 255]));
+        assert_eq!(hex_bytes("0"), None);
+    }
 }

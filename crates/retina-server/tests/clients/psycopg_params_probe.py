@@ -53,6 +53,14 @@ def main() -> int:
     step("binary_int_on_key", "SELECT id, name FROM shop.items WHERE id = %b", (3,))
     step("binary_float", "SELECT %b * 2", (1.25,))
     step("binary_decimal", "SELECT %b", (decimal.Decimal("-1234.5"),))
+    # More digits than the placeholder's scale: refused, never rounded.
+    try:
+        connection.execute("SELECT %s", (decimal.Decimal("0.12345678901"),)).fetchall()
+        failed = True
+        results["decimal_too_precise"] = "no error"
+    except psycopg.Error as error:
+        results["decimal_too_precise"] = f"{error.sqlstate}: {str(error).splitlines()[0]}"
+
     # COPY TO STDOUT, as applications export: text rows, and binary rows read back
     # with the types psycopg is told.
     def copy_text():
