@@ -151,8 +151,8 @@ pub fn show_plan(variable: &[Ident], settings: &ClientSettings) -> Option<DfResu
         "timezone" | "time zone" => ("TimeZone", "UTC".to_string()),
         "datestyle" => ("DateStyle", "ISO, MDY".to_string()),
         "intervalstyle" => ("IntervalStyle", "postgres".to_string()),
-        // Accepted by SET without effect: no statement is cut short.
-        "statement_timeout" => ("statement_timeout", "0".to_string()),
+        // Accepted by SET without effect.
+        "statement_timeout" => ("statement_timeout", settings.statement_timeout_text()),
         "lock_timeout" => ("lock_timeout", "0".to_string()),
         "application_name" => ("application_name", String::new()),
         "integer_datetimes" => ("integer_datetimes", "on".to_string()),
@@ -196,7 +196,7 @@ mod tests {
         let names: Vec<String> = plan.schema().fields().iter().map(|f| f.name().clone()).collect();
         assert_eq!(names, ["transaction_isolation"]);
         assert!(show_plan(&words("datafusion.execution.batch_size"), &ClientSettings::default()).is_none(), "DataFusion's own settings stay DataFusion's");
-        let settings = ClientSettings { default_schema: Some("chbench".into()) };
+        let settings = ClientSettings { default_schema: Some("chbench".into()), ..ClientSettings::default() };
         let plan = show_plan(&words("search_path"), &settings).expect("a server setting").expect("plan");
         assert_eq!(plan.schema().field(0).name(), "search_path");
         let plan = show_plan(&words("TimeZone"), &settings).expect("a server setting").expect("plan");

@@ -249,6 +249,23 @@ fn search_path_resolves_unqualified_table_names_per_connection() {
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "500", "{}", String::from_utf8_lossy(&output.stderr));
 }
 
+/// `SET statement_timeout` cuts a long statement short with 57014 and releases its
+/// snapshot; `RESET` lifts it. Before, it was accepted and ignored.
+#[test]
+fn statement_timeout_cancels_a_long_query_with_57014() {
+    let fx = Fixture::new();
+    let long = "SELECT count(*) FROM shop.items a, shop.items b, shop.items c WHERE a.qty + b.qty + c.qty > 1";
+    let started = Instant::now();
+    let output = fx.psql(&["-c", &format!("SET statement_timeout = 50; SHOW statement_timeout; {long}")]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("57014") && stderr.contains("statement timeout"), "{stderr}");
+    assert!(String::from_utf8_lossy(&output.stdout).contains("50ms"), "{}", String::from_utf8_lossy(&output.stdout));
+    assert!(started.elapsed() < Duration::from_secs(20), "cut short, took {:?}", started.elapsed());
+    assert!(fx.released_within(Duration::from_secs(10)), "the cancelled query's snapshot is released");
+    let out = fx.psql_ok("SET statement_timeout = '5s'; RESET statement_timeout; SHOW statement_timeout; SELECT count(*) FROM shop.items");
+    assert_eq!(out, "SET\nRESET\n0\n500");
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();

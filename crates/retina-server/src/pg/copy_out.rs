@@ -115,7 +115,11 @@ fn format_of(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> PgWireResul
 const BINARY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 
 /// The COPY response streaming `results` in `format`.
-pub fn copy_response(results: QueryStream, format: &CopyFormat, names: &[Option<String>]) -> PgWireResult<CopyResponse> {
+pub fn copy_response(
+    results: QueryStream,
+    format: &CopyFormat,
+    names: &[Option<String>],
+) -> PgWireResult<CopyResponse> {
     let schema = results.schema();
     let wire = if *format == CopyFormat::Binary { Format::UnifiedBinary } else { Format::UnifiedText };
     let fields = Arc::new(fields(schema.as_ref(), &wire, None, names)?);

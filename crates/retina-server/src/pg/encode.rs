@@ -62,13 +62,14 @@ pub async fn query_response(
         None => None,
     };
     let row_fields = Arc::clone(&fields);
-    let batches = stream::iter(first.map(Ok)).chain(results);
+    let batches = stream::iter(first.map(Ok)).chain(results).map(|batch| batch.map_err(stream_error));
     let rows = batches.flat_map(move |batch| {
         let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> = match batch {
             Ok(batch) => encode_recordbatch(Arc::clone(&row_fields), batch),
-            Err(error) => Box::new(std::iter::once(Err::<DataRow, PgWireError>(stream_error(error)))),
+            Err(error) => Box::new(std::iter::once(Err::<DataRow, PgWireError>(error))),
         };
         stream::iter(rows)
     });
     Ok(QueryResponse::new(fields, rows))
 }
+

@@ -30,7 +30,8 @@ use super::errors::{error_info, pg_error, user_error};
 use super::param_types::{placeholder_types, with_declared_types};
 use super::params::bind_parameters;
 use super::startup::{ClientAuthentication, RetinaStartup};
-use super::statement::{first_schema, search_path_change, PgStatement, SessionCommand};
+use super::settings::{apply_setting, client_settings, within_timeout};
+use super::statement::{setting_change, PgStatement, SessionCommand};
 
 /// Everything pgwire needs for one server: the query and cancel handlers are shared
 /// by all connections; each connection gets its own startup handler (it holds the
@@ -84,8 +85,8 @@ impl RetinaParser {
     /// `settings`: the connection's, at the time of planning.
     async fn prepare(&self, statement: Statement, declared: &[Option<Type>], settings: &ClientSettings) -> PgWireResult<PgStatement> {
         if let Some(command) = SessionCommand::of(&statement) {
-            return Ok(match search_path_change(&statement) {
-                Some(schema) => PgStatement::SearchPath { command, schema },
+            return Ok(match setting_change(&statement) {
+                Some(change) => PgStatement::Setting { command, change },
                 None => PgStatement::Session(command),
             });
         }
@@ -128,7 +129,7 @@ impl QueryParser for RetinaParser {
                     None => Ok(Type::UNKNOWN),
                 })
                 .collect(),
-            PgStatement::Session(_) | PgStatement::SearchPath { .. } | PgStatement::CopyOut { .. } => Ok(Vec::new()),
+            PgStatement::Session(_) | PgStatement::Setting { .. } | PgStatement::CopyOut { .. } => Ok(Vec::new()),
         }
     }
 
@@ -138,7 +139,7 @@ impl QueryParser for RetinaParser {
                 fields(plan.schema().as_arrow(), format.unwrap_or(&Format::UnifiedText), None, column_names)
             }
             // COPY describes its columns in its CopyOutResponse.
-            PgStatement::Session(_) | PgStatement::SearchPath { .. } | PgStatement::CopyOut { .. } => Ok(Vec::new()),
+            PgStatement::Session(_) | PgStatement::Setting { .. } | PgStatement::CopyOut { .. } => Ok(Vec::new()),
         }
     }
 }
@@ -155,38 +156,6 @@ fn session_response(command: SessionCommand) -> Response {
         SessionCommand::Commit | SessionCommand::Rollback => Response::TransactionEnd(tag),
         _ => Response::Execution(tag),
     }
-}
-
-/// Where a connection keeps the search path it set (start-up parameters sit beside
-/// it in the same map, under their own names).
-const SEARCH_PATH_SET: &str = "retina.search_path";
-
-/// The connection's settings for planning: the search path it set, else the one it
-/// started with (pgjdbc's `currentSchema` is the start-up parameter `search_path`;
-/// libpq's `options=-c search_path=…` arrives inside `options`).
-fn client_settings<C: ClientInfo>(client: &C) -> ClientSettings {
-    let metadata = client.metadata();
-    let from_options = || {
-        let options = metadata.get("options")?;
-        options.split_whitespace().collect::<Vec<_>>().windows(2).find_map(|pair| match pair {
-            ["-c", setting] => setting.strip_prefix("search_path=").and_then(first_schema),
-            _ => None,
-        })
-    };
-    let default_schema = match metadata.get(SEARCH_PATH_SET) {
-        Some(set) => first_schema(set),
-        None => metadata.get("search_path").and_then(|path| first_schema(path)).or_else(from_options),
-    };
-    ClientSettings { default_schema }
-}
-
-/// Keeps a `SET search_path` for the connection's later statements; a reset goes
-/// back to the start-up value.
-fn set_search_path<C: ClientInfo>(client: &mut C, schema: Option<String>) {
-    match schema {
-        Some(schema) => client.metadata_mut().insert(SEARCH_PATH_SET.to_string(), format!("\"{schema}\"")),
-        None => client.metadata_mut().remove(SEARCH_PATH_SET),
-    };
 }
 
 fn format_options<C: ClientInfo>(client: &C) -> Option<Arc<FormatOptions>> {
@@ -209,21 +178,25 @@ impl SimpleQueryHandler for RetinaQueries {
         // the results before it are still sent.
         for statement in statements {
             let outcome = async {
-                // Planned with the settings as the statements before it left them.
-                match self.parser.prepare(statement, &[], &client_settings(client)).await? {
+                // Planned and run with the settings as the statements before it left them.
+                let settings = client_settings(client);
+                let options = format_options(client);
+                match self.parser.prepare(statement, &[], &settings).await? {
                     PgStatement::Session(command) => Ok(session_response(command)),
-                    PgStatement::SearchPath { command, schema } => {
-                        set_search_path(client, schema);
+                    PgStatement::Setting { command, change } => {
+                        apply_setting(client, change);
                         Ok(session_response(command))
                     }
                     PgStatement::Query { plan, column_names, .. } => {
-                        let results = session.execute(plan).await.map_err(pg_error)?;
-                        let response = query_response(results, &Format::UnifiedText, format_options(client), &column_names).await?;
-                        Ok(Response::Query(response))
+                        let response = within_timeout(settings.statement_timeout, async {
+                            let results = session.execute(plan).await.map_err(pg_error)?;
+                            query_response(results, &Format::UnifiedText, options, &column_names).await
+                        });
+                        Ok(Response::Query(response.await?))
                     }
                     PgStatement::CopyOut { plan, column_names, format } => {
-                        let results = session.execute(plan).await.map_err(pg_error)?;
-                        Ok(Response::CopyOut(copy_response(results, &format, &column_names)?))
+                        let results = within_timeout(settings.statement_timeout, async { session.execute(plan).await.map_err(pg_error) });
+                        Ok(Response::CopyOut(copy_response(results.await?, &format, &column_names)?))
                     }
                 }
             }
@@ -257,15 +230,16 @@ impl ExtendedQueryHandler for RetinaQueries {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let settings = client_settings(client);
         match &portal.statement.statement {
             PgStatement::Session(command) => Ok(session_response(*command)),
-            PgStatement::SearchPath { command, schema } => {
-                set_search_path(client, schema.clone());
+            PgStatement::Setting { command, change } => {
+                apply_setting(client, change.clone());
                 Ok(session_response(*command))
             }
             PgStatement::CopyOut { plan, column_names, format } => {
-                let results = self.parser.session.execute(plan.clone()).await.map_err(pg_error)?;
-                Ok(Response::CopyOut(copy_response(results, format, column_names)?))
+                let results = within_timeout(settings.statement_timeout, async { self.parser.session.execute(plan.clone()).await.map_err(pg_error) });
+                Ok(Response::CopyOut(copy_response(results.await?, format, column_names)?))
             }
             PgStatement::Query { plan, column_names, .. } => {
                 let types = placeholder_types(plan)?;
@@ -277,9 +251,12 @@ impl ExtendedQueryHandler for RetinaQueries {
                         PgWireError::UserError(Box::new(error_info(&retina_query::QueryError::DataFusion(e))))
                     })?
                 };
-                let results = self.parser.session.execute(plan).await.map_err(pg_error)?;
-                let response = query_response(results, &portal.result_column_format, format_options(client), column_names).await?;
-                Ok(Response::Query(response))
+                let options = format_options(client);
+                let response = within_timeout(settings.statement_timeout, async {
+                    let results = self.parser.session.execute(plan).await.map_err(pg_error)?;
+                    query_response(results, &portal.result_column_format, options, column_names).await
+                });
+                Ok(Response::Query(response.await?))
             }
         }
     }

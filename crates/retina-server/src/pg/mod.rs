@@ -13,6 +13,7 @@
 //! - [`params`]: bound parameters to DataFusion scalars, text or binary
 //!   ([`param_binary`]);
 //! - [`errors`]: query errors to `ErrorResponse` with their SQLSTATE;
+//! - [`settings`]: what a connection sets (`search_path`, `statement_timeout`);
 //! - [`server`]: the accept loop.
 
 pub mod column_names;
@@ -26,5 +27,6 @@ pub mod params;
 pub mod password_file;
 pub mod scram;
 pub mod server;
+pub mod settings;
 pub mod startup;
 pub mod statement;

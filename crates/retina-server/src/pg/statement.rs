@@ -1,9 +1,11 @@
 //! What one SQL statement from a client becomes.
 
+use std::time::Duration;
+
 use retina_query::datafusion::logical_expr::LogicalPlan;
+use retina_query::datafusion::sql::parser::Statement;
 
 use super::copy_out::CopyFormat;
-use retina_query::datafusion::sql::parser::Statement;
 
 /// A statement ready to execute.
 #[derive(Clone, Debug)]
@@ -13,10 +15,9 @@ pub enum PgStatement {
     Query { sql: String, plan: LogicalPlan, column_names: Vec<Option<String>> },
     /// `COPY … TO STDOUT`: a planned query whose rows go out as COPY data.
     CopyOut { plan: LogicalPlan, column_names: Vec<Option<String>>, format: CopyFormat },
-    /// `SET search_path …` (`schema`: where unqualified names resolve) or a reset of
-    /// it (`None`), kept by the connection ([`search_path_change`]); `command` gives
-    /// the tag to answer with.
-    SearchPath { command: SessionCommand, schema: Option<String> },
+    /// A `SET`, `RESET` or `DISCARD ALL` of a setting the connection keeps
+    /// ([`setting_change`]); `command` gives the tag to answer with.
+    Setting { command: SessionCommand, change: SettingChange },
     /// A session or transaction command Retina accepts without effect: every query
     /// already runs in its own consistent snapshot, and there is nothing to commit.
     Session(SessionCommand),
@@ -75,18 +76,32 @@ impl SessionCommand {
     }
 }
 
-/// A statement that changes the connection's search path: `SET [SESSION|LOCAL]
-/// search_path {=|TO} …` (`Some(Some(schema))`), `RESET search_path`, `RESET ALL` and
-/// `DISCARD ALL` (`Some(None)`: back to the connection's start-up value).
-pub fn search_path_change(statement: &Statement) -> Option<Option<String>> {
+/// A change to a setting the connection keeps; `None` values go back to the
+/// connection's start-up value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SettingChange {
+    /// The schema unqualified names resolve in.
+    SearchPath(Option<String>),
+    /// How long a statement may run before it is cancelled (`None`: no limit).
+    StatementTimeout(Option<Duration>),
+    /// `RESET ALL`, `DISCARD ALL`.
+    ResetAll,
+}
+
+/// Recognizes `SET [SESSION|LOCAL] {search_path|statement_timeout} {=|TO} …`,
+/// `RESET` of either or `ALL`, and `DISCARD ALL`. Other settings are accepted
+/// without effect ([`SessionCommand`]).
+pub fn setting_change(statement: &Statement) -> Option<SettingChange> {
     let text = statement.to_string();
     let mut words = text.split_whitespace();
     let keyword = words.next()?.to_ascii_uppercase();
     match keyword.as_str() {
-        "RESET" | "DISCARD" => {
-            let what = words.next()?.to_ascii_lowercase();
-            matches!(what.as_str(), "search_path" | "all").then_some(None)
-        }
+        "RESET" | "DISCARD" => match words.next()?.to_ascii_lowercase().as_str() {
+            "search_path" => Some(SettingChange::SearchPath(None)),
+            "statement_timeout" => Some(SettingChange::StatementTimeout(None)),
+            "all" => Some(SettingChange::ResetAll),
+            _ => None,
+        },
         "SET" => {
             let rest = text[keyword.len()..].trim_start();
             let rest = ["SESSION ", "LOCAL "]
@@ -94,14 +109,34 @@ pub fn search_path_change(statement: &Statement) -> Option<Option<String>> {
                 .find_map(|scope| rest.get(..scope.len()).filter(|head| head.eq_ignore_ascii_case(scope)).map(|_| &rest[scope.len()..]))
                 .unwrap_or(rest)
                 .trim_start();
-            let value = rest.get(..11).filter(|name| name.eq_ignore_ascii_case("search_path")).map(|_| rest[11..].trim_start())?;
-            let value = value.strip_prefix('=').or_else(|| {
-                value.get(..3).filter(|to| to.eq_ignore_ascii_case("TO ")).map(|_| &value[3..])
-            })?;
-            Some(first_schema(value))
+            let name_end = rest.find(|c: char| c.is_whitespace() || c == '=').unwrap_or(rest.len());
+            let (name, value) = (rest[..name_end].to_ascii_lowercase(), rest[name_end..].trim_start());
+            let value = value.strip_prefix('=').or_else(|| value.get(..3).filter(|to| to.eq_ignore_ascii_case("TO ")).map(|_| &value[3..]))?;
+            match name.as_str() {
+                "search_path" => Some(SettingChange::SearchPath(first_schema(value))),
+                "statement_timeout" => Some(SettingChange::StatementTimeout(timeout_value(value))),
+                _ => None,
+            }
         }
         _ => None,
     }
+}
+
+/// A `statement_timeout` value as PostgreSQL reads it: milliseconds, or a number
+/// with a unit (`'5s'`, `'500ms'`, `'1min'`); 0 and `DEFAULT` mean no limit, and so
+/// does a value it cannot read (PostgreSQL would refuse it; nothing is cut short).
+pub fn timeout_value(value: &str) -> Option<Duration> {
+    let value = value.trim().trim_matches('\'').trim();
+    let digits = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
+    let amount: u64 = value[..digits].parse().ok()?;
+    let millis = match value[digits..].trim().to_ascii_lowercase().as_str() {
+        "" | "ms" => amount,
+        "s" => amount.checked_mul(1000)?,
+        "min" => amount.checked_mul(60_000)?,
+        "h" => amount.checked_mul(3_600_000)?,
+        _ => return None,
+    };
+    (millis > 0).then(|| Duration::from_millis(millis))
 }
 
 /// The schema a search path resolves unqualified names in: its first entry that
@@ -129,22 +164,38 @@ mod tests {
 
     use super::*;
 
-    fn change(sql: &str) -> Option<Option<String>> {
+    fn change(sql: &str) -> Option<SettingChange> {
         let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).expect("parses");
         let statement = statements.pop_front().expect("one statement");
-        search_path_change(&statement)
+        setting_change(&statement)
+    }
+
+    fn path(schema: &str) -> Option<SettingChange> {
+        Some(SettingChange::SearchPath(Some(schema.into())))
     }
 
     #[test]
     fn search_path_changes_are_recognized_and_their_first_schema_taken() {
-        assert_eq!(change("SET search_path = chbench"), Some(Some("chbench".into())));
-        assert_eq!(change("SET SESSION search_path TO '$user', ChBench, public"), Some(Some("chbench".into())));
-        assert_eq!(change("set search_path to \"Mixed\""), Some(Some("Mixed".into())));
-        assert_eq!(change("RESET search_path"), Some(None));
-        assert_eq!(change("RESET ALL"), Some(None));
+        assert_eq!(change("SET search_path = chbench"), path("chbench"));
+        assert_eq!(change("SET SESSION search_path TO '$user', ChBench, public"), path("chbench"));
+        assert_eq!(change("set search_path to \"Mixed\""), path("Mixed"));
+        assert_eq!(change("RESET search_path"), Some(SettingChange::SearchPath(None)));
+        assert_eq!(change("RESET ALL"), Some(SettingChange::ResetAll));
         assert_eq!(change("SET application_name = 'x'"), None);
         assert_eq!(change("SELECT 1"), None);
         assert_eq!(first_schema("\"$user\", public"), Some("public".into()));
         assert_eq!(first_schema("pg_catalog"), None);
+    }
+
+    #[test]
+    fn statement_timeouts_read_as_postgresql_reads_them() {
+        let timeout = |ms: u64| Some(SettingChange::StatementTimeout(Some(Duration::from_millis(ms))));
+        assert_eq!(change("SET statement_timeout = 1000"), timeout(1000));
+        assert_eq!(change("SET statement_timeout TO '5s'"), timeout(5000));
+        assert_eq!(change("SET SESSION statement_timeout = '2min'"), timeout(120_000));
+        assert_eq!(change("SET statement_timeout = 0"), Some(SettingChange::StatementTimeout(None)));
+        assert_eq!(change("RESET statement_timeout"), Some(SettingChange::StatementTimeout(None)));
+        assert_eq!(timeout_value("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(timeout_value("soon"), None);
     }
 }
