@@ -163,6 +163,8 @@ fn psycopg_binds_parameters_by_their_declared_types_in_text_and_binary() {
         ("binary_int_on_key", "[(3, 'item 3')]"),
         ("binary_float", "[(2.5,)]"),
         ("binary_decimal", "[(Decimal('-1234.5000000000'),)]"),
+        ("bigint_on_int_column", "[(0,)]"),
+        ("limit", "[(2,), (3,)]"),
         ("copy_text", "b'1\\titem 1\\n2\\titem 2\\n'"),
         ("copy_binary", "[(1, 'item 1', 10), (2, 'item 2', 20)]"),
     ];

@@ -15,7 +15,7 @@ use pgwire::error::PgWireResult;
 use retina_query::datafusion::arrow::datatypes::{DataType, Field, IntervalUnit, TimeUnit};
 use retina_query::datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use retina_query::datafusion::logical_expr::expr::{Cast, Placeholder, TryCast};
-use retina_query::datafusion::logical_expr::{Expr, LogicalPlan};
+use retina_query::datafusion::logical_expr::{Expr, Limit, LogicalPlan};
 
 use super::errors::user_error;
 
@@ -41,18 +41,26 @@ pub fn placeholder_types(plan: &LogicalPlan) -> PgWireResult<Vec<Option<DataType
     Ok(numbered.into_iter().map(|(_, data_type)| data_type).collect())
 }
 
-/// The types of placeholders that are the operand of a cast (`$1::date`), by index.
-fn cast_types(plan: &LogicalPlan) -> PgWireResult<Vec<(usize, DataType)>> {
+/// The types the SQL around untyped placeholders gives them, by index, as
+/// PostgreSQL infers them and DataFusion does not: a cast's (`$1::date`), and
+/// bigint for `LIMIT $1` and `OFFSET $1`.
+fn context_types(plan: &LogicalPlan) -> PgWireResult<Vec<(usize, DataType)>> {
+    let index_of = |expr: &Expr| match expr {
+        Expr::Placeholder(Placeholder { id, field: None }) => {
+            id.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).and_then(|n| n.checked_sub(1))
+        }
+        _ => None,
+    };
     let mut found = Vec::new();
     let visited = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::Limit(Limit { skip, fetch, .. }) = node {
+            let bounds = skip.iter().chain(fetch.iter());
+            found.extend(bounds.filter_map(|bound| index_of(bound)).map(|index| (index, DataType::Int64)));
+        }
         node.apply_expressions(|expr| {
             expr.apply(|expr| {
-                let (inner, field) = match expr {
-                    Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => (expr, field),
-                    _ => return Ok(TreeNodeRecursion::Continue),
-                };
-                if let Expr::Placeholder(Placeholder { id, field: None }) = inner.as_ref() {
-                    if let Some(index) = id.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()).and_then(|n| n.checked_sub(1)) {
+                if let Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) = expr {
+                    if let Some(index) = index_of(expr) {
                         found.push((index, field.data_type().clone()));
                     }
                 }
@@ -103,18 +111,30 @@ fn family(data_type: &DataType) -> u8 {
     }
 }
 
+/// `declared` where it is an integer or float wider than `inferred` (of its family).
+fn wider(declared: &DataType, inferred: &DataType) -> Option<DataType> {
+    let width = |t: &DataType| match t {
+        DataType::Int8 => 1,
+        DataType::Int16 | DataType::Float16 => 2,
+        DataType::Int32 | DataType::Float32 => 4,
+        DataType::Int64 | DataType::Float64 => 8,
+        _ => 0,
+    };
+    (width(declared) > width(inferred)).then(|| declared.clone())
+}
+
 /// `plan` with each placeholder typed as the client declared it (see the module
 /// doc), and a parameter nobody typed read as text, as PostgreSQL resolves an
 /// unknown one. Unchanged when nothing is to change.
 pub fn with_declared_types(plan: LogicalPlan, declared: &[Option<Type>]) -> PgWireResult<LogicalPlan> {
     let mut inferred = placeholder_types(&plan)?;
-    // `$1::float8`: PostgreSQL takes a cast parameter's type from the cast, and
-    // asyncpg encodes by the type we describe; DataFusion leaves it untyped.
-    let mut typed_by_cast = false;
-    for (index, cast) in cast_types(&plan)? {
+    // `$1::float8`, `LIMIT $1`: asyncpg declares nothing and encodes by the type we
+    // describe, which DataFusion leaves open there.
+    let mut typed_by_context = false;
+    for (index, data_type) in context_types(&plan)? {
         if let Some(slot @ None) = inferred.get_mut(index) {
-            *slot = Some(cast);
-            typed_by_cast = true;
+            *slot = Some(data_type);
+            typed_by_context = true;
         }
     }
     let chosen: Vec<Option<DataType>> = inferred
@@ -123,17 +143,20 @@ pub fn with_declared_types(plan: LogicalPlan, declared: &[Option<Type>]) -> PgWi
         .map(|(index, inferred)| {
             let declared = declared.get(index).cloned().flatten().as_ref().and_then(declared_type);
             match (declared, inferred) {
-                (Some(declared), Some(inferred)) if declared == DataType::Utf8 || family(&declared) == family(inferred) => None,
+                // A wider integer or float than the column's: 2^40 against an int4
+                // column matches no row, as in PostgreSQL, instead of failing a cast.
+                (Some(declared), Some(inferred)) if family(&declared) == family(inferred) => wider(&declared, inferred),
+                (Some(declared), Some(_)) if declared == DataType::Utf8 => None,
                 (Some(declared), _) => Some(declared),
                 (None, None) => Some(DataType::Utf8),
                 (None, Some(_)) => None,
             }
         })
         .collect();
-    if chosen.iter().all(Option::is_none) && !typed_by_cast {
+    if chosen.iter().all(Option::is_none) && !typed_by_context {
         return Ok(plan);
     }
-    // A cast parameter nobody declared takes the cast's type.
+    // A parameter nobody declared takes its context's type.
     let chosen: Vec<Option<DataType>> = chosen.into_iter().zip(&inferred).map(|(chosen, inferred)| chosen.or_else(|| inferred.clone())).collect();
     let typed = |id: &str| -> Option<DataType> {
         let index = id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)?;
@@ -175,9 +198,11 @@ mod tests {
     fn declared_types_win_over_inference_unless_text_or_of_its_family() {
         // psycopg's float8 for `%s * 2`: DataFusion alone would infer an integer.
         assert_eq!(typed("SELECT $1 * 2", &[Some(Type::FLOAT8)]), [Some(DataType::Float64)]);
-        // An int8 for an Int32 comparison keeps the column's type (same family).
+        // An int2 for an Int32 comparison keeps the column's type; a wider int8 wins,
+        // so a value beyond int4 matches nothing instead of failing its cast.
         let column = "SELECT * FROM (VALUES (CAST(1 AS INT))) AS t(a) WHERE a = $1";
-        assert_eq!(typed(column, &[Some(Type::INT8)]), [Some(DataType::Int32)]);
+        assert_eq!(typed(column, &[Some(Type::INT2)]), [Some(DataType::Int32)]);
+        assert_eq!(typed(column, &[Some(Type::INT8)]), [Some(DataType::Int64)]);
         // Text declared for a number keeps the number; nothing declared reads as text.
         assert_eq!(typed(column, &[Some(Type::VARCHAR)]), [Some(DataType::Int32)]);
         assert_eq!(typed("SELECT $1", &[None]), [Some(DataType::Utf8)]);
@@ -186,8 +211,10 @@ mod tests {
     /// asyncpg declares nothing and encodes by the described type: `$1::float8`
     /// must be described as float8, as PostgreSQL does.
     #[test]
-    fn a_cast_parameter_takes_the_cast_type() {
+    fn a_cast_parameter_takes_the_cast_type_and_limits_are_bigint() {
         let types = typed("SELECT CAST($1 AS DOUBLE) * 2, CAST($2 AS DATE)", &[]);
         assert_eq!(types, [Some(DataType::Float64), Some(DataType::Date32)]);
+        let types = typed("SELECT * FROM (VALUES (1), (2), (3)) AS t(a) LIMIT $1 OFFSET $2", &[]);
+        assert_eq!(types, [Some(DataType::Int64), Some(DataType::Int64)]);
     }
 }

@@ -53,6 +53,8 @@ def main() -> int:
     step("binary_int_on_key", "SELECT id, name FROM shop.items WHERE id = %b", (3,))
     step("binary_float", "SELECT %b * 2", (1.25,))
     step("binary_decimal", "SELECT %b", (decimal.Decimal("-1234.5"),))
+    step("bigint_on_int_column", "SELECT count(*) FROM shop.items WHERE qty = %s", (2**40 + 1,))
+    step("limit", "SELECT id FROM shop.items ORDER BY id LIMIT %s OFFSET %s", (2, 1))
     # More digits than the placeholder's scale: refused, never rounded.
     try:
         connection.execute("SELECT %s", (decimal.Decimal("0.12345678901"),)).fetchall()
