@@ -35,6 +35,8 @@ const MAX_REQUEST_BYTES: usize = 512 << 10;
 /// How long the driver waits with nothing to read before the stream counts as
 /// replayed; not part of the measured time.
 const IDLE_EXIT: Duration = Duration::from_millis(500);
+/// Runs of the source a phase may take before its missing changes are an error.
+const MAX_IDLE_RUNS: u32 = 20;
 
 /// Where the Kafka benchmarks' stream goes and how the source reads it.
 #[derive(Clone, Debug)]
@@ -244,10 +246,28 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
         let options = DriveOptions { sink: options_for_uri(&uri, SinkOptions::default())?, stop, status: registry };
         drive(&engine, &uri, source.as_mut(), options)
     };
+    // Runs the source until `expected` row changes are applied: a run ends after
+    // IDLE_EXIT without a record, which a busy broker's first fetch can take, and
+    // the next run resumes where the last one's durable position is. Gives the
+    // row changes and transactions applied and the idle windows waited.
+    let run_until = |expected: u64, registry: Option<SourceRegistry>| -> CdcResult<(u64, u64, u32)> {
+        let (mut rows, mut transactions, mut windows) = (0, 0, 0);
+        while rows < expected && windows < MAX_IDLE_RUNS {
+            let report = run(StopWhen::idle_for(IDLE_EXIT), registry.clone())?;
+            rows += report.stats.row_changes_applied;
+            transactions += report.stats.transactions_applied;
+            windows += 1;
+        }
+        Ok((rows, transactions, windows))
+    };
     produce(&runtime, &broker, &route(&load)?, partitions, true)?;
+    let load_row_changes: u64 = load.iter().map(|c| c.row_changes).sum();
     let load_started = Instant::now();
-    run(StopWhen::idle_for(IDLE_EXIT), None)?;
-    let load_seconds = load_started.elapsed().saturating_sub(IDLE_EXIT).as_secs_f64();
+    let (loaded, _, windows) = run_until(load_row_changes, None)?;
+    let load_seconds = load_started.elapsed().saturating_sub(IDLE_EXIT * windows).as_secs_f64();
+    if loaded != load_row_changes {
+        return Err(bench_error(format!("loaded {loaded} row changes of {load_row_changes} produced")));
+    }
 
     let records = route(&changes)?;
     let topics = records.iter().map(|(t, _, _)| t.as_str()).collect::<std::collections::BTreeSet<_>>().len();
@@ -272,8 +292,9 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
     let broker_cpu = || broker_pid.as_deref().and_then(cpu_seconds_of);
     let cpu_before = (process_cpu_seconds(), broker_cpu());
     let start = Instant::now();
-    let replayed = run(StopWhen::idle_for(IDLE_EXIT), Some(registry.clone()))?;
-    let replay_seconds = start.elapsed().saturating_sub(IDLE_EXIT).as_secs_f64();
+    let row_changes: u64 = changes.iter().map(|c| c.row_changes).sum();
+    let (replayed, transactions, windows) = run_until(row_changes, Some(registry.clone()))?;
+    let replay_seconds = start.elapsed().saturating_sub(IDLE_EXIT * windows).as_secs_f64();
     let replay_cpu_seconds = process_cpu_seconds().zip(cpu_before.0).map(|(end, start)| end - start);
     let broker_replay_cpu_seconds = broker_cpu().zip(cpu_before.1).map(|(end, start)| end - start);
     let held_bytes_peak = registry.list().first().and_then(|s| s.held_bytes_peak).unwrap_or(0);
@@ -284,9 +305,8 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
         return Err(bench_error(format!("the bare fetch read {fetched} records of {}", records.len())));
     }
     drop(own);
-    let row_changes: u64 = changes.iter().map(|c| c.row_changes).sum();
-    if replayed.stats.row_changes_applied != row_changes {
-        return Err(bench_error(format!("replayed {} row changes of {row_changes} produced", replayed.stats.row_changes_applied)));
+    if replayed != row_changes {
+        return Err(bench_error(format!("replayed {replayed} row changes of {row_changes} produced")));
     }
     Ok(KafkaReplayReport {
         broker,
@@ -295,13 +315,13 @@ pub fn replay_kafka(config: &DebeziumReplayConfig, kafka: &KafkaBenchConfig, dat
         partitions_per_topic: partitions,
         row_changes,
         messages: records.len() as u64,
-        transactions: replayed.stats.transactions_applied,
+        transactions,
         produce_messages_per_s,
         row_changes_per_s: row_changes as f64 / replay_seconds,
         replay_seconds,
         held_bytes_peak,
         shards: engine.config().shards,
-        load_row_changes: load.iter().map(|c| c.row_changes).sum(),
+        load_row_changes,
         load_seconds,
         fetch_only_seconds,
         fetch_only_records_per_s: fetched as f64 / fetch_only_seconds,
