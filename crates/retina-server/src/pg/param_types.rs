@@ -127,40 +127,39 @@ fn wider(declared: &DataType, inferred: &DataType) -> Option<DataType> {
 /// doc), and a parameter nobody typed read as text, as PostgreSQL resolves an
 /// unknown one. Unchanged when nothing is to change.
 pub fn with_declared_types(plan: LogicalPlan, declared: &[Option<Type>]) -> PgWireResult<LogicalPlan> {
-    let mut inferred = placeholder_types(&plan)?;
+    let planned = placeholder_types(&plan)?;
     // `$1::float8`, `LIMIT $1`: asyncpg declares nothing and encodes by the type we
     // describe, which DataFusion leaves open there.
-    let mut typed_by_context = false;
+    let mut inferred = planned.clone();
     for (index, data_type) in context_types(&plan)? {
         if let Some(slot @ None) = inferred.get_mut(index) {
             *slot = Some(data_type);
-            typed_by_context = true;
         }
     }
-    let chosen: Vec<Option<DataType>> = inferred
-        .iter()
+    let chosen: Vec<DataType> = inferred
+        .into_iter()
         .enumerate()
         .map(|(index, inferred)| {
             let declared = declared.get(index).cloned().flatten().as_ref().and_then(declared_type);
             match (declared, inferred) {
                 // A wider integer or float than the column's: 2^40 against an int4
                 // column matches no row, as in PostgreSQL, instead of failing a cast.
-                (Some(declared), Some(inferred)) if family(&declared) == family(inferred) => wider(&declared, inferred),
-                (Some(declared), Some(_)) if declared == DataType::Utf8 => None,
-                (Some(declared), _) => Some(declared),
-                (None, None) => Some(DataType::Utf8),
-                (None, Some(_)) => None,
+                (Some(declared), Some(inferred)) if family(&declared) == family(&inferred) => {
+                    wider(&declared, &inferred).unwrap_or(inferred)
+                }
+                (Some(declared), Some(inferred)) if declared == DataType::Utf8 => inferred,
+                (Some(declared), _) => declared,
+                (None, Some(inferred)) => inferred,
+                (None, None) => DataType::Utf8,
             }
         })
         .collect();
-    if chosen.iter().all(Option::is_none) && !typed_by_context {
+    if chosen.iter().zip(&planned).all(|(chosen, planned)| planned.as_ref() == Some(chosen)) {
         return Ok(plan);
     }
-    // A parameter nobody declared takes its context's type.
-    let chosen: Vec<Option<DataType>> = chosen.into_iter().zip(&inferred).map(|(chosen, inferred)| chosen.or_else(|| inferred.clone())).collect();
     let typed = |id: &str| -> Option<DataType> {
         let index = id.strip_prefix('$')?.parse::<usize>().ok()?.checked_sub(1)?;
-        chosen.get(index).cloned().flatten()
+        chosen.get(index).cloned()
     };
     let rewritten = plan.transform_up_with_subqueries(|node| {
         let node = node.map_expressions(|expr| {
