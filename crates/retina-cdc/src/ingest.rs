@@ -53,8 +53,9 @@ pub fn create_declared_tables(engine: &Engine, source: &dyn MessageSource) -> Cd
 /// When to stop a source that does not end by itself.
 #[derive(Clone, Debug, Default)]
 pub struct StopWhen {
-    /// Stop after this long without a message (live sources in tests and one-shot
-    /// ingests of a stream).
+    /// Stop after this long without a message, once the source is caught up
+    /// ([`MessageSource::caught_up`]): live sources in tests and one-shot ingests of a
+    /// stream.
     pub idle_for: Option<Duration>,
     /// Stop as soon as this is set (a server shutting down). Open source
     /// transactions are dropped unapplied: they come after the recorded position, so
@@ -287,6 +288,10 @@ impl Driver<'_, '_> {
                     self.sink.idle()?;
                     self.acknowledge()?;
                     self.publish_status();
+                    if !self.source.caught_up() {
+                        idle_since = None;
+                        continue;
+                    }
                     let since = *idle_since.get_or_insert_with(Instant::now);
                     if self.stop.idle_for.is_some_and(|limit| since.elapsed() >= limit) {
                         self.sink.finish()?;

@@ -102,6 +102,30 @@ fn ingest(engine: &Engine, uri: &str) -> Result<retina_cdc::ingest::IngestReport
     ingest_uri(engine, uri, SinkOptions::default(), StopWhen::idle_for(Duration::from_millis(1500)))
 }
 
+/// A run told to stop at once when idle still reads every partition to the end the
+/// broker reports: before the first fetches are answered nothing is ready, which is
+/// not the end of the stream (a busy broker's first answer once took longer than a
+/// one-second idle limit, and `retina ingest` ended "caught up" having applied nothing).
+#[test]
+fn a_run_that_stops_at_idle_stops_only_once_every_partition_is_read_to_its_end() {
+    let broker = broker();
+    topics(&broker);
+    let (mut markers, mut events) = (Vec::new(), Vec::new());
+    for n in 1..=2_000 {
+        let (m, e) = transaction(n);
+        markers.extend(m);
+        events.extend(e);
+    }
+    broker.produce(&markers).expect("produce markers");
+    broker.produce(&events).expect("produce events");
+    let dir = tempfile::tempdir().expect("data dir");
+    let engine = open_engine(dir.path());
+    let report = ingest_uri(&engine, &uri(&broker, ""), SinkOptions::default(), StopWhen::idle_for(Duration::ZERO)).expect("ingest");
+    assert_eq!(report.ended, retina_cdc::ingest::Ended::Idle);
+    assert_eq!(report.stats.transactions_applied, 2_000, "every transaction the broker holds is applied");
+    assert_eq!(rows(&engine, "s.b").len(), 4_000);
+}
+
 #[test]
 fn transactions_spread_over_topics_and_partitions_are_applied_whole_and_resumed_exactly_once() {
     let broker = broker();

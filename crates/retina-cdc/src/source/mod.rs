@@ -82,6 +82,14 @@ pub trait MessageSource {
     /// status the driver publishes.
     fn report(&self, _status: &mut SourceStatus) {}
 
+    /// Whether nothing is ready because the source has read everything there is
+    /// (a broker answered up to its end), not because answers are still on their
+    /// way: a run told to stop at idle stops only when caught up, so a slow broker's
+    /// first fetch is not mistaken for the end of the stream.
+    fn caught_up(&self) -> bool {
+        true
+    }
+
     /// Tables the source's messages need but do not describe (schemaless streams of a
     /// known workload); created before replay when absent.
     fn declared_tables(&self) -> Vec<TableSchema> {

@@ -116,6 +116,9 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
         }
     }
     let mut known_high_watermark = -1;
+    // The last answer handed over held records: the next empty one is handed over
+    // too, telling the source the partition is read to its end.
+    let mut handed_records = false;
     // Records are known to wait past `offset` (the last fetch returned some and the
     // high watermark lies beyond them): the next fetch need not wait for new ones.
     // tansu 0.6 holds a fetch for its whole wait unless it fills the maximum size,
@@ -155,10 +158,11 @@ pub(super) async fn run(client: PartitionClient, partition: usize, mut offset: i
                     // A broker that answers an empty fetch at once (no long poll).
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
-                if empty && high_watermark == known_high_watermark {
+                if empty && high_watermark == known_high_watermark && !handed_records {
                     continue; // nothing new to tell
                 }
                 known_high_watermark = high_watermark;
+                handed_records = !empty;
                 let last_timestamp_ms = records.last().map(|r| r.record.timestamp.timestamp_millis());
                 Ok(FetchedRecords { records: preparer.prepare(records), high_watermark, last_timestamp_ms })
             }

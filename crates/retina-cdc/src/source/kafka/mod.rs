@@ -78,6 +78,18 @@ struct Head {
     high_watermark: i64,
     /// Timestamp (ms) of the newest record read.
     last_timestamp_ms: i64,
+    /// A fetch of this partition was answered since the source started.
+    answered: bool,
+    /// The last answer held no record: nothing is left below the high watermark
+    /// that a fetch returns (e.g. Kafka's transaction control records).
+    answered_empty: bool,
+}
+
+impl Head {
+    /// Read to the end the broker last reported.
+    fn read_to_end(&self, next_offset: i64) -> bool {
+        self.answered && (next_offset >= self.high_watermark || self.answered_empty)
+    }
 }
 
 pub struct KafkaSource {
@@ -259,6 +271,8 @@ impl KafkaSource {
         let partition = fetched.partition;
         let head = &mut self.heads[partition];
         head.high_watermark = high_watermark;
+        head.answered = true;
+        head.answered_empty = !took_records;
         if let Some(last) = last_timestamp_ms {
             head.last_timestamp_ms = last;
         }
@@ -299,7 +313,7 @@ impl KafkaSource {
         }
         let Some(waiting) = reassembly.oldest_waiting() else { return Ok(()) };
         let read_to_end = (0..reassembly.partitions())
-            .all(|p| self.paused[p].load(Relaxed) || reassembly.next_offset(p) >= self.heads[p].high_watermark);
+            .all(|p| self.paused[p].load(Relaxed) || self.heads[p].read_to_end(reassembly.next_offset(p)));
         if !read_to_end {
             return Ok(());
         }
@@ -485,6 +499,13 @@ impl MessageSource for KafkaSource {
 
     fn take_resume_offsets(&mut self) -> Option<String> {
         self.pending_offsets.take()
+    }
+
+    /// Every partition was answered since the start and read to its high watermark
+    /// (transactions still waiting for events stay unapplied, and unacknowledged).
+    fn caught_up(&self) -> bool {
+        let Some(reassembly) = &self.reassembly else { return false };
+        (0..reassembly.partitions()).all(|p| self.heads[p].read_to_end(reassembly.next_offset(p)))
     }
 
     /// Commits the durable position's offsets to the consumer group (in the
