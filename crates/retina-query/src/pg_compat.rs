@@ -136,8 +136,16 @@ fn builtin_type_oid(name: &str) -> Option<i32> {
 /// PostgreSQL's, one row. `None` for anything else (DataFusion's own settings, `SHOW
 /// ALL`), which DataFusion answers.
 pub fn show_plan(variable: &[Ident], settings: &ClientSettings) -> Option<DfResult<LogicalPlan>> {
-    let name = variable.iter().map(|part| part.value.to_ascii_lowercase()).collect::<Vec<_>>().join(" ");
-    let (column, value) = match name.as_str() {
+    let name = variable.iter().map(|part| part.value.as_str()).collect::<Vec<_>>().join(" ");
+    let (column, value) = setting(&name, settings)?;
+    Some(LogicalPlanBuilder::empty(true).project(vec![lit(value).alias(column)]).and_then(|plan| plan.build()))
+}
+
+/// A PostgreSQL server setting by name (any case): the name PostgreSQL shows it
+/// under, and its value for a connection with `settings`. `None` for a setting
+/// Retina does not know.
+pub fn setting(name: &str, settings: &ClientSettings) -> Option<(&'static str, String)> {
+    Some(match name.to_ascii_lowercase().as_str() {
         "transaction isolation level" | "transaction_isolation" => ("transaction_isolation", "read committed".to_string()),
         // Each statement reads its own snapshot, as under read committed.
         "default_transaction_isolation" => ("default_transaction_isolation", "read committed".to_string()),
@@ -160,9 +168,10 @@ pub fn show_plan(variable: &[Ident], settings: &ClientSettings) -> Option<DfResu
         // What pgwire announces at startup; writes are refused statement by statement.
         "transaction_read_only" => ("transaction_read_only", "off".to_string()),
         "default_transaction_read_only" => ("default_transaction_read_only", "off".to_string()),
+        // What SQLAlchemy compares a table's access method with.
+        "default_table_access_method" => ("default_table_access_method", "heap".to_string()),
         _ => return None,
-    };
-    Some(LogicalPlanBuilder::empty(true).project(vec![lit(value).alias(column)]).and_then(|plan| plan.build()))
+    })
 }
 
 #[cfg(test)]

@@ -96,6 +96,13 @@ impl RetinaSession {
         }
         // After the emulation: its set-up must not bring DataFusion's `version()` back.
         crate::pg_compat::register_functions(&context);
+        crate::pg_functions::register(&context);
+        if let Some(catalog) = context.catalog(CATALOG) {
+            if let Some(emulated) = catalog.schema("pg_catalog") {
+                let overrides = crate::pg_overrides::PgCatalogOverrides::new(emulated, Arc::clone(&engine));
+                let _ = catalog.register_schema("pg_catalog", Arc::new(overrides));
+            }
+        }
         Self { engine, context, options, metrics, figures, compatibility: PostgresCompatibilityParser::new() }
     }
 
@@ -119,10 +126,21 @@ impl RetinaSession {
     /// goes to DataFusion's own parser (its statements and its error messages).
     pub fn parse(&self, sql: &str) -> QueryResult<Vec<Statement>> {
         if let Ok(statements) = self.compatibility.parse(sql) {
-            return Ok(statements.into_iter().map(|statement| Statement::Statement(Box::new(statement))).collect());
+            return Ok(statements
+                .into_iter()
+                .map(|mut statement| {
+                    crate::pg_rewrite::rewrite(&mut statement);
+                    Statement::Statement(Box::new(statement))
+                })
+                .collect());
         }
-        let statements: VecDeque<Statement> = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})
+        let mut statements: VecDeque<Statement> = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})
             .map_err(|e| QueryError::DataFusion(DataFusionError::from(e)))?;
+        for statement in &mut statements {
+            if let Statement::Statement(inner) = statement {
+                crate::pg_rewrite::rewrite(inner);
+            }
+        }
         Ok(statements.into())
     }
 

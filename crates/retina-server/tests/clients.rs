@@ -109,7 +109,7 @@ const PYTHON_INSTALL: &str = "run scripts/test.sh, which makes the venv, or: pyt
      target/py-clients/bin/pip install sqlalchemy 'psycopg[binary]'";
 
 #[test]
-fn sqlalchemy_over_psycopg_connects_queries_and_lists_tables() {
+fn sqlalchemy_over_psycopg_connects_queries_and_reflects_tables() {
     let python = python();
     let check = run(Command::new(&python).args(["-c", "import sqlalchemy, psycopg"]), &python.display().to_string(), PYTHON_INSTALL);
     assert!(
@@ -132,6 +132,15 @@ fn sqlalchemy_over_psycopg_connects_queries_and_lists_tables() {
     assert_eq!(results["default_schema_name"], "public");
     assert_eq!(results["rows"], serde_json::json!([[1, "item 1", 10], [2, "item 2", 20], [3, "item 3", 30]]));
     assert_eq!(results["tables"], serde_json::json!(["items"]));
+    // Reflection: before, schema names failed on `LIKE ... ESCAPE '/'`, columns on
+    // `pg_get_serial_sequence`, and the primary key on `unnest` of a text `indkey`.
+    assert_eq!(results["schema_names"], serde_json::json!(["public", "retina", "shop"]));
+    assert_eq!(results["columns"], serde_json::json!([["id", "BIGINT", false], ["name", "TEXT", true], ["qty", "INTEGER", false]]));
+    assert_eq!(results["pk_constraint"], serde_json::json!({"constrained_columns": ["id"], "name": "items_pkey", "comment": null, "dialect_options": {"postgresql_include": []}}));
+    assert_eq!(results["indexes"], serde_json::json!([]));
+    assert_eq!(results["unique_constraints"], serde_json::json!([]));
+    assert_eq!(results["foreign_keys"], serde_json::json!([]));
+    assert_eq!(results["autoload"], serde_json::json!({"columns": ["id", "name", "qty"], "primary_key": ["id"], "row": [2, "item 2", 20]}));
 }
 
 /// Parameters of every common Python type through psycopg 3, in its default mix of

@@ -49,6 +49,24 @@ def main() -> int:
         ),
     )
     step("tables", lambda: sorted(inspect(engine).get_table_names(schema="shop")))
+    # Reflection, as Table(autoload_with=), pandas read_sql_table and Superset use it.
+    step("schema_names", lambda: sorted(inspect(engine).get_schema_names()))
+    step(
+        "columns",
+        lambda: [[c["name"], str(c["type"]), c["nullable"]] for c in inspect(engine).get_columns("items", schema="shop")],
+    )
+    step("pk_constraint", lambda: inspect(engine).get_pk_constraint("items", schema="shop"))
+    step("indexes", lambda: inspect(engine).get_indexes("items", schema="shop"))
+    step("unique_constraints", lambda: inspect(engine).get_unique_constraints("items", schema="shop"))
+    step("foreign_keys", lambda: inspect(engine).get_foreign_keys("items", schema="shop"))
+
+    def autoload():
+        table = sqlalchemy.Table("items", sqlalchemy.MetaData(), autoload_with=engine, schema="shop")
+        with engine.connect() as connection:
+            first = connection.execute(sqlalchemy.select(table).where(table.c.id == 2)).one()
+        return {"columns": [c.name for c in table.columns], "primary_key": [c.name for c in table.primary_key], "row": list(first)}
+
+    step("autoload", autoload)
     results["sqlalchemy"] = sqlalchemy.__version__
     print(json.dumps(results, default=str))
     return 1 if failed else 0

@@ -1,0 +1,300 @@
+//! PostgreSQL functions that schema-reflecting clients put in their catalog queries
+//! and that neither DataFusion nor the `pg_catalog` emulation defines. A query that
+//! names an unknown function fails to plan as a whole, even where the function is
+//! only evaluated for objects Retina does not have (sequences, index expressions,
+//! collations), so each is answered the way PostgreSQL answers for what exists here.
+//!
+//! SQLAlchemy's `get_columns` (behind `Table(autoload_with=)`, pandas
+//! `read_sql_table`) calls `pg_get_serial_sequence`, `json_build_object` and
+//! `pg_collation_is_visible`; its `get_indexes` calls `pg_get_indexdef`.
+
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::{create_udf, ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::prelude::SessionContext;
+use datafusion::scalar::ScalarValue;
+
+use crate::client_settings::ClientSettings;
+use crate::pg_compat::setting;
+use crate::pg_rewrite::{like_pattern_with_backslash, LIKE_ESCAPE_FUNCTION};
+
+/// Registers every function of this module.
+pub fn register(context: &SessionContext) {
+    // No column here is backed by a sequence, and no index has expression columns:
+    // PostgreSQL answers NULL for both.
+    context.register_udf(ScalarUDF::from(Constant::new("pg_get_serial_sequence", DataType::Utf8)));
+    context.register_udf(ScalarUDF::from(Constant::new("pg_get_indexdef", DataType::Utf8)));
+    // Every collation Retina reports is the default one, which is visible.
+    context.register_udf(ScalarUDF::from(Constant::new("pg_collation_is_visible", DataType::Boolean)));
+    context.register_udf(ScalarUDF::from(JsonBuildObject::new()));
+    context.register_udf(like_escape_udf());
+    context.register_udf(ScalarUDF::from(CurrentSetting::new()));
+}
+
+/// `current_setting(name [, missing_ok])`: what `SHOW name` answers for a connection
+/// with the default settings (a function cannot see its connection's `SET`s).
+/// PostgreSQL's error for an unknown name, or NULL when `missing_ok` is true.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct CurrentSetting {
+    signature: Signature,
+}
+
+impl CurrentSetting {
+    fn new() -> Self {
+        Self { signature: Signature::variadic_any(Volatility::Stable) }
+    }
+}
+
+impl ScalarUDFImpl for CurrentSetting {
+    fn name(&self) -> &str {
+        "current_setting"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let (name, missing_ok) = match args.args.as_slice() {
+            [name] => (name, None),
+            [name, missing_ok] => (name, Some(missing_ok)),
+            _ => return Err(DataFusionError::Plan("current_setting takes a setting name and an optional missing_ok".into())),
+        };
+        let names = cast(&name.to_array(rows)?, &DataType::Utf8)?;
+        let missing_ok = match missing_ok {
+            Some(flag) => Some(cast(&flag.to_array(rows)?, &DataType::Boolean)?),
+            None => None,
+        };
+        let (names, defaults) = (names.as_string::<i32>(), ClientSettings::default());
+        let mut out = StringBuilder::new();
+        for row in 0..rows {
+            if names.is_null(row) {
+                out.append_null();
+                continue;
+            }
+            match setting(names.value(row), &defaults) {
+                Some((_, value)) => out.append_value(value),
+                None if missing_ok.as_ref().is_some_and(|flags| flags.as_boolean().value(row)) => out.append_null(),
+                None => {
+                    return Err(DataFusionError::Execution(format!(
+                        "unrecognized configuration parameter \"{}\"",
+                        names.value(row)
+                    )))
+                }
+            }
+        }
+        let array: ArrayRef = Arc::new(out.finish());
+        Ok(if args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+        } else {
+            ColumnarValue::Array(array)
+        })
+    }
+}
+
+/// `retina_like_escape(pattern, escape)`: what [`crate::pg_rewrite`] puts around a
+/// LIKE pattern whose escape character is not a backslash.
+fn like_escape_udf() -> ScalarUDF {
+    create_udf(
+        LIKE_ESCAPE_FUNCTION,
+        vec![DataType::Utf8, DataType::Utf8],
+        DataType::Utf8,
+        Volatility::Immutable,
+        Arc::new(|args: &[ColumnarValue]| {
+            let [pattern, escape] = args else {
+                return Err(DataFusionError::Plan(format!("{LIKE_ESCAPE_FUNCTION} takes two arguments")));
+            };
+            let rows = match (pattern, escape) {
+                (ColumnarValue::Array(a), _) | (_, ColumnarValue::Array(a)) => a.len(),
+                _ => 1,
+            };
+            let (patterns, escapes) = (cast(&pattern.to_array(rows)?, &DataType::Utf8)?, cast(&escape.to_array(rows)?, &DataType::Utf8)?);
+            let (patterns, escapes) = (patterns.as_string::<i32>(), escapes.as_string::<i32>());
+            let mut out = StringBuilder::new();
+            for row in 0..rows {
+                if patterns.is_null(row) || escapes.is_null(row) {
+                    out.append_null();
+                    continue;
+                }
+                let mut escape = escapes.value(row).chars();
+                let (Some(c), None) = (escape.next(), escape.next()) else {
+                    return Err(DataFusionError::Execution("invalid escape string: escape string must be empty or one character".into()));
+                };
+                out.append_value(like_pattern_with_backslash(patterns.value(row), c).map_err(DataFusionError::Execution)?);
+            }
+            let array: ArrayRef = Arc::new(out.finish());
+            Ok(match (pattern, escape) {
+                (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_)) => ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?),
+                _ => ColumnarValue::Array(array),
+            })
+        }),
+    )
+}
+
+/// A function of any arguments with one answer: NULL text, or `true`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Constant {
+    name: &'static str,
+    returns: DataType,
+    signature: Signature,
+}
+
+impl Constant {
+    fn new(name: &'static str, returns: DataType) -> Self {
+        Self { name, returns, signature: Signature::variadic_any(Volatility::Stable) }
+    }
+}
+
+impl ScalarUDFImpl for Constant {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(self.returns.clone())
+    }
+
+    fn invoke_with_args(&self, _args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        Ok(ColumnarValue::Scalar(match self.returns {
+            DataType::Boolean => ScalarValue::Boolean(Some(true)),
+            _ => ScalarValue::try_from(&self.returns)?,
+        }))
+    }
+}
+
+/// `json_build_object(key, value, ...)`: a JSON object per row, as text. Keys are
+/// text; numbers and booleans stay JSON numbers and booleans, NULL is `null`,
+/// anything else is its text as a JSON string (as PostgreSQL's `to_json` of text).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct JsonBuildObject {
+    signature: Signature,
+}
+
+impl JsonBuildObject {
+    fn new() -> Self {
+        Self { signature: Signature::variadic_any(Volatility::Immutable) }
+    }
+}
+
+impl ScalarUDFImpl for JsonBuildObject {
+    fn name(&self) -> &str {
+        "json_build_object"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        if args.args.len() % 2 != 0 {
+            return Err(DataFusionError::Plan("json_build_object: argument list must have even number of elements".into()));
+        }
+        let rows = args.number_rows;
+        let arrays: Vec<ArrayRef> = args.args.iter().map(|arg| arg.to_array(rows)).collect::<Result<_>>()?;
+        let mut texts = Vec::with_capacity(arrays.len());
+        for array in &arrays {
+            texts.push(cast(array, &DataType::Utf8)?);
+        }
+        let mut out = StringBuilder::new();
+        for row in 0..rows {
+            let mut object = String::from("{");
+            for (pair, chunk) in texts.chunks(2).enumerate() {
+                let (key, value) = (chunk[0].as_string::<i32>(), chunk[1].as_string::<i32>());
+                if key.is_null(row) {
+                    return Err(DataFusionError::Execution("json_build_object: null value not allowed for object key".into()));
+                }
+                if pair > 0 {
+                    object.push_str(", ");
+                }
+                object.push_str(&json_string(key.value(row)));
+                object.push_str(" : ");
+                let kind = arrays[2 * pair + 1].data_type();
+                object.push_str(&match (value.is_null(row), kind) {
+                    (true, _) => "null".to_string(),
+                    (false, kind) if kind.is_numeric() || *kind == DataType::Boolean => value.value(row).to_string(),
+                    (false, _) => json_string(value.value(row)),
+                });
+            }
+            object.push('}');
+            out.append_value(object);
+        }
+        let array: ArrayRef = Arc::new(out.finish());
+        Ok(if rows == 1 && args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+        } else {
+            ColumnarValue::Array(array)
+        })
+    }
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::Value::String(text.to_string()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn one(sql: &str) -> String {
+        let context = SessionContext::new();
+        register(&context);
+        let batches = context.sql(sql).await.expect("plan").collect().await.expect("run");
+        let column = cast(batches[0].column(0), &DataType::Utf8).expect("text");
+        let text = column.as_string::<i32>();
+        if text.is_null(0) { "NULL".into() } else { text.value(0).to_string() }
+    }
+
+    #[tokio::test]
+    async fn json_build_object_writes_numbers_booleans_nulls_and_strings_as_postgres() {
+        assert_eq!(
+            one("SELECT json_build_object('a', 1, 'b', true, 'c', NULL, 'd', 'x\"y', 'e', 2.5)").await,
+            r#"{"a" : 1, "b" : true, "c" : null, "d" : "x\"y", "e" : 2.5}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn functions_about_sequences_indexes_and_collations_answer_as_for_none() {
+        assert_eq!(one("SELECT pg_get_serial_sequence('chbench.warehouse', 'w_id')").await, "NULL");
+        assert_eq!(one("SELECT pg_get_indexdef(1, 1, true)").await, "NULL");
+        assert_eq!(one("SELECT pg_collation_is_visible(100)").await, "true");
+    }
+
+    #[tokio::test]
+    async fn current_setting_answers_as_show_and_refuses_unknown_names() {
+        assert_eq!(one("SELECT current_setting('default_table_access_method')").await, "heap");
+        assert_eq!(one("SELECT current_setting('TimeZone')").await, "UTC");
+        assert_eq!(one("SELECT current_setting('no_such_thing', true)").await, "NULL");
+        let context = SessionContext::new();
+        register(&context);
+        let error = context.sql("SELECT current_setting('no_such_thing')").await.expect("plan").collect().await.unwrap_err();
+        assert!(error.to_string().contains("unrecognized configuration parameter \"no_such_thing\""), "{error}");
+    }
+
+    #[tokio::test]
+    async fn like_escape_translates_patterns_of_literals_and_columns() {
+        assert_eq!(one("SELECT 'pg_toast' LIKE retina_like_escape('pg/_%', '/')").await, "true");
+        assert_eq!(one("SELECT 'pgxtoast' LIKE retina_like_escape('pg/_%', '/')").await, "false");
+        assert_eq!(one("SELECT count(*) FROM (VALUES ('c%'), ('b//')) AS t(p) WHERE 'b/' LIKE retina_like_escape(p, '/')").await, "1");
+        let context = SessionContext::new();
+        register(&context);
+        let error = context.sql("SELECT 'a' LIKE retina_like_escape('a/', '/')").await.expect("plan").collect().await.unwrap_err();
+        assert!(error.to_string().contains("must not end with escape character"), "{error}");
+    }
+}

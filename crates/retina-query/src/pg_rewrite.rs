@@ -1,0 +1,238 @@
+//! PostgreSQL forms in client catalog queries that DataFusion cannot run, rewritten
+//! into equivalents it can (after the `pg_catalog` emulation's own rewrites):
+//!
+//! - `x LIKE p ESCAPE 'c'` with an escape character other than backslash (SQLAlchemy's
+//!   `get_schema_names`: `NOT LIKE 'pg/_%' ESCAPE '/'`): DataFusion supports only
+//!   backslash, so the pattern is translated to backslash escapes by
+//!   `retina_like_escape(p, 'c')`, which works for a parameter as well as a literal;
+//! - `generate_subscripts(a, d)`, a set-returning function DataFusion lacks, used
+//!   beside `unnest(a)` to number an array's elements (SQLAlchemy's primary-key and
+//!   index reflection): `unnest(range(1, array_length(a, d) + 1))`, which DataFusion
+//!   zips with the other `unnest` of the same projection as PostgreSQL does;
+//! - a scalar subquery over a catalog table that is always empty here (column
+//!   defaults, sequences): NULL;
+//! - a scalar subquery over catalog tables that is not aggregated (see
+//!   [`aggregate_catalog_subquery`]).
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_expressions, visit_expressions_mut, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, JoinOperator, Query, SelectItem, SetExpr, TableFactor, Value,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::ast::Statement;
+
+/// Name of the function translating a LIKE pattern's escape character.
+pub const LIKE_ESCAPE_FUNCTION: &str = "retina_like_escape";
+
+/// Rewrites `statement` in place.
+pub fn rewrite(statement: &mut Statement) {
+    let _ = visit_expressions_mut(statement, |expr| {
+        if let Some(replacement) = replacement(expr) {
+            *expr = replacement;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+fn replacement(expr: &mut Expr) -> Option<Expr> {
+    match expr {
+        Expr::Like { escape_char, pattern, .. } | Expr::ILike { escape_char, pattern, .. } => {
+            let escape = match &escape_char.as_ref()?.value {
+                Value::SingleQuotedString(c) | Value::EscapedStringLiteral(c) => c.clone(),
+                _ => return None,
+            };
+            if escape == "\\" {
+                return None;
+            }
+            let translated = parse(&format!("{LIKE_ESCAPE_FUNCTION}({pattern}, {})", quote(&escape)))?;
+            *pattern = Box::new(translated);
+            *escape_char = None;
+            None
+        }
+        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("generate_subscripts") => {
+            let FunctionArguments::List(list) = &function.args else { return None };
+            let args: Vec<&Expr> = list
+                .args
+                .iter()
+                .map(|arg| match arg {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) => Some(expr),
+                    _ => None,
+                })
+                .collect::<Option<_>>()?;
+            let [array, dimension] = args.as_slice() else { return None };
+            parse(&format!("unnest(range(1, CAST(array_length({array}, {dimension}) AS BIGINT) + 1))"))
+        }
+        Expr::Subquery(query) if selects_from_an_empty_catalog_table(query) => Some(null_keeping_placeholders(query)),
+        Expr::Subquery(query) => {
+            aggregate_catalog_subquery(query);
+            None
+        }
+        _ => None,
+    }
+}
+
+/// A scalar subquery over `pg_catalog` tables whose one column is not an aggregate
+/// gets `max()` around it: DataFusion plans a correlated scalar subquery only when
+/// it is aggregated (it cannot check "at most one row" at run time), and catalog
+/// queries ask for a column of the one row matching an oid (SQLAlchemy's column
+/// defaults, identity options and collations). Only catalog subqueries: elsewhere a
+/// second row must stay an error, not become the larger value.
+fn aggregate_catalog_subquery(query: &mut Query) {
+    let SetExpr::Select(select) = query.body.as_mut() else { return };
+    let only_catalog = !select.from.is_empty()
+        && select.from.iter().all(|from| {
+            std::iter::once(&from.relation).chain(from.joins.iter().map(|join| &join.relation)).all(|relation| {
+                matches!(relation, TableFactor::Table { name, .. } if name.to_string().to_ascii_lowercase().starts_with("pg_catalog."))
+            })
+        });
+    let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(exprs, _) if exprs.is_empty());
+    if !only_catalog || grouped || select.projection.len() != 1 || query.limit_clause.is_some() {
+        return;
+    }
+    let (SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. }) = &mut select.projection[0] else { return };
+    if is_aggregate(expr) {
+        return;
+    }
+    if let Some(aggregated) = parse(&format!("max({expr})")) {
+        *expr = aggregated;
+    }
+}
+
+fn is_aggregate(expr: &Expr) -> bool {
+    const AGGREGATES: [&str; 10] = ["max", "min", "count", "sum", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "json_agg"];
+    matches!(expr, Expr::Function(f) if AGGREGATES.iter().any(|name| f.name.to_string().eq_ignore_ascii_case(name)))
+}
+
+/// Catalog tables that have no rows here: no column has a default and no column is
+/// backed by a sequence.
+const EMPTY_CATALOG_TABLES: [&str; 2] = ["pg_catalog.pg_attrdef", "pg_catalog.pg_sequence"];
+
+/// A scalar subquery of one column that is not an aggregate, whose first table is
+/// one of [`EMPTY_CATALOG_TABLES`] joined by inner joins only: it has no row, so it
+/// is NULL. SQLAlchemy's column defaults and identity options are such subqueries,
+/// correlated in ways DataFusion cannot plan (an outer boolean as a condition, outer
+/// columns in the aggregate it would need, regclass look-ups nested inside).
+fn selects_from_an_empty_catalog_table(query: &Query) -> bool {
+    let SetExpr::Select(select) = query.body.as_ref() else { return false };
+    let [from] = select.from.as_slice() else { return false };
+    let empty = matches!(&from.relation, TableFactor::Table { name, .. }
+        if EMPTY_CATALOG_TABLES.contains(&name.to_string().to_ascii_lowercase().as_str()));
+    let inner_joins = from.joins.iter().all(|join| matches!(join.join_operator, JoinOperator::Join(_) | JoinOperator::Inner(_)));
+    let single = match select.projection.as_slice() {
+        [SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. }] => !is_aggregate(expr),
+        _ => false,
+    };
+    empty && inner_joins && single && matches!(&select.group_by, GroupByExpr::Expressions(exprs, _) if exprs.is_empty())
+}
+
+/// NULL, as an expression that still names `query`'s parameters (a statement's
+/// parameters must stay `$1..$n`; the client sends them all).
+fn null_keeping_placeholders(query: &Query) -> Expr {
+    let mut placeholders = Vec::new();
+    let _ = visit_expressions(query, |expr| {
+        match expr {
+            Expr::Cast { expr: inner, .. } if matches!(inner.as_ref(), Expr::Value(v) if matches!(v.value, Value::Placeholder(_))) => {
+                placeholders.push(expr.to_string());
+            }
+            Expr::Value(v) if matches!(v.value, Value::Placeholder(_)) && !placeholders.iter().any(|p| p.starts_with(&format!("{expr}:"))) => {
+                placeholders.push(format!("CAST({expr} AS TEXT)"));
+            }
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    placeholders.sort();
+    placeholders.dedup();
+    if placeholders.is_empty() {
+        return Expr::value(Value::Null);
+    }
+    parse(&format!("CASE WHEN FALSE THEN concat({}) END", placeholders.join(", "))).unwrap_or_else(|| Expr::value(Value::Null))
+}
+
+fn parse(text: &str) -> Option<Expr> {
+    Parser::new(&PostgreSqlDialect {}).try_with_sql(text).ok()?.parse_expr().ok()
+}
+
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// `pattern` with escape character `escape` as a pattern with backslash escapes;
+/// `Err` for a pattern that ends with the escape character (as PostgreSQL refuses).
+pub fn like_pattern_with_backslash(pattern: &str, escape: char) -> Result<String, String> {
+    let mut out = String::with_capacity(pattern.len() + 4);
+    let mut chars = pattern.chars();
+    while let Some(c) = chars.next() {
+        if c == escape {
+            let Some(escaped) = chars.next() else {
+                return Err("LIKE pattern must not end with escape character".into());
+            };
+            out.push('\\');
+            out.push(escaped);
+        } else if c == '\\' {
+            out.push_str("\\\\"); // a plain backslash, not an escape
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewritten(sql: &str) -> String {
+        let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).expect("parse");
+        rewrite(&mut statements[0]);
+        statements[0].to_string()
+    }
+
+    #[test]
+    fn like_with_another_escape_character_translates_its_pattern() {
+        assert_eq!(
+            rewritten("SELECT 1 WHERE n NOT LIKE $1::VARCHAR || '%' ESCAPE '/'"),
+            "SELECT 1 WHERE n NOT LIKE retina_like_escape($1::VARCHAR || '%', '/')"
+        );
+        assert_eq!(rewritten(r"SELECT 1 WHERE n LIKE 'a\_%' ESCAPE '\'"), r"SELECT 1 WHERE n LIKE 'a\_%' ESCAPE '\'");
+        assert_eq!(like_pattern_with_backslash("pg/_%", '/'), Ok(r"pg\_%".to_string()));
+        assert_eq!(like_pattern_with_backslash("a//b\\c", '/'), Ok(r"a\/b\\c".to_string()));
+        assert!(like_pattern_with_backslash("ab/", '/').is_err());
+    }
+
+    #[test]
+    fn scalar_subqueries_over_the_catalog_are_aggregated_and_others_are_not() {
+        assert_eq!(
+            rewritten("SELECT (SELECT t.typcollation FROM pg_catalog.pg_type AS t WHERE t.oid = a.atttypid) FROM pg_catalog.pg_attribute AS a"),
+            "SELECT (SELECT max(t.typcollation) FROM pg_catalog.pg_type AS t WHERE t.oid = a.atttypid) FROM pg_catalog.pg_attribute AS a"
+        );
+        let user = "SELECT (SELECT o.x FROM shop.orders AS o WHERE o.id = i.id) FROM shop.items AS i";
+        assert_eq!(rewritten(user), user);
+        let counted = "SELECT (SELECT count(*) FROM pg_catalog.pg_type AS t) FROM pg_catalog.pg_attribute AS a";
+        assert_eq!(rewritten(counted), counted);
+    }
+
+    #[test]
+    fn subqueries_over_always_empty_catalog_tables_are_null() {
+        assert_eq!(
+            rewritten("SELECT (SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_catalog.pg_attrdef AS d WHERE a.atthasdef AND d.adrelid = a.attrelid) FROM pg_catalog.pg_attribute AS a"),
+            "SELECT NULL FROM pg_catalog.pg_attribute AS a"
+        );
+        let counted = "SELECT (SELECT count(*) FROM pg_catalog.pg_sequence AS s) FROM pg_catalog.pg_attribute AS a";
+        assert_eq!(rewritten(counted), counted);
+        assert_eq!(
+            rewritten("SELECT (SELECT json_build_object($1::VARCHAR, s.seqstart) FROM pg_catalog.pg_sequence AS s WHERE s.seqrelid = CAST(pg_get_serial_sequence($2, 'c') AS OID))"),
+            "SELECT CASE WHEN false THEN concat($1::VARCHAR, CAST($2 AS TEXT)) END"
+        );
+    }
+
+    #[test]
+    fn generate_subscripts_numbers_the_elements_beside_unnest() {
+        assert_eq!(
+            rewritten("SELECT unnest(i.indkey) AS a, generate_subscripts(i.indkey, $1::INTEGER) AS o FROM pg_index AS i"),
+            "SELECT unnest(i.indkey) AS a, unnest(range(1, CAST(array_length(i.indkey, $1::INTEGER) AS BIGINT) + 1)) AS o FROM pg_index AS i"
+        );
+    }
+}
