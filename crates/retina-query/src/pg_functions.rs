@@ -10,9 +10,10 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Int32Builder, ListArray, StringBuilder, StructArray};
+use datafusion::arrow::buffer::{OffsetBuffer, ScalarBuffer};
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::datatypes::{DataType, Field, Fields};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{create_udf, ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
 use datafusion::prelude::SessionContext;
@@ -20,7 +21,7 @@ use datafusion::scalar::ScalarValue;
 
 use crate::client_settings::ClientSettings;
 use crate::pg_compat::setting;
-use crate::pg_rewrite::{like_pattern_with_backslash, LIKE_ESCAPE_FUNCTION};
+use crate::pg_rewrite::{like_pattern_with_backslash, EXPAND_ARRAY_FUNCTION, LIKE_ESCAPE_FUNCTION};
 
 /// Registers every function of this module.
 pub fn register(context: &SessionContext) {
@@ -33,6 +34,68 @@ pub fn register(context: &SessionContext) {
     context.register_udf(ScalarUDF::from(JsonBuildObject::new()));
     context.register_udf(like_escape_udf());
     context.register_udf(ScalarUDF::from(CurrentSetting::new()));
+    context.register_udf(ScalarUDF::from(ExpandArray::new()));
+}
+
+/// `retina_expandarray(a)`: `a`'s elements as `{x, n}` structs (the element and its
+/// position from 1), the array `information_schema._pg_expandarray(a)` sets out as
+/// rows; [`crate::pg_rewrite`] puts `unnest()` around it (pgjdbc's `getPrimaryKeys`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ExpandArray {
+    signature: Signature,
+}
+
+impl ExpandArray {
+    fn new() -> Self {
+        Self { signature: Signature::any(1, Volatility::Immutable) }
+    }
+
+    fn element_struct(element: &DataType) -> Fields {
+        Fields::from(vec![Field::new("x", element.clone(), true), Field::new("n", DataType::Int32, false)])
+    }
+}
+
+impl ScalarUDFImpl for ExpandArray {
+    fn name(&self) -> &str {
+        EXPAND_ARRAY_FUNCTION
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match arg_types {
+            [DataType::List(element)] => {
+                Ok(DataType::List(Arc::new(Field::new("item", DataType::Struct(Self::element_struct(element.data_type())), true))))
+            }
+            other => Err(DataFusionError::Plan(format!("{EXPAND_ARRAY_FUNCTION} takes an array, not {other:?}"))),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [arg] = args.args.as_slice() else {
+            return Err(DataFusionError::Plan(format!("{EXPAND_ARRAY_FUNCTION} takes one argument")));
+        };
+        let scalar = matches!(arg, ColumnarValue::Scalar(_));
+        let array = arg.to_array(args.number_rows)?;
+        let list = array
+            .as_list_opt::<i32>()
+            .ok_or_else(|| DataFusionError::Plan(format!("{EXPAND_ARRAY_FUNCTION} takes an array, not {}", array.data_type())))?;
+        let offsets = list.offsets();
+        let first = offsets[0];
+        let values = list.values().slice(first as usize, (offsets[offsets.len() - 1] - first) as usize);
+        let mut positions = Int32Builder::with_capacity(values.len());
+        for window in offsets.windows(2) {
+            (1..=window[1] - window[0]).for_each(|n| positions.append_value(n));
+        }
+        let fields = Self::element_struct(values.data_type());
+        let elements = StructArray::try_new(fields.clone(), vec![values, Arc::new(positions.finish())], None)?;
+        let rebased = OffsetBuffer::new(offsets.iter().map(|o| o - first).collect::<ScalarBuffer<i32>>());
+        let item = Arc::new(Field::new("item", DataType::Struct(fields), true));
+        let out: ArrayRef = Arc::new(ListArray::try_new(item, rebased, Arc::new(elements), list.nulls().cloned())?);
+        Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(&out, 0)?) } else { ColumnarValue::Array(out) })
+    }
 }
 
 /// `current_setting(name [, missing_ok])`: what `SHOW name` answers for a connection
@@ -274,6 +337,21 @@ mod tests {
         assert_eq!(one("SELECT pg_get_serial_sequence('chbench.warehouse', 'w_id')").await, "NULL");
         assert_eq!(one("SELECT pg_get_indexdef(1, 1, true)").await, "NULL");
         assert_eq!(one("SELECT pg_collation_is_visible(100)").await, "true");
+    }
+
+    #[tokio::test]
+    async fn expandarray_numbers_each_element_from_one() {
+        assert_eq!(
+            one("SELECT array_to_string(make_array(get_field(unnest(retina_expandarray(make_array(7, 9))), 'n')), ',')").await,
+            "1"
+        );
+        let context = SessionContext::new();
+        register(&context);
+        let sql = "SELECT get_field(e, 'x') AS x, get_field(e, 'n') AS n FROM (SELECT unnest(retina_expandarray(a)) AS e \
+                   FROM (VALUES (make_array(7, 9)), (make_array(4))) AS t(a)) ORDER BY x";
+        let batches = context.sql(sql).await.expect("plan").collect().await.expect("run");
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches).expect("format").to_string();
+        assert!(text.contains("| 4 | 1 |") && text.contains("| 7 | 1 |") && text.contains("| 9 | 2 |"), "{text}");
     }
 
     #[tokio::test]

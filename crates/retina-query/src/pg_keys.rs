@@ -105,12 +105,20 @@ impl KeyTableKind {
 }
 
 /// One table's primary key, as the catalog names it.
-struct PrimaryKey {
-    table_oid: i32,
-    namespace_oid: i32,
-    constraint_name: String,
+pub struct PrimaryKey {
+    pub table_oid: i32,
+    pub namespace_oid: i32,
+    /// `<table>_pkey`, the name of the key's constraint and of its index.
+    pub constraint_name: String,
     /// `attnum` of each key column, in key order.
-    attnums: Vec<i16>,
+    pub attnums: Vec<i16>,
+}
+
+impl PrimaryKey {
+    /// The oid of the key's index (in `pg_class` and `pg_index`).
+    pub fn index_oid(&self) -> i32 {
+        self.table_oid + INDEX_OID_OFFSET
+    }
 }
 
 /// `pg_index` or `pg_constraint`, computed when scanned.
@@ -132,50 +140,6 @@ impl KeyTable {
     /// `kind`'s table over `engine`'s tables, with oids from the emulated `catalog`.
     pub fn new(kind: KeyTableKind, engine: Arc<Engine>, catalog: Arc<dyn SchemaProvider>) -> Self {
         Self { kind, schema: kind.schema(), engine, catalog }
-    }
-
-    /// Every column of `table` in the emulated catalog, as record batches.
-    async fn read(&self, state: &dyn Session, table: &str) -> Result<Vec<RecordBatch>> {
-        let provider = self
-            .catalog
-            .table(table)
-            .await?
-            .ok_or_else(|| DataFusionError::Internal(format!("the pg_catalog emulation has no {table}")))?;
-        let plan = provider.scan(state, None, &[], None).await?;
-        collect(plan, state.task_ctx()).await
-    }
-
-    /// The primary keys of every table `pg_class` lists.
-    async fn primary_keys(&self, state: &dyn Session) -> Result<Vec<PrimaryKey>> {
-        let mut namespaces: HashMap<String, i32> = HashMap::new();
-        for batch in self.read(state, "pg_namespace").await? {
-            let (oids, names) = (int32_column(&batch, "oid")?, string_column(&batch, "nspname")?);
-            for row in 0..batch.num_rows() {
-                namespaces.insert(names.value(row).to_string(), oids.value(row));
-            }
-        }
-        let mut relations: HashMap<(i32, String), i32> = HashMap::new();
-        for batch in self.read(state, "pg_class").await? {
-            let (oids, names, spaces) =
-                (int32_column(&batch, "oid")?, string_column(&batch, "relname")?, int32_column(&batch, "relnamespace")?);
-            for row in 0..batch.num_rows() {
-                relations.insert((spaces.value(row), names.value(row).to_string()), oids.value(row));
-            }
-        }
-        let mut keys = Vec::new();
-        for table in self.engine.tables() {
-            let schema = table.schema();
-            if schema.primary_key().is_empty() {
-                continue;
-            }
-            let (namespace, name) = split_table_name(table.name());
-            let Some(&namespace_oid) = namespaces.get(namespace) else { continue };
-            let Some(&table_oid) = relations.get(&(namespace_oid, name.to_string())) else { continue };
-            // `attnum` is the column's position in the table's SQL schema, from 1.
-            let attnums = schema.primary_key().iter().map(|&column| i16::try_from(column + 1).unwrap_or(i16::MAX)).collect();
-            keys.push(PrimaryKey { table_oid, namespace_oid, constraint_name: format!("{name}_pkey"), attnums });
-        }
-        Ok(keys)
     }
 
     fn batch(&self, keys: &[PrimaryKey]) -> Result<RecordBatch> {
@@ -213,7 +177,7 @@ impl KeyTable {
         let key_count = |key: &PrimaryKey| i16::try_from(key.attnums.len()).unwrap_or(i16::MAX);
         let columns: Vec<ArrayRef> = match self.kind {
             KeyTableKind::Index => vec![
-                int32(&|k| k.table_oid + INDEX_OID_OFFSET),
+                int32(&PrimaryKey::index_oid),
                 int32(&|k| k.table_oid),
                 int16(&key_count),
                 int16(&key_count),
@@ -245,7 +209,7 @@ impl KeyTable {
                 flag(true),  // convalidated
                 int32(&|k| k.table_oid),
                 int32(&|_| 0),
-                int32(&|k| k.table_oid + INDEX_OID_OFFSET),
+                int32(&PrimaryKey::index_oid),
                 int32(&|_| 0),
                 int32(&|_| 0),
                 text(&|_| Some(" ".into())),
@@ -268,6 +232,50 @@ impl KeyTable {
     }
 }
 
+/// Every column of `table` in the emulated catalog, as record batches.
+async fn read(catalog: &dyn SchemaProvider, state: &dyn Session, table: &str) -> Result<Vec<RecordBatch>> {
+    let provider = catalog
+        .table(table)
+        .await?
+        .ok_or_else(|| DataFusionError::Internal(format!("the pg_catalog emulation has no {table}")))?;
+    let plan = provider.scan(state, None, &[], None).await?;
+    collect(plan, state.task_ctx()).await
+}
+
+/// The primary keys of every table of `engine` that the emulated `catalog`'s
+/// `pg_class` lists, with its oids.
+pub async fn primary_keys(engine: &Engine, catalog: &dyn SchemaProvider, state: &dyn Session) -> Result<Vec<PrimaryKey>> {
+    let mut namespaces: HashMap<String, i32> = HashMap::new();
+    for batch in read(catalog, state, "pg_namespace").await? {
+        let (oids, names) = (int32_column(&batch, "oid")?, string_column(&batch, "nspname")?);
+        for row in 0..batch.num_rows() {
+            namespaces.insert(names.value(row).to_string(), oids.value(row));
+        }
+    }
+    let mut relations: HashMap<(i32, String), i32> = HashMap::new();
+    for batch in read(catalog, state, "pg_class").await? {
+        let (oids, names, spaces) =
+            (int32_column(&batch, "oid")?, string_column(&batch, "relname")?, int32_column(&batch, "relnamespace")?);
+        for row in 0..batch.num_rows() {
+            relations.insert((spaces.value(row), names.value(row).to_string()), oids.value(row));
+        }
+    }
+    let mut keys = Vec::new();
+    for table in engine.tables() {
+        let schema = table.schema();
+        if schema.primary_key().is_empty() {
+            continue;
+        }
+        let (namespace, name) = split_table_name(table.name());
+        let Some(&namespace_oid) = namespaces.get(namespace) else { continue };
+        let Some(&table_oid) = relations.get(&(namespace_oid, name.to_string())) else { continue };
+        // `attnum` is the column's position in the table's SQL schema, from 1.
+        let attnums = schema.primary_key().iter().map(|&column| i16::try_from(column + 1).unwrap_or(i16::MAX)).collect();
+        keys.push(PrimaryKey { table_oid, namespace_oid, constraint_name: format!("{name}_pkey"), attnums });
+    }
+    Ok(keys)
+}
+
 #[async_trait]
 impl TableProvider for KeyTable {
     fn schema(&self) -> SchemaRef {
@@ -285,7 +293,7 @@ impl TableProvider for KeyTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let keys = self.primary_keys(state).await?;
+        let keys = primary_keys(&self.engine, self.catalog.as_ref(), state).await?;
         let batch = self.batch(&keys)?;
         Ok(MemorySourceConfig::try_new_exec(&[vec![batch]], Arc::clone(&self.schema), projection.cloned())?)
     }

@@ -1,13 +1,17 @@
 //! The emulated `pg_catalog` (`datafusion-pg-catalog`) with what schema-reflecting
 //! clients need and it lacks: `pg_index` and `pg_constraint` with every table's
-//! primary key ([`crate::pg_keys`]), and columns PostgreSQL has that its tables leave
-//! out (`pg_class.reloptions`, read by SQLAlchemy's `get_indexes`), as NULL.
+//! primary key ([`crate::pg_keys`]), the keys' indexes as `pg_class` rows (pgjdbc's
+//! `getPrimaryKeys` takes the key's name from there), and columns PostgreSQL has
+//! that its tables leave out (`pg_class.reloptions`, read by SQLAlchemy's
+//! `get_indexes`), as NULL.
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::catalog::memory::MemorySourceConfig;
 use datafusion::catalog::{SchemaProvider, Session};
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
@@ -15,11 +19,12 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
+use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::scalar::ScalarValue;
 use retina_core::Engine;
 
-use crate::pg_keys::{KeyTable, KeyTableKind};
+use crate::pg_keys::{primary_keys, KeyTable, KeyTableKind, PrimaryKey};
 
 /// Columns added to an emulated table, by table name.
 fn missing_columns(table: &str) -> Vec<Field> {
@@ -65,7 +70,12 @@ impl SchemaProvider for PgCatalogOverrides {
                 if missing.is_empty() {
                     return Ok(Some(table));
                 }
-                return Ok(Some(Arc::new(WithNullColumns::new(table, missing))));
+                let table = WithNullColumns::new(table, missing);
+                if name == "pg_class" {
+                    let (engine, catalog) = (Arc::clone(&self.engine), Arc::clone(&self.inner));
+                    return Ok(Some(Arc::new(PgClassWithIndexes { table, engine, catalog })));
+                }
+                return Ok(Some(Arc::new(table)));
             }
         };
         Ok(Some(Arc::new(KeyTable::new(kind, Arc::clone(&self.engine), Arc::clone(&self.inner)))))
@@ -128,5 +138,83 @@ impl TableProvider for WithNullColumns {
             exprs.push(ProjectionExpr { expr, alias: field.name().clone() });
         }
         Ok(Arc::new(ProjectionExec::try_new(exprs, input)?))
+    }
+}
+
+/// `pg_class` with a row for each primary key's index (`relkind` `i`, named like its
+/// constraint, access method btree).
+struct PgClassWithIndexes {
+    table: WithNullColumns,
+    engine: Arc<Engine>,
+    catalog: Arc<dyn SchemaProvider>,
+}
+
+impl fmt::Debug for PgClassWithIndexes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PgClassWithIndexes")
+    }
+}
+
+/// PostgreSQL's oid of the btree access method.
+const BTREE_AM_OID: i32 = 403;
+
+impl PgClassWithIndexes {
+    /// One `pg_class` row per key index; columns not named here hold zero, false,
+    /// the empty string or NULL (as the emulation's own rows do).
+    fn index_rows(&self, keys: &[PrimaryKey]) -> Result<RecordBatch> {
+        let schema = self.table.schema();
+        let mut columns = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let value = |key: &PrimaryKey| -> ScalarValue {
+                let int = |v: i32| ScalarValue::Int32(Some(v));
+                match field.name().as_str() {
+                    "oid" | "relfilenode" => int(key.index_oid()),
+                    "relname" => ScalarValue::Utf8(Some(key.constraint_name.clone())),
+                    "relnamespace" => int(key.namespace_oid),
+                    "relam" => int(BTREE_AM_OID),
+                    "relkind" => ScalarValue::Utf8(Some("i".into())),
+                    "relpersistence" => ScalarValue::Utf8(Some("p".into())),
+                    "relreplident" => ScalarValue::Utf8(Some("n".into())),
+                    "relnatts" => ScalarValue::Int16(Some(i16::try_from(key.attnums.len()).unwrap_or(i16::MAX))),
+                    "relispopulated" => ScalarValue::Boolean(Some(true)),
+                    _ if field.is_nullable() => ScalarValue::try_from(field.data_type()).unwrap_or(ScalarValue::Null),
+                    _ => ScalarValue::new_zero(field.data_type())
+                        .or_else(|_| ScalarValue::try_from_string(String::new(), field.data_type()))
+                        .or_else(|_| ScalarValue::try_from(field.data_type()))
+                        .unwrap_or(ScalarValue::Null),
+                }
+            };
+            let values: Vec<ScalarValue> = keys.iter().map(value).collect();
+            columns.push(if values.is_empty() {
+                datafusion::arrow::array::new_empty_array(field.data_type())
+            } else {
+                ScalarValue::iter_to_array(values)?
+            });
+        }
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+}
+
+#[async_trait]
+impl TableProvider for PgClassWithIndexes {
+    fn schema(&self) -> SchemaRef {
+        self.table.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        self.table.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let tables = self.table.scan(state, projection, filters, limit).await?;
+        let keys = primary_keys(&self.engine, self.catalog.as_ref(), state).await?;
+        let indexes = MemorySourceConfig::try_new_exec(&[vec![self.index_rows(&keys)?]], self.table.schema(), projection.cloned())?;
+        UnionExec::try_new(vec![tables, indexes])
     }
 }

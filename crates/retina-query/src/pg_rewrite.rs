@@ -11,13 +11,16 @@
 //!   zips with the other `unnest` of the same projection as PostgreSQL does;
 //! - a scalar subquery over a catalog table that is always empty here (column
 //!   defaults, sequences): NULL;
+//! - `information_schema._pg_expandarray(a)`, a set-returning function of `{x, n}`
+//!   records (pgjdbc's `getPrimaryKeys`): `unnest(retina_expandarray(a))`; and a
+//!   record's field `(r).x`, which DataFusion does not parse as one: `get_field(r, 'x')`;
 //! - a scalar subquery over catalog tables that is not aggregated (see
 //!   [`aggregate_catalog_subquery`]).
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, JoinOperator, Query, SelectItem, SetExpr, TableFactor, Value,
+    visit_expressions, visit_expressions_mut, AccessExpr, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, JoinOperator, Query, SelectItem, SetExpr, TableFactor, Value,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -25,6 +28,8 @@ use datafusion::sql::sqlparser::ast::Statement;
 
 /// Name of the function translating a LIKE pattern's escape character.
 pub const LIKE_ESCAPE_FUNCTION: &str = "retina_like_escape";
+/// Name of the function behind `information_schema._pg_expandarray`.
+pub const EXPAND_ARRAY_FUNCTION: &str = "retina_expandarray";
 
 /// Rewrites `statement` in place.
 pub fn rewrite(statement: &mut Statement) {
@@ -50,6 +55,15 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             *pattern = Box::new(translated);
             *escape_char = None;
             None
+        }
+        Expr::Function(function) if function.name.to_string().to_ascii_lowercase().ends_with("_pg_expandarray") => {
+            let FunctionArguments::List(list) = &function.args else { return None };
+            let [FunctionArg::Unnamed(FunctionArgExpr::Expr(array))] = list.args.as_slice() else { return None };
+            parse(&format!("unnest({EXPAND_ARRAY_FUNCTION}({array}))"))
+        }
+        Expr::CompoundFieldAccess { root, access_chain } => {
+            let [AccessExpr::Dot(Expr::Identifier(field))] = access_chain.as_slice() else { return None };
+            parse(&format!("get_field({root}, {})", quote(&field.value)))
         }
         Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("generate_subscripts") => {
             let FunctionArguments::List(list) = &function.args else { return None };
@@ -226,6 +240,15 @@ mod tests {
             rewritten("SELECT (SELECT json_build_object($1::VARCHAR, s.seqstart) FROM pg_catalog.pg_sequence AS s WHERE s.seqrelid = CAST(pg_get_serial_sequence($2, 'c') AS OID))"),
             "SELECT CASE WHEN false THEN concat($1::VARCHAR, CAST($2 AS TEXT)) END"
         );
+    }
+
+    #[test]
+    fn expandarray_and_record_fields_become_unnest_and_get_field() {
+        assert_eq!(
+            rewritten("SELECT (information_schema._pg_expandarray(i.indkey)).n AS k, information_schema._pg_expandarray(i.indkey) AS keys FROM pg_catalog.pg_index AS i"),
+            "SELECT get_field((unnest(retina_expandarray(i.indkey))), 'n') AS k, unnest(retina_expandarray(i.indkey)) AS keys FROM pg_catalog.pg_index AS i"
+        );
+        assert_eq!(rewritten("SELECT 1 FROM r WHERE r.a = (r.keys).x"), "SELECT 1 FROM r WHERE r.a = get_field((r.keys), 'x')");
     }
 
     #[test]

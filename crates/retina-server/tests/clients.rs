@@ -185,7 +185,7 @@ fn psycopg_binds_parameters_by_their_declared_types_in_text_and_binary() {
 }
 
 #[test]
-fn pgjdbc_connects_binds_parameters_and_lists_tables() {
+fn pgjdbc_connects_binds_parameters_and_reads_table_metadata() {
     let install = "install the Debian packages libpostgresql-jdbc-java and a JDK (scripts/test.sh installs the first)";
     assert!(Path::new(JDBC_JAR).exists(), "{JDBC_JAR} is missing: {install}");
     let fx = Fixture::new();
@@ -209,5 +209,8 @@ fn pgjdbc_connects_binds_parameters_and_lists_tables() {
     // The same answer before and after pgjdbc's switch to binary parameters.
     assert_eq!(value("typed_parameters"), "2.5:-12.34:2,255:a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11:2");
     assert_eq!(value("tables"), "shop.items");
+    // Before, getPrimaryKeys failed on `information_schema._pg_expandarray`.
+    assert_eq!(value("primary_keys"), "id:1:items_pkey");
+    assert_eq!(value("columns"), "id:int8:0,name:text:1,qty:int4:0");
     assert_eq!(value("current_schema"), "20", "currentSchema resolves unqualified names");
 }

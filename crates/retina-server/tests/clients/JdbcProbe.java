@@ -105,6 +105,25 @@ public class JdbcProbe {
                 }
                 return String.join(",", names);
             });
+            // What DBeaver, Spark and ORMs ask for a table's key.
+            step(connection, "primary_keys", c -> {
+                List<String> keys = new ArrayList<>();
+                try (ResultSet r = c.getMetaData().getPrimaryKeys(null, "shop", "items")) {
+                    while (r.next()) {
+                        keys.add(r.getString("COLUMN_NAME") + ":" + r.getShort("KEY_SEQ") + ":" + r.getString("PK_NAME"));
+                    }
+                }
+                return String.join(",", keys);
+            });
+            step(connection, "columns", c -> {
+                List<String> columns = new ArrayList<>();
+                try (ResultSet r = c.getMetaData().getColumns(null, "shop", "items", "%")) {
+                    while (r.next()) {
+                        columns.add(r.getString("COLUMN_NAME") + ":" + r.getString("TYPE_NAME") + ":" + r.getInt("NULLABLE"));
+                    }
+                }
+                return String.join(",", columns);
+            });
         }
         // currentSchema: pgjdbc's start-up search path, for unqualified names.
         try (Connection connection = DriverManager.getConnection(url + "&currentSchema=shop")) {
