@@ -78,7 +78,11 @@ impl RetinaSession {
             .with_information_schema(true)
             .with_create_default_catalog_and_schema(false)
             .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA)
-            .set_str("datafusion.sql_parser.dialect", "PostgreSQL");
+            .set_str("datafusion.sql_parser.dialect", "PostgreSQL")
+            // Sessions run in UTC (`SHOW TimeZone`): `now()` and `timestamptz` carry
+            // the zone, as stored timestamptz columns do, so they compare as instants
+            // and reach clients as timestamptz.
+            .set_str("datafusion.execution.time_zone", "UTC");
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()

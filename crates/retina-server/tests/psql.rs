@@ -266,6 +266,26 @@ fn statement_timeout_cancels_a_long_query_with_57014() {
     assert_eq!(out, "SET\nRESET\n0\n500");
 }
 
+/// Sessions run in UTC, as `SHOW TimeZone` says: `now()` and `timestamptz` values
+/// carry the zone (type timestamptz, text with `+00`) and convert other offsets.
+/// Before, DataFusion's session had no zone: `now()` reached clients as a timestamp
+/// without one, and `'...+02'::timestamptz` lost the zone after converting.
+#[test]
+fn now_and_timestamptz_are_in_the_session_time_zone_utc() {
+    let fx = Fixture::new();
+    let out = fx.psql_ok(
+        "SHOW TimeZone; SELECT '2024-01-01 10:00:00+02'::timestamptz; SELECT now() + interval '1 day' > now(); \
+         SELECT now() > '2024-01-01 10:00:00+02'::timestamptz; SELECT CAST('2024-01-01 10:00:00' AS timestamptz) = '2024-01-01 12:00:00+02'",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "UTC");
+    assert!(lines[1].starts_with("2024-01-01 08:00:00") && lines[1].ends_with("+00"), "{out}");
+    assert_eq!(&lines[2..], ["t", "t", "t"], "{out}");
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let StatementOutcome::Rows(result) = client.query_params("SELECT now() AS at", &[]).expect("query") else { panic!("expected rows") };
+    assert_eq!(result.columns[0].type_oid, 1184, "now() is timestamptz");
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();
