@@ -141,6 +141,30 @@ pub fn show_plan(variable: &[Ident], settings: &ClientSettings) -> Option<DfResu
     Some(LogicalPlanBuilder::empty(true).project(vec![lit(value).alias(column)]).and_then(|plan| plan.build()))
 }
 
+/// Every setting [`setting`] knows, by the name `pg_settings` lists it under.
+pub const SETTING_NAMES: [&str; 20] = [
+    "application_name",
+    "client_encoding",
+    "DateStyle",
+    "default_table_access_method",
+    "default_transaction_isolation",
+    "default_transaction_read_only",
+    "integer_datetimes",
+    "IntervalStyle",
+    "lock_timeout",
+    "max_identifier_length",
+    "max_index_keys",
+    "search_path",
+    "server_encoding",
+    "server_version",
+    "server_version_num",
+    "standard_conforming_strings",
+    "statement_timeout",
+    "TimeZone",
+    "transaction_isolation",
+    "transaction_read_only",
+];
+
 /// A PostgreSQL server setting by name (any case): the name PostgreSQL shows it
 /// under, and its value for a connection with `settings`. `None` for a setting
 /// Retina does not know.
@@ -170,6 +194,8 @@ pub fn setting(name: &str, settings: &ClientSettings) -> Option<(&'static str, S
         "default_transaction_read_only" => ("default_transaction_read_only", "off".to_string()),
         // What SQLAlchemy compares a table's access method with.
         "default_table_access_method" => ("default_table_access_method", "heap".to_string()),
+        // pgjdbc reads it from pg_settings before getImportedKeys/getExportedKeys.
+        "max_index_keys" => ("max_index_keys", "32".to_string()),
         _ => return None,
     })
 }
@@ -210,6 +236,14 @@ mod tests {
         assert_eq!(plan.schema().field(0).name(), "search_path");
         let plan = show_plan(&words("TimeZone"), &settings).expect("a server setting").expect("plan");
         assert_eq!(plan.schema().field(0).name(), "TimeZone");
+    }
+
+    #[test]
+    fn every_listed_setting_is_known_under_its_own_name() {
+        for name in SETTING_NAMES {
+            let (shown, _) = setting(name, &ClientSettings::default()).unwrap_or_else(|| panic!("{name} is not known"));
+            assert_eq!(shown, name);
+        }
     }
 
     #[test]

@@ -3,14 +3,16 @@
 //! primary key ([`crate::pg_keys`]), the keys' indexes as `pg_class` rows (pgjdbc's
 //! `getPrimaryKeys` takes the key's name from there), and columns PostgreSQL has
 //! that its tables leave out (`pg_class.reloptions`, read by SQLAlchemy's
-//! `get_indexes`), as NULL.
+//! `get_indexes`), as NULL; and `pg_settings` with the settings `SHOW` answers.
 
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::array::{ArrayRef, BooleanArray, StringArray};
 use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::datasource::MemTable;
 use datafusion::catalog::memory::MemorySourceConfig;
 use datafusion::catalog::{SchemaProvider, Session};
 use datafusion::datasource::{TableProvider, TableType};
@@ -24,6 +26,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::scalar::ScalarValue;
 use retina_core::Engine;
 
+use crate::client_settings::ClientSettings;
+use crate::pg_compat::{setting, SETTING_NAMES};
 use crate::pg_keys::{primary_keys, KeyTable, KeyTableKind, PrimaryKey};
 
 /// Columns added to an emulated table, by table name.
@@ -62,6 +66,7 @@ impl SchemaProvider for PgCatalogOverrides {
     async fn table(&self, name: &str) -> Result<Option<Arc<dyn TableProvider>>> {
         let name = name.to_ascii_lowercase();
         let kind = match name.as_str() {
+            "pg_settings" => return Ok(Some(Arc::new(settings_table()?))),
             "pg_index" => KeyTableKind::Index,
             "pg_constraint" => KeyTableKind::Constraint,
             _ => {
@@ -217,4 +222,49 @@ impl TableProvider for PgClassWithIndexes {
         let indexes = MemorySourceConfig::try_new_exec(&[vec![self.index_rows(&keys)?]], self.table.schema(), projection.cloned())?;
         UnionExec::try_new(vec![tables, indexes])
     }
+}
+
+/// `pg_settings` with every setting `SHOW` answers (the emulation lists one), at
+/// the values of a connection with the default settings. pgjdbc reads
+/// `max_index_keys` from it before `getImportedKeys`.
+fn settings_table() -> Result<MemTable> {
+    let text = |name: &str| Field::new(name, DataType::Utf8, true);
+    let schema = Arc::new(Schema::new(vec![
+        text("name"),
+        text("setting"),
+        text("unit"),
+        text("category"),
+        text("short_desc"),
+        text("extra_desc"),
+        text("context"),
+        text("vartype"),
+        text("source"),
+        text("min_val"),
+        text("max_val"),
+        text("enumvals"),
+        text("boot_val"),
+        text("reset_val"),
+        text("sourcefile"),
+        Field::new("sourceline", DataType::Int32, true),
+        Field::new("pending_restart", DataType::Boolean, true),
+    ]));
+    let defaults = ClientSettings::default();
+    let rows: Vec<(&str, String)> = SETTING_NAMES.iter().filter_map(|name| setting(name, &defaults)).collect();
+    let column = |value: &dyn Fn(&(&str, String)) -> Option<String>| Arc::new(rows.iter().map(value).collect::<StringArray>()) as ArrayRef;
+    let mut columns = vec![
+        column(&|(name, _)| Some(name.to_string())),
+        column(&|(_, value)| Some(value.clone())),
+    ];
+    for field in &schema.fields()[2..] {
+        columns.push(match field.name().as_str() {
+            "context" => column(&|_| Some("internal".into())),
+            "vartype" => column(&|_| Some("string".into())),
+            "source" => column(&|_| Some("default".into())),
+            "boot_val" | "reset_val" => column(&|(_, value)| Some(value.clone())),
+            "pending_restart" => Arc::new(BooleanArray::from(vec![false; rows.len()])) as ArrayRef,
+            _ => datafusion::arrow::array::new_null_array(field.data_type(), rows.len()),
+        });
+    }
+    let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
+    MemTable::try_new(schema, vec![vec![batch]])
 }

@@ -211,6 +211,8 @@ fn pgjdbc_connects_binds_parameters_and_reads_table_metadata() {
     assert_eq!(value("tables"), "shop.items");
     // Before, getPrimaryKeys failed on `information_schema._pg_expandarray`.
     assert_eq!(value("primary_keys"), "id:1:items_pkey");
+    // Before, it failed: no max_index_keys in pg_settings.
+    assert_eq!(value("imported_keys"), "0", "no foreign keys");
     assert_eq!(value("columns"), "id:int8:0,name:text:1,qty:int4:0");
     assert_eq!(value("current_schema"), "20", "currentSchema resolves unqualified names");
 }

@@ -115,6 +115,15 @@ public class JdbcProbe {
                 }
                 return String.join(",", keys);
             });
+            step(connection, "imported_keys", c -> {
+                int count = 0;
+                try (ResultSet r = c.getMetaData().getImportedKeys(null, "shop", "items")) {
+                    while (r.next()) {
+                        count++;
+                    }
+                }
+                return Integer.toString(count);
+            });
             step(connection, "columns", c -> {
                 List<String> columns = new ArrayList<>();
                 try (ResultSet r = c.getMetaData().getColumns(null, "shop", "items", "%")) {
