@@ -35,6 +35,62 @@ pub fn register(context: &SessionContext) {
     context.register_udf(like_escape_udf());
     context.register_udf(ScalarUDF::from(CurrentSetting::new()));
     context.register_udf(ScalarUDF::from(ExpandArray::new()));
+    context.register_udf(ScalarUDF::from(PgTypeof::new()));
+}
+
+/// `pg_typeof(value)`: the PostgreSQL name of the value's type, as the server
+/// describes the column to clients.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct PgTypeof {
+    signature: Signature,
+}
+
+impl PgTypeof {
+    fn new() -> Self {
+        Self { signature: Signature::any(1, Volatility::Immutable) }
+    }
+}
+
+impl ScalarUDFImpl for PgTypeof {
+    fn name(&self) -> &str {
+        "pg_typeof"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let name = args.arg_fields.first().map_or_else(|| "unknown".to_string(), |field| pg_type_name(field.data_type()));
+        Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))))
+    }
+}
+
+/// PostgreSQL's name for the type a value of `data_type` reaches clients as.
+fn pg_type_name(data_type: &DataType) -> String {
+    match data_type {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 | DataType::Int16 | DataType::UInt8 => "smallint".into(),
+        DataType::Int32 | DataType::UInt16 => "integer".into(),
+        DataType::Int64 | DataType::UInt32 | DataType::UInt64 => "bigint".into(),
+        DataType::Float16 | DataType::Float32 => "real".into(),
+        DataType::Float64 => "double precision".into(),
+        DataType::Decimal32(..) | DataType::Decimal64(..) | DataType::Decimal128(..) | DataType::Decimal256(..) => "numeric".into(),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => "text".into(),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView | DataType::FixedSizeBinary(_) => "bytea".into(),
+        DataType::Date32 | DataType::Date64 => "date".into(),
+        DataType::Time32(_) | DataType::Time64(_) => "time without time zone".into(),
+        DataType::Timestamp(_, None) => "timestamp without time zone".into(),
+        DataType::Timestamp(_, Some(_)) => "timestamp with time zone".into(),
+        DataType::Interval(_) | DataType::Duration(_) => "interval".into(),
+        DataType::List(item) | DataType::LargeList(item) | DataType::FixedSizeList(item, _) => format!("{}[]", pg_type_name(item.data_type())),
+        DataType::Null => "unknown".into(),
+        _ => "text".into(),
+    }
 }
 
 /// `retina_expandarray(a)`: `a`'s elements as `{x, n}` structs (the element and its
@@ -352,6 +408,16 @@ mod tests {
         let batches = context.sql(sql).await.expect("plan").collect().await.expect("run");
         let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches).expect("format").to_string();
         assert!(text.contains("| 4 | 1 |") && text.contains("| 7 | 1 |") && text.contains("| 9 | 2 |"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn pg_typeof_names_types_as_postgres() {
+        assert_eq!(one("SELECT pg_typeof(1)").await, "bigint");
+        assert_eq!(one("SELECT pg_typeof(CAST(1 AS INT))").await, "integer");
+        assert_eq!(one("SELECT pg_typeof('x')").await, "text");
+        assert_eq!(one("SELECT pg_typeof(1.5::numeric(4,2))").await, "numeric");
+        assert_eq!(one("SELECT pg_typeof(make_array(1, 2))").await, "bigint[]");
+        assert_eq!(one("SELECT pg_typeof(CAST('2024-01-01' AS TIMESTAMP))").await, "timestamp without time zone");
     }
 
     #[tokio::test]
