@@ -6,7 +6,7 @@ use std::time::Duration;
 /// unqualified table names resolve in (`SET search_path`, pgjdbc's
 /// `currentSchema`, `options=-c search_path=…`). DataFusion resolves in one schema,
 /// so a path's first schema is that one.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ClientSettings {
     pub default_schema: Option<String>,
     /// `statement_timeout`: the server cancels a statement that runs longer (shown

@@ -16,11 +16,14 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Field, Fields};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{create_udf, ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::execution::session_state::SessionState;
+use datafusion::execution::FunctionRegistry;
 use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
 
 use crate::client_settings::ClientSettings;
 use crate::pg_compat::setting;
+use crate::sql_catalog::DEFAULT_SCHEMA;
 use crate::pg_rewrite::{like_pattern_with_backslash, EXPAND_ARRAY_FUNCTION, LIKE_ESCAPE_FUNCTION};
 
 /// Registers every function of this module.
@@ -33,7 +36,7 @@ pub fn register(context: &SessionContext) {
     context.register_udf(ScalarUDF::from(Constant::new("pg_collation_is_visible", DataType::Boolean)));
     context.register_udf(ScalarUDF::from(JsonBuildObject::new()));
     context.register_udf(like_escape_udf());
-    context.register_udf(ScalarUDF::from(CurrentSetting::new()));
+    context.register_udf(ScalarUDF::from(CurrentSetting::new(ClientSettings::default())));
     context.register_udf(ScalarUDF::from(ExpandArray::new()));
     context.register_udf(ScalarUDF::from(PgTypeof::new()));
 }
@@ -154,17 +157,36 @@ impl ScalarUDFImpl for ExpandArray {
     }
 }
 
-/// `current_setting(name [, missing_ok])`: what `SHOW name` answers for a connection
-/// with the default settings (a function cannot see its connection's `SET`s).
-/// PostgreSQL's error for an unknown name, or NULL when `missing_ok` is true.
+/// Replaces, in the state one statement of a client is planned with, the functions
+/// that answer from the client's own settings: `current_schema()` (the first schema
+/// of its `search_path`; the emulation's answers `public` always) and
+/// `current_setting()`.
+pub fn register_for_client(state: &mut SessionState, settings: &ClientSettings) -> Result<()> {
+    let schema = settings.default_schema.clone().unwrap_or_else(|| DEFAULT_SCHEMA.to_string());
+    let current_schema = create_udf(
+        "current_schema",
+        vec![],
+        DataType::Utf8,
+        Volatility::Stable,
+        Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(schema.clone()))))),
+    );
+    state.register_udf(Arc::new(current_schema))?;
+    state.register_udf(Arc::new(ScalarUDF::from(CurrentSetting::new(settings.clone()))))?;
+    Ok(())
+}
+
+/// `current_setting(name [, missing_ok])`: what `SHOW name` answers for the client
+/// whose `settings` these are. PostgreSQL's error for an unknown name, or NULL when
+/// `missing_ok` is true.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct CurrentSetting {
     signature: Signature,
+    settings: ClientSettings,
 }
 
 impl CurrentSetting {
-    fn new() -> Self {
-        Self { signature: Signature::variadic_any(Volatility::Stable) }
+    fn new(settings: ClientSettings) -> Self {
+        Self { signature: Signature::variadic_any(Volatility::Stable), settings }
     }
 }
 
@@ -193,14 +215,14 @@ impl ScalarUDFImpl for CurrentSetting {
             Some(flag) => Some(cast(&flag.to_array(rows)?, &DataType::Boolean)?),
             None => None,
         };
-        let (names, defaults) = (names.as_string::<i32>(), ClientSettings::default());
+        let names = names.as_string::<i32>();
         let mut out = StringBuilder::new();
         for row in 0..rows {
             if names.is_null(row) {
                 out.append_null();
                 continue;
             }
-            match setting(names.value(row), &defaults) {
+            match setting(names.value(row), &self.settings) {
                 Some((_, value)) => out.append_value(value),
                 None if missing_ok.as_ref().is_some_and(|flags| flags.as_boolean().value(row)) => out.append_null(),
                 None => {

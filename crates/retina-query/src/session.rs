@@ -168,6 +168,9 @@ impl RetinaSession {
         if let Some(schema) = &settings.default_schema {
             state.config_mut().options_mut().catalog.default_schema = schema.clone();
         }
+        if settings != &ClientSettings::default() {
+            crate::pg_functions::register_for_client(&mut state, settings)?;
+        }
         let plan = state.statement_to_plan(statement).await?;
         match &plan {
             LogicalPlan::Ddl(_) | LogicalPlan::Dml(_) | LogicalPlan::Copy(_) => {

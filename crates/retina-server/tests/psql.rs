@@ -236,8 +236,11 @@ fn psql_copies_query_results_and_tables_to_files() {
 #[test]
 fn search_path_resolves_unqualified_table_names_per_connection() {
     let fx = Fixture::new();
-    let out = fx.psql_ok("SET search_path TO shop, public; SELECT count(*) FROM items; SHOW search_path; RESET search_path; SHOW search_path");
-    assert_eq!(out, "SET\n500\nshop\nRESET\n\"$user\", public");
+    let out = fx.psql_ok(
+        "SET search_path TO shop, public; SELECT count(*) FROM items; SHOW search_path; SELECT current_schema(), current_setting('search_path'); \
+         RESET search_path; SHOW search_path; SELECT current_schema()",
+    );
+    assert_eq!(out, "SET\n500\nshop\nshop|shop\nRESET\n\"$user\", public\npublic");
     let other = fx.psql(&["-c", "SELECT count(*) FROM items"]);
     assert!(!other.status.success(), "another connection keeps the default path");
     let port = fx.addr().port().to_string();
