@@ -141,6 +141,12 @@ fn sqlalchemy_over_psycopg_connects_queries_and_reflects_tables() {
     assert_eq!(results["unique_constraints"], serde_json::json!([]));
     assert_eq!(results["foreign_keys"], serde_json::json!([]));
     assert_eq!(results["autoload"], serde_json::json!({"columns": ["id", "name", "qty"], "primary_key": ["id"], "row": [2, "item 2", 20]}));
+    // Before, DECLARE was refused.
+    assert_eq!(results["stream_results"], serde_json::json!((1..=20).collect::<Vec<_>>()));
+    assert_eq!(
+        results["named_cursor"],
+        serde_json::json!({"sizes": [4, 4, 7], "first": [1, "item 1"], "last": [15, "item 15"], "binary": [[30]]})
+    );
 }
 
 /// Parameters of every common Python type through psycopg 3, in its default mix of

@@ -289,6 +289,36 @@ fn now_and_timestamptz_are_in_the_session_time_zone_utc() {
     assert_eq!(result.columns[0].type_oid, 1184, "now() is timestamptz");
 }
 
+/// `DECLARE … CURSOR`, `FETCH` and `CLOSE` read a result in pieces (psycopg named
+/// cursors, SQLAlchemy `stream_results`, pandas `chunksize`); before, DECLARE was
+/// refused. A transaction's end closes its cursors, and a connection that ends with
+/// a cursor open releases the cursor's snapshot.
+#[test]
+fn cursors_fetch_a_result_in_pieces_and_release_their_snapshot() {
+    let fx = Fixture::new();
+    let out = fx.psql_ok(
+        "BEGIN; DECLARE c CURSOR FOR SELECT id FROM shop.items ORDER BY id; FETCH 2 FROM c; FETCH NEXT FROM c; \
+         FETCH FORWARD 2 FROM c; CLOSE c; COMMIT",
+    );
+    assert_eq!(out, "BEGIN\nDECLARE CURSOR\n1\n2\n3\n4\n5\nCLOSE CURSOR\nCOMMIT");
+    let all = fx.psql_ok("DECLARE c CURSOR FOR SELECT id FROM shop.items; FETCH 10 FROM c; FETCH ALL FROM c");
+    assert_eq!(all.lines().count(), 1 + 500, "10 rows, then the other 490: {all}");
+    for (sql, code) in [
+        ("FETCH 1 FROM nope", "34000"),
+        ("BEGIN; DECLARE c CURSOR FOR SELECT 1; COMMIT; FETCH 1 FROM c", "34000"),
+        ("DECLARE s SCROLL CURSOR FOR SELECT 1", "0A000"),
+        ("DECLARE b CURSOR FOR SELECT 1; FETCH BACKWARD 1 FROM b", "0A000"),
+        ("DECLARE d CURSOR FOR SELECT 1; DECLARE d CURSOR FOR SELECT 2", "42P03"),
+    ] {
+        let output = fx.psql(&["-c", sql]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(code), "{sql}: {stderr}");
+    }
+    let held = fx.psql_ok("DECLARE h CURSOR WITH HOLD FOR SELECT id FROM shop.items ORDER BY id; COMMIT; FETCH 1 FROM h");
+    assert_eq!(held, "DECLARE CURSOR\nCOMMIT\n1", "WITH HOLD outlives the transaction");
+    assert!(fx.released_within(Duration::from_secs(10)), "the ended connection's cursor released its snapshot");
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();

@@ -6,13 +6,14 @@
 use std::sync::Arc;
 
 use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
-use futures::{stream, StreamExt};
+use futures::{stream, Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{FieldInfo, QueryResponse};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
 use retina_query::datafusion::arrow::datatypes::{DataType, Schema};
+use retina_query::datafusion::arrow::record_batch::RecordBatch;
 use retina_query::QueryStream;
 
 use super::errors::stream_error;
@@ -61,15 +62,22 @@ pub async fn query_response(
         Some(Err(error)) => return Err(stream_error(error)),
         None => None,
     };
-    let row_fields = Arc::clone(&fields);
     let batches = stream::iter(first.map(Ok)).chain(results).map(|batch| batch.map_err(stream_error));
-    let rows = batches.flat_map(move |batch| {
+    let rows = encode_batches(Arc::clone(&fields), batches);
+    Ok(QueryResponse::new(fields, rows))
+}
+
+/// `batches` as rows described by `fields`; an error ends the rows with it.
+pub fn encode_batches(
+    fields: Arc<Vec<FieldInfo>>,
+    batches: impl Stream<Item = PgWireResult<RecordBatch>> + Send + 'static,
+) -> impl Stream<Item = PgWireResult<DataRow>> + Send + 'static {
+    batches.flat_map(move |batch| {
         let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> = match batch {
-            Ok(batch) => encode_recordbatch(Arc::clone(&row_fields), batch),
+            Ok(batch) => encode_recordbatch(Arc::clone(&fields), batch),
             Err(error) => Box::new(std::iter::once(Err::<DataRow, PgWireError>(error))),
         };
         stream::iter(rows)
-    });
-    Ok(QueryResponse::new(fields, rows))
+    })
 }
 

@@ -14,17 +14,19 @@ use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
 use pgwire::api::results::{FieldInfo, Response, Tag};
-use pgwire::api::stmt::QueryParser;
+use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, ConnectionManager, PgWireServerHandlers, RandomPidSecretKeyGenerator, Type};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
+use retina_query::datafusion::logical_expr::LogicalPlan;
 use retina_query::datafusion::sql::parser::Statement;
 use retina_query::{ClientSettings, RetinaSession};
 
 use super::column_names::postgres_column_names;
 use super::copy_out::{copy_response, copy_to_stdout};
+use super::cursors::{cursors_of, declared_query, CursorCommand, Cursors, PlannedCursor};
 use super::encode::{fields, query_response};
 use super::errors::{error_info, pg_error, user_error};
 use super::param_types::{placeholder_types, with_declared_types};
@@ -83,7 +85,33 @@ pub struct RetinaParser {
 impl RetinaParser {
     /// `declared`: the parameter types of a Parse message (none for a simple query);
     /// `settings`: the connection's, at the time of planning.
-    async fn prepare(&self, statement: Statement, declared: &[Option<Type>], settings: &ClientSettings) -> PgWireResult<PgStatement> {
+    /// `cursors`: the connection's open cursors (a FETCH describes its cursor's rows).
+    async fn prepare(
+        &self,
+        statement: Statement,
+        declared: &[Option<Type>],
+        settings: &ClientSettings,
+        cursors: &Cursors,
+    ) -> PgWireResult<PgStatement> {
+        if let Some(command) = CursorCommand::of(&statement)? {
+            return Ok(PgStatement::Cursor(match command {
+                CursorCommand::Declare { name, query, hold } => {
+                    let statement = declared_query(&query);
+                    let plan = self.session.plan_in(statement.clone(), settings).await.map_err(pg_error)?;
+                    let plan = with_declared_types(plan, declared)?;
+                    let column_names = postgres_column_names(&statement, plan.schema().fields().len());
+                    PlannedCursor::Declare { name, plan, column_names, hold }
+                }
+                CursorCommand::Fetch { name, count } => {
+                    let (schema, column_names) = match cursors.describe(&name).await {
+                        Ok((schema, names)) => (Some(schema), names),
+                        Err(_) => (None, Vec::new()), // the error comes when it runs
+                    };
+                    PlannedCursor::Fetch { name, count, schema, column_names }
+                }
+                CursorCommand::Close { name } => PlannedCursor::Close { name },
+            }));
+        }
         if let Some(command) = SessionCommand::of(&statement) {
             return Ok(match setting_change(&statement) {
                 Some(change) => PgStatement::Setting { command, change },
@@ -115,21 +143,21 @@ impl QueryParser for RetinaParser {
         let mut statements = self.session.parse(sql).map_err(pg_error)?;
         match statements.len() {
             0 => Ok(None),
-            1 => self.prepare(statements.remove(0), types, &client_settings(client)).await.map(Some),
+            1 => self.prepare(statements.remove(0), types, &client_settings(client), &cursors_of(client)).await.map(Some),
             _ => Err(user_error("42601", "cannot insert multiple commands into a prepared statement")),
         }
     }
 
     fn get_parameter_types(&self, statement: &PgStatement) -> PgWireResult<Vec<Type>> {
         match statement {
-            PgStatement::Query { plan, .. } => placeholder_types(plan)?
+            PgStatement::Query { plan, .. } | PgStatement::Cursor(PlannedCursor::Declare { plan, .. }) => placeholder_types(plan)?
                 .iter()
                 .map(|data_type| match data_type {
                     Some(data_type) => arrow_pg::datatypes::into_pg_type(data_type),
                     None => Ok(Type::UNKNOWN),
                 })
                 .collect(),
-            PgStatement::Session(_) | PgStatement::Setting { .. } | PgStatement::CopyOut { .. } => Ok(Vec::new()),
+            PgStatement::Session(_) | PgStatement::Setting { .. } | PgStatement::CopyOut { .. } | PgStatement::Cursor(_) => Ok(Vec::new()),
         }
     }
 
@@ -138,8 +166,11 @@ impl QueryParser for RetinaParser {
             PgStatement::Query { plan, column_names, .. } => {
                 fields(plan.schema().as_arrow(), format.unwrap_or(&Format::UnifiedText), None, column_names)
             }
+            PgStatement::Cursor(PlannedCursor::Fetch { schema: Some(schema), column_names, .. }) => {
+                fields(schema, format.unwrap_or(&Format::UnifiedText), None, column_names)
+            }
             // COPY describes its columns in its CopyOutResponse.
-            PgStatement::Session(_) | PgStatement::Setting { .. } | PgStatement::CopyOut { .. } => Ok(Vec::new()),
+            PgStatement::Session(_) | PgStatement::Setting { .. } | PgStatement::CopyOut { .. } | PgStatement::Cursor(_) => Ok(Vec::new()),
         }
     }
 }
@@ -147,6 +178,39 @@ impl QueryParser for RetinaParser {
 /// The query handlers.
 pub struct RetinaQueries {
     parser: Arc<RetinaParser>,
+}
+
+impl RetinaQueries {
+    /// Runs a cursor statement; `plan` of a DECLARE has its parameters bound.
+    async fn run_cursor<C: ClientInfo>(
+        &self,
+        client: &C,
+        cursor: &PlannedCursor,
+        format: &Format,
+        settings: &ClientSettings,
+        bind: impl FnOnce(&LogicalPlan) -> PgWireResult<LogicalPlan>,
+    ) -> PgWireResult<Response> {
+        let cursors = cursors_of(client);
+        match cursor {
+            PlannedCursor::Declare { name, plan, column_names, hold } => {
+                let plan = bind(plan)?;
+                let results = within_timeout(settings.statement_timeout, async { self.parser.session.execute(plan).await.map_err(pg_error) });
+                Ok(Response::Execution(cursors.declare(name.clone(), results.await?, column_names.clone(), *hold).await?))
+            }
+            PlannedCursor::Fetch { name, count, .. } => {
+                Ok(Response::Query(cursors.fetch(name, *count, format, format_options(client)).await?))
+            }
+            PlannedCursor::Close { name } => Ok(Response::Execution(cursors.close(name.as_deref()).await?)),
+        }
+    }
+}
+
+/// The end of a transaction closes its cursors.
+async fn session_command<C: ClientInfo>(client: &C, command: SessionCommand) -> Response {
+    if matches!(command, SessionCommand::Commit | SessionCommand::Rollback) {
+        cursors_of(client).end_transaction().await;
+    }
+    session_response(command)
 }
 
 fn session_response(command: SessionCommand) -> Response {
@@ -181,8 +245,11 @@ impl SimpleQueryHandler for RetinaQueries {
                 // Planned and run with the settings as the statements before it left them.
                 let settings = client_settings(client);
                 let options = format_options(client);
-                match self.parser.prepare(statement, &[], &settings).await? {
-                    PgStatement::Session(command) => Ok(session_response(command)),
+                match self.parser.prepare(statement, &[], &settings, &cursors_of(client)).await? {
+                    PgStatement::Session(command) => Ok(session_command(client, command).await),
+                    PgStatement::Cursor(cursor) => {
+                        self.run_cursor(client, &cursor, &Format::UnifiedText, &settings, |plan| Ok(plan.clone())).await
+                    }
                     PgStatement::Setting { command, change } => {
                         apply_setting(client, change);
                         Ok(session_response(command))
@@ -232,7 +299,22 @@ impl ExtendedQueryHandler for RetinaQueries {
     {
         let settings = client_settings(client);
         match &portal.statement.statement {
-            PgStatement::Session(command) => Ok(session_response(*command)),
+            PgStatement::Session(command) => Ok(session_command(client, *command).await),
+            PgStatement::Cursor(cursor) => {
+                let response = self.run_cursor(client, cursor, &portal.result_column_format, &settings, |plan| bind_portal(portal, plan)).await?;
+                match cursor {
+                    // A cursor is also a portal of its name: psycopg describes it so.
+                    PlannedCursor::Declare { name, .. } => {
+                        let (schema, column_names) = cursors_of(client).describe(name).await?;
+                        let fetch = PlannedCursor::Fetch { name: name.clone(), count: None, schema: Some(schema), column_names };
+                        let statement = StoredStatement::new(name.clone(), PgStatement::Cursor(fetch), Vec::new());
+                        client.portal_store().put_portal(Arc::new(Portal::new_cursor(name.clone(), Arc::new(statement))));
+                    }
+                    PlannedCursor::Close { name: Some(name) } => client.portal_store().rm_portal(name),
+                    _ => {}
+                }
+                Ok(response)
+            }
             PgStatement::Setting { command, change } => {
                 apply_setting(client, change.clone());
                 Ok(session_response(*command))
@@ -242,15 +324,7 @@ impl ExtendedQueryHandler for RetinaQueries {
                 Ok(Response::CopyOut(copy_response(results.await?, format, column_names)?))
             }
             PgStatement::Query { plan, column_names, .. } => {
-                let types = placeholder_types(plan)?;
-                let plan = if types.is_empty() {
-                    plan.clone()
-                } else {
-                    let values = bind_parameters(portal, &types)?;
-                    plan.clone().replace_params_with_values(&values).map_err(|e| {
-                        PgWireError::UserError(Box::new(error_info(&retina_query::QueryError::DataFusion(e))))
-                    })?
-                };
+                let plan = bind_portal(portal, plan)?;
                 let options = format_options(client);
                 let response = within_timeout(settings.statement_timeout, async {
                     let results = self.parser.session.execute(plan).await.map_err(pg_error)?;
@@ -260,4 +334,16 @@ impl ExtendedQueryHandler for RetinaQueries {
             }
         }
     }
+}
+
+/// `plan` with the parameters `portal` binds in place of its placeholders.
+fn bind_portal(portal: &Portal<PgStatement>, plan: &LogicalPlan) -> PgWireResult<LogicalPlan> {
+    let types = placeholder_types(plan)?;
+    if types.is_empty() {
+        return Ok(plan.clone());
+    }
+    let values = bind_parameters(portal, &types)?;
+    plan.clone()
+        .replace_params_with_values(&values)
+        .map_err(|e| PgWireError::UserError(Box::new(error_info(&retina_query::QueryError::DataFusion(e)))))
 }

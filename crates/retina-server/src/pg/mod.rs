@@ -7,6 +7,7 @@
 //!   command Retina acknowledges without effect (`SET`, `BEGIN`, ...);
 //! - [`handler`]: the simple and extended query handlers;
 //! - [`copy_out`]: `COPY … TO STDOUT` in text, CSV or binary;
+//! - [`cursors`]: `DECLARE … CURSOR`, `FETCH` and `CLOSE`;
 //! - [`encode`]: Arrow batches to `DataRow`s with PostgreSQL type OIDs, under
 //!   the column names PostgreSQL would give ([`column_names`]);
 //! - [`param_types`]: the parameter types a client declares, given to the plan;
@@ -18,6 +19,7 @@
 
 pub mod column_names;
 pub mod copy_out;
+pub mod cursors;
 pub mod encode;
 pub mod errors;
 pub mod handler;

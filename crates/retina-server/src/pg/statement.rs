@@ -6,6 +6,7 @@ use retina_query::datafusion::logical_expr::LogicalPlan;
 use retina_query::datafusion::sql::parser::Statement;
 
 use super::copy_out::CopyFormat;
+use super::cursors::PlannedCursor;
 
 /// A statement ready to execute.
 #[derive(Clone, Debug)]
@@ -19,8 +20,11 @@ pub enum PgStatement {
     /// ([`setting_change`]); `command` gives the tag to answer with.
     Setting { command: SessionCommand, change: SettingChange },
     /// A session or transaction command Retina accepts without effect: every query
-    /// already runs in its own consistent snapshot, and there is nothing to commit.
+    /// already runs in its own consistent snapshot, and there is nothing to commit
+    /// (the end of a transaction closes its cursors).
     Session(SessionCommand),
+    /// `DECLARE`, `FETCH` or `CLOSE` of a cursor ([`super::cursors`]).
+    Cursor(PlannedCursor),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -67,6 +67,31 @@ def main() -> int:
         return {"columns": [c.name for c in table.columns], "primary_key": [c.name for c in table.primary_key], "row": list(first)}
 
     step("autoload", autoload)
+
+    # Reading a result in pieces: SQLAlchemy's stream_results and psycopg's named
+    # (server-side) cursors declare a cursor and fetch from it.
+    def streamed():
+        with engine.connect() as connection:
+            result = connection.execution_options(stream_results=True, max_row_buffer=7).execute(
+                text("SELECT id FROM shop.items ORDER BY id")
+            )
+            return [row[0] for row in result]
+
+    step("stream_results", streamed)
+
+    def named_cursor():
+        import psycopg
+
+        with psycopg.connect(f"postgresql://retina@{host}:{port}/retina") as connection:
+            with connection.cursor(name="pieces") as cursor:
+                cursor.execute("SELECT id, name FROM shop.items WHERE id <= %s ORDER BY id", (15,))
+                first, second, rest = cursor.fetchmany(4), cursor.fetchmany(4), cursor.fetchall()
+            with connection.cursor(name="binary", binary=True) as cursor:
+                cursor.execute("SELECT qty FROM shop.items WHERE id = 3")
+                binary = cursor.fetchall()
+        return {"sizes": [len(first), len(second), len(rest)], "first": list(first[0]), "last": list(rest[-1]), "binary": [list(r) for r in binary]}
+
+    step("named_cursor", named_cursor)
     results["sqlalchemy"] = sqlalchemy.__version__
     print(json.dumps(results, default=str))
     return 1 if failed else 0
