@@ -6,7 +6,8 @@
 //!
 //! SQLAlchemy's `get_columns` (behind `Table(autoload_with=)`, pandas
 //! `read_sql_table`) calls `pg_get_serial_sequence`, `json_build_object` and
-//! `pg_collation_is_visible`; its `get_indexes` calls `pg_get_indexdef`.
+//! `pg_collation_is_visible`; its `get_indexes` and pgjdbc's `getIndexInfo` call
+//! `pg_get_indexdef`.
 
 use std::sync::Arc;
 
@@ -23,15 +24,17 @@ use datafusion::scalar::ScalarValue;
 
 use crate::client_settings::ClientSettings;
 use crate::pg_compat::setting;
+use crate::pg_keys::KeyDefinitions;
 use crate::sql_catalog::DEFAULT_SCHEMA;
 use crate::pg_rewrite::{like_pattern_with_backslash, EXPAND_ARRAY_FUNCTION, LIKE_ESCAPE_FUNCTION};
 
-/// Registers every function of this module.
-pub fn register(context: &SessionContext) {
-    // No column here is backed by a sequence, and no index has expression columns:
-    // PostgreSQL answers NULL for both.
+/// Registers every function of this module; `keys` describes the primary keys'
+/// indexes and constraints.
+pub fn register(context: &SessionContext, keys: Arc<KeyDefinitions>) {
+    // No column here is backed by a sequence: PostgreSQL answers NULL.
     context.register_udf(ScalarUDF::from(Constant::new("pg_get_serial_sequence", DataType::Utf8)));
-    context.register_udf(ScalarUDF::from(Constant::new("pg_get_indexdef", DataType::Utf8)));
+    context.register_udf(ScalarUDF::from(KeyDefinition::new("pg_get_indexdef", Arc::clone(&keys))));
+    context.register_udf(ScalarUDF::from(KeyDefinition::new("pg_get_constraintdef", keys)));
     // Every collation Retina reports is the default one, which is visible.
     context.register_udf(ScalarUDF::from(Constant::new("pg_collation_is_visible", DataType::Boolean)));
     context.register_udf(ScalarUDF::from(JsonBuildObject::new()));
@@ -316,6 +319,88 @@ impl ScalarUDFImpl for Constant {
     }
 }
 
+/// `pg_get_indexdef(index [, column, pretty])` and `pg_get_constraintdef(constraint
+/// [, pretty])` of a primary key: its `CREATE UNIQUE INDEX`, the name of its
+/// `column`th column (from 1; 0 is the whole definition), or `PRIMARY KEY (…)`.
+/// NULL for an oid that is no key's.
+struct KeyDefinition {
+    name: &'static str,
+    signature: Signature,
+    keys: Arc<KeyDefinitions>,
+}
+
+impl KeyDefinition {
+    fn new(name: &'static str, keys: Arc<KeyDefinitions>) -> Self {
+        Self { name, signature: Signature::variadic_any(Volatility::Stable), keys }
+    }
+}
+
+impl std::fmt::Debug for KeyDefinition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PartialEq for KeyDefinition {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && Arc::ptr_eq(&self.keys, &other.keys)
+    }
+}
+
+impl Eq for KeyDefinition {}
+
+impl std::hash::Hash for KeyDefinition {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for KeyDefinition {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let Some(oids) = args.args.first() else {
+            return Err(DataFusionError::Plan(format!("{} takes an oid", self.name)));
+        };
+        let oids = cast(&oids.to_array(rows)?, &DataType::Int64)?;
+        let oids = oids.as_primitive::<datafusion::arrow::datatypes::Int64Type>();
+        // pg_get_indexdef's column number; pg_get_constraintdef's second argument is
+        // `pretty`.
+        let columns = match (self.name, args.args.get(1)) {
+            ("pg_get_indexdef", Some(column)) => Some(cast(&column.to_array(rows)?, &DataType::Int64)?),
+            _ => None,
+        };
+        let mut out = StringBuilder::new();
+        for row in 0..rows {
+            let key = (!oids.is_null(row)).then(|| i32::try_from(oids.value(row)).ok()).flatten().and_then(|oid| self.keys.get(oid));
+            let column = columns.as_ref().map(|c| c.as_primitive::<datafusion::arrow::datatypes::Int64Type>()).map_or(0, |c| c.value(row));
+            match key {
+                None => out.append_null(),
+                Some(key) if self.name == "pg_get_constraintdef" => out.append_value(key.constraint_definition()),
+                Some(key) if column == 0 => out.append_value(key.index_definition()),
+                Some(key) => match usize::try_from(column - 1).ok().and_then(|i| key.columns.get(i)) {
+                    Some(name) => out.append_value(name),
+                    None => out.append_value(""),
+                },
+            }
+        }
+        let array: ArrayRef = Arc::new(out.finish());
+        Ok(if scalar { ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?) } else { ColumnarValue::Array(array) })
+    }
+}
+
 /// `json_build_object(key, value, ...)`: a JSON object per row, as text. Keys are
 /// text; numbers and booleans stay JSON numbers and booleans, NULL is `null`,
 /// anything else is its text as a JSON string (as PostgreSQL's `to_json` of text).
@@ -395,7 +480,7 @@ mod tests {
 
     async fn one(sql: &str) -> String {
         let context = SessionContext::new();
-        register(&context);
+        register(&context, Arc::default());
         let batches = context.sql(sql).await.expect("plan").collect().await.expect("run");
         let column = cast(batches[0].column(0), &DataType::Utf8).expect("text");
         let text = column.as_string::<i32>();
@@ -413,7 +498,7 @@ mod tests {
     #[tokio::test]
     async fn functions_about_sequences_indexes_and_collations_answer_as_for_none() {
         assert_eq!(one("SELECT pg_get_serial_sequence('chbench.warehouse', 'w_id')").await, "NULL");
-        assert_eq!(one("SELECT pg_get_indexdef(1, 1, true)").await, "NULL");
+        assert_eq!(one("SELECT pg_get_indexdef(1, 1, true)").await, "NULL", "no key has that index");
         assert_eq!(one("SELECT pg_collation_is_visible(100)").await, "true");
     }
 
@@ -424,7 +509,7 @@ mod tests {
             "1"
         );
         let context = SessionContext::new();
-        register(&context);
+        register(&context, Arc::default());
         let sql = "SELECT get_field(e, 'x') AS x, get_field(e, 'n') AS n FROM (SELECT unnest(retina_expandarray(a)) AS e \
                    FROM (VALUES (make_array(7, 9)), (make_array(4))) AS t(a)) ORDER BY x";
         let batches = context.sql(sql).await.expect("plan").collect().await.expect("run");
@@ -448,7 +533,7 @@ mod tests {
         assert_eq!(one("SELECT current_setting('TimeZone')").await, "UTC");
         assert_eq!(one("SELECT current_setting('no_such_thing', true)").await, "NULL");
         let context = SessionContext::new();
-        register(&context);
+        register(&context, Arc::default());
         let error = context.sql("SELECT current_setting('no_such_thing')").await.expect("plan").collect().await.unwrap_err();
         assert!(error.to_string().contains("unrecognized configuration parameter \"no_such_thing\""), "{error}");
     }
@@ -459,7 +544,7 @@ mod tests {
         assert_eq!(one("SELECT 'pgxtoast' LIKE retina_like_escape('pg/_%', '/')").await, "false");
         assert_eq!(one("SELECT count(*) FROM (VALUES ('c%'), ('b//')) AS t(p) WHERE 'b/' LIKE retina_like_escape(p, '/')").await, "1");
         let context = SessionContext::new();
-        register(&context);
+        register(&context, Arc::default());
         let error = context.sql("SELECT 'a' LIKE retina_like_escape('a/', '/')").await.expect("plan").collect().await.unwrap_err();
         assert!(error.to_string().contains("must not end with escape character"), "{error}");
     }

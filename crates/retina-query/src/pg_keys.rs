@@ -105,6 +105,7 @@ impl KeyTableKind {
 }
 
 /// One table's primary key, as the catalog names it.
+#[derive(Clone, Debug)]
 pub struct PrimaryKey {
     pub table_oid: i32,
     pub namespace_oid: i32,
@@ -112,12 +113,68 @@ pub struct PrimaryKey {
     pub constraint_name: String,
     /// `attnum` of each key column, in key order.
     pub attnums: Vec<i16>,
+    /// `schema.table`, quoted where needed.
+    pub qualified_table: String,
+    /// The key columns' names, in key order.
+    pub columns: Vec<String>,
 }
 
 impl PrimaryKey {
     /// The oid of the key's index (in `pg_class` and `pg_index`).
     pub fn index_oid(&self) -> i32 {
         self.table_oid + INDEX_OID_OFFSET
+    }
+
+    /// The oid of the key's constraint (in `pg_constraint`).
+    pub fn constraint_oid(&self) -> i32 {
+        self.table_oid + CONSTRAINT_OID_OFFSET
+    }
+
+    /// What `pg_get_indexdef(index)` answers.
+    pub fn index_definition(&self) -> String {
+        format!("CREATE UNIQUE INDEX {} ON {} USING btree ({})", quoted(&self.constraint_name), self.qualified_table, self.column_list())
+    }
+
+    /// What `pg_get_constraintdef(constraint)` answers.
+    pub fn constraint_definition(&self) -> String {
+        format!("PRIMARY KEY ({})", self.column_list())
+    }
+
+    fn column_list(&self) -> String {
+        self.columns.iter().map(|c| quoted(c)).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// An identifier as PostgreSQL prints it: bare when it is lower case letters,
+/// digits and underscores, else in double quotes.
+fn quoted(name: &str) -> String {
+    let plain = name.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain { name.to_string() } else { format!("\"{}\"", name.replace('"', "\"\"")) }
+}
+
+/// The primary keys the catalog tables last listed, by index and constraint oid:
+/// what `pg_get_indexdef` and `pg_get_constraintdef` describe. A client gets those
+/// oids from a scan of `pg_index`, `pg_constraint` or `pg_class`, which records the
+/// keys here first.
+#[derive(Default)]
+pub struct KeyDefinitions {
+    by_oid: parking_lot::RwLock<HashMap<i32, PrimaryKey>>,
+}
+
+impl KeyDefinitions {
+    pub fn record(&self, keys: &[PrimaryKey]) {
+        let mut by_oid = self.by_oid.write();
+        by_oid.clear();
+        for key in keys {
+            by_oid.insert(key.index_oid(), key.clone());
+            by_oid.insert(key.constraint_oid(), key.clone());
+        }
+    }
+
+    /// The key whose index or constraint has `oid`.
+    pub fn get(&self, oid: i32) -> Option<PrimaryKey> {
+        self.by_oid.read().get(&oid).cloned()
     }
 }
 
@@ -128,6 +185,7 @@ pub struct KeyTable {
     engine: Arc<Engine>,
     /// The emulation, whose `pg_class` and `pg_namespace` give the oids.
     catalog: Arc<dyn SchemaProvider>,
+    definitions: Arc<KeyDefinitions>,
 }
 
 impl fmt::Debug for KeyTable {
@@ -138,8 +196,8 @@ impl fmt::Debug for KeyTable {
 
 impl KeyTable {
     /// `kind`'s table over `engine`'s tables, with oids from the emulated `catalog`.
-    pub fn new(kind: KeyTableKind, engine: Arc<Engine>, catalog: Arc<dyn SchemaProvider>) -> Self {
-        Self { kind, schema: kind.schema(), engine, catalog }
+    pub fn new(kind: KeyTableKind, engine: Arc<Engine>, catalog: Arc<dyn SchemaProvider>, definitions: Arc<KeyDefinitions>) -> Self {
+        Self { kind, schema: kind.schema(), engine, catalog, definitions }
     }
 
     fn batch(&self, keys: &[PrimaryKey]) -> Result<RecordBatch> {
@@ -200,7 +258,7 @@ impl KeyTable {
                 text(&|_| None),
             ],
             KeyTableKind::Constraint => vec![
-                int32(&|k| k.table_oid + CONSTRAINT_OID_OFFSET),
+                int32(&PrimaryKey::constraint_oid),
                 text(&|k| Some(k.constraint_name.clone())),
                 int32(&|k| k.namespace_oid),
                 text(&|_| Some("p".into())),
@@ -244,7 +302,12 @@ async fn read(catalog: &dyn SchemaProvider, state: &dyn Session, table: &str) ->
 
 /// The primary keys of every table of `engine` that the emulated `catalog`'s
 /// `pg_class` lists, with its oids.
-pub async fn primary_keys(engine: &Engine, catalog: &dyn SchemaProvider, state: &dyn Session) -> Result<Vec<PrimaryKey>> {
+pub async fn primary_keys(
+    engine: &Engine,
+    catalog: &dyn SchemaProvider,
+    state: &dyn Session,
+    definitions: &KeyDefinitions,
+) -> Result<Vec<PrimaryKey>> {
     let mut namespaces: HashMap<String, i32> = HashMap::new();
     for batch in read(catalog, state, "pg_namespace").await? {
         let (oids, names) = (int32_column(&batch, "oid")?, string_column(&batch, "nspname")?);
@@ -271,8 +334,11 @@ pub async fn primary_keys(engine: &Engine, catalog: &dyn SchemaProvider, state: 
         let Some(&table_oid) = relations.get(&(namespace_oid, name.to_string())) else { continue };
         // `attnum` is the column's position in the table's SQL schema, from 1.
         let attnums = schema.primary_key().iter().map(|&column| i16::try_from(column + 1).unwrap_or(i16::MAX)).collect();
-        keys.push(PrimaryKey { table_oid, namespace_oid, constraint_name: format!("{name}_pkey"), attnums });
+        let columns = schema.primary_key().iter().map(|&column| schema.columns().field(column).name().clone()).collect();
+        let qualified_table = format!("{}.{}", quoted(namespace), quoted(name));
+        keys.push(PrimaryKey { table_oid, namespace_oid, constraint_name: format!("{name}_pkey"), attnums, qualified_table, columns });
     }
+    definitions.record(&keys);
     Ok(keys)
 }
 
@@ -293,7 +359,7 @@ impl TableProvider for KeyTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let keys = primary_keys(&self.engine, self.catalog.as_ref(), state).await?;
+        let keys = primary_keys(&self.engine, self.catalog.as_ref(), state, &self.definitions).await?;
         let batch = self.batch(&keys)?;
         Ok(MemorySourceConfig::try_new_exec(&[vec![batch]], Arc::clone(&self.schema), projection.cloned())?)
     }

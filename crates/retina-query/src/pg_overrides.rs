@@ -28,7 +28,7 @@ use retina_core::Engine;
 
 use crate::client_settings::ClientSettings;
 use crate::pg_compat::{setting, SETTING_NAMES};
-use crate::pg_keys::{primary_keys, KeyTable, KeyTableKind, PrimaryKey};
+use crate::pg_keys::{primary_keys, KeyDefinitions, KeyTable, KeyTableKind, PrimaryKey};
 
 /// Columns added to an emulated table, by table name.
 fn missing_columns(table: &str) -> Vec<Field> {
@@ -43,11 +43,13 @@ fn missing_columns(table: &str) -> Vec<Field> {
 pub struct PgCatalogOverrides {
     inner: Arc<dyn SchemaProvider>,
     engine: Arc<Engine>,
+    definitions: Arc<KeyDefinitions>,
 }
 
 impl PgCatalogOverrides {
-    pub fn new(inner: Arc<dyn SchemaProvider>, engine: Arc<Engine>) -> Self {
-        Self { inner, engine }
+    /// `definitions`: where the keys listed are recorded for `pg_get_indexdef`.
+    pub fn new(inner: Arc<dyn SchemaProvider>, engine: Arc<Engine>, definitions: Arc<KeyDefinitions>) -> Self {
+        Self { inner, engine, definitions }
     }
 }
 
@@ -77,13 +79,13 @@ impl SchemaProvider for PgCatalogOverrides {
                 }
                 let table = WithNullColumns::new(table, missing);
                 if name == "pg_class" {
-                    let (engine, catalog) = (Arc::clone(&self.engine), Arc::clone(&self.inner));
-                    return Ok(Some(Arc::new(PgClassWithIndexes { table, engine, catalog })));
+                    let (engine, catalog, definitions) = (Arc::clone(&self.engine), Arc::clone(&self.inner), Arc::clone(&self.definitions));
+                    return Ok(Some(Arc::new(PgClassWithIndexes { table, engine, catalog, definitions })));
                 }
                 return Ok(Some(Arc::new(table)));
             }
         };
-        Ok(Some(Arc::new(KeyTable::new(kind, Arc::clone(&self.engine), Arc::clone(&self.inner)))))
+        Ok(Some(Arc::new(KeyTable::new(kind, Arc::clone(&self.engine), Arc::clone(&self.inner), Arc::clone(&self.definitions)))))
     }
 
     fn table_exist(&self, name: &str) -> bool {
@@ -152,6 +154,7 @@ struct PgClassWithIndexes {
     table: WithNullColumns,
     engine: Arc<Engine>,
     catalog: Arc<dyn SchemaProvider>,
+    definitions: Arc<KeyDefinitions>,
 }
 
 impl fmt::Debug for PgClassWithIndexes {
@@ -218,7 +221,7 @@ impl TableProvider for PgClassWithIndexes {
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let tables = self.table.scan(state, projection, filters, limit).await?;
-        let keys = primary_keys(&self.engine, self.catalog.as_ref(), state).await?;
+        let keys = primary_keys(&self.engine, self.catalog.as_ref(), state, &self.definitions).await?;
         let indexes = MemorySourceConfig::try_new_exec(&[vec![self.index_rows(&keys)?]], self.table.schema(), projection.cloned())?;
         UnionExec::try_new(vec![tables, indexes])
     }

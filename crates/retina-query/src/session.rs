@@ -100,10 +100,11 @@ impl RetinaSession {
         }
         // After the emulation: its set-up must not bring DataFusion's `version()` back.
         crate::pg_compat::register_functions(&context);
-        crate::pg_functions::register(&context);
+        let key_definitions = Arc::new(crate::pg_keys::KeyDefinitions::default());
+        crate::pg_functions::register(&context, Arc::clone(&key_definitions));
         if let Some(catalog) = context.catalog(CATALOG) {
             if let Some(emulated) = catalog.schema("pg_catalog") {
-                let overrides = crate::pg_overrides::PgCatalogOverrides::new(emulated, Arc::clone(&engine));
+                let overrides = crate::pg_overrides::PgCatalogOverrides::new(emulated, Arc::clone(&engine), key_definitions);
                 let _ = catalog.register_schema("pg_catalog", Arc::new(overrides));
             }
         }

@@ -49,6 +49,18 @@ async fn primary_keys_are_in_pg_index_and_pg_constraint_in_key_order() {
     let text = pretty(&index);
     assert!(text.contains("| items   | true         | 1           | public  |"), "{text}");
     assert!(text.contains("| lines   | true         | 2           | shop    |"), "{text}");
+    // pgjdbc's getIndexInfo and psql name an index's columns with pg_get_indexdef.
+    let (_, definitions) = session
+        .collect(
+            "SELECT pg_get_indexdef(i.indexrelid, 0, true) AS def, pg_get_indexdef(i.indexrelid, 2, false) AS second, \
+             pg_get_constraintdef(con.oid, true) AS con FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class c ON c.oid = i.indrelid \
+             JOIN pg_catalog.pg_constraint con ON con.conindid = i.indexrelid WHERE c.relname = 'lines'",
+        )
+        .await
+        .expect("index definitions");
+    let text = pretty(&definitions);
+    assert!(text.contains("CREATE UNIQUE INDEX lines_pkey ON shop.lines USING btree (order_id, line_no)"), "{text}");
+    assert!(text.contains("| line_no ") && text.contains("PRIMARY KEY (order_id, line_no)"), "{text}");
     // SQLAlchemy's get_schema_names: an escape character other than backslash.
     let (_, schemas) = session
         .collect("SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname NOT LIKE 'pg/_%' ESCAPE '/' AND nspname LIKE 'sh%' ORDER BY 1")
