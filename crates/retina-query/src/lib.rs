@@ -33,6 +33,7 @@ pub mod session;
 pub mod snapshot;
 pub mod sources;
 pub mod sql_catalog;
+pub mod sql_parser;
 pub mod split_pruning;
 pub mod split_statistics;
 pub mod system;

@@ -3,7 +3,6 @@
 //! executing (not at parse time: a prepared statement executed twice reads two
 //! snapshots). SQL is read-only: tables change only by replay.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -18,15 +17,14 @@ use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
 use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{execute_stream, RecordBatchStream, SendableRecordBatchStream};
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion::sql::parser::{DFParser, Statement};
+use datafusion::sql::parser::Statement;
 use datafusion_pg_catalog::pg_catalog::context::EmptyContextProvider;
-use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use futures::{Stream, StreamExt};
 use retina_core::{Engine, Snapshot, Ts};
 
 use crate::client_settings::ClientSettings;
+use crate::sql_parser::SqlParser;
 use crate::sql_catalog::{RetinaCatalog, CATALOG, DEFAULT_SCHEMA};
 use crate::error::{QueryError, QueryResult};
 use crate::figures::{Figures, FiguresCollector};
@@ -66,7 +64,7 @@ pub struct RetinaSession {
     options: SessionOptions,
     metrics: Arc<QueryMetrics>,
     figures: Arc<FiguresCollector>,
-    compatibility: PostgresCompatibilityParser,
+    parser: SqlParser,
 }
 
 impl RetinaSession {
@@ -108,7 +106,7 @@ impl RetinaSession {
                 let _ = catalog.register_schema("pg_catalog", Arc::new(overrides));
             }
         }
-        Self { engine, context, options, metrics, figures, compatibility: PostgresCompatibilityParser::new() }
+        Self { engine, context, options, metrics, figures, parser: SqlParser::new() }
     }
 
     pub fn engine(&self) -> &Arc<Engine> {
@@ -124,29 +122,10 @@ impl RetinaSession {
         self.figures.collect()
     }
 
-    /// Splits `sql` into statements (PostgreSQL dialect). PostgreSQL-only forms that
-    /// clients use to introspect (`OPERATOR(pg_catalog.~)`, `::regclass`, `COLLATE
-    /// pg_catalog.default`, catalog queries DataFusion cannot plan) are rewritten to
-    /// what DataFusion runs on the emulated `pg_catalog`. What that parser refuses
-    /// goes to DataFusion's own parser (its statements and its error messages).
+    /// Splits `sql` into statements (PostgreSQL dialect), PostgreSQL-only forms
+    /// rewritten into what DataFusion runs ([`crate::sql_parser`]).
     pub fn parse(&self, sql: &str) -> QueryResult<Vec<Statement>> {
-        if let Ok(statements) = self.compatibility.parse(sql) {
-            return Ok(statements
-                .into_iter()
-                .map(|mut statement| {
-                    crate::pg_rewrite::rewrite(&mut statement);
-                    Statement::Statement(Box::new(statement))
-                })
-                .collect());
-        }
-        let mut statements: VecDeque<Statement> = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {})
-            .map_err(|e| QueryError::DataFusion(DataFusionError::from(e)))?;
-        for statement in &mut statements {
-            if let Statement::Statement(inner) = statement {
-                crate::pg_rewrite::rewrite(inner);
-            }
-        }
-        Ok(statements.into())
+        self.parser.parse(sql)
     }
 
     /// Plans one statement. Statements that would change data or the catalog are

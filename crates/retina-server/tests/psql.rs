@@ -319,6 +319,20 @@ fn cursors_fetch_a_result_in_pieces_and_release_their_snapshot() {
     assert!(fx.released_within(Duration::from_secs(10)), "the ended connection's cursor released its snapshot");
 }
 
+/// A correlated scalar subquery in a select list is answered. Before, the
+/// pg_catalog emulation's parser replaced it with NULL in every query: a silent
+/// wrong answer.
+#[test]
+fn correlated_subqueries_are_answered_not_replaced_with_null() {
+    let fx = Fixture::new();
+    let out = fx.psql_ok(
+        "SELECT a.id, (SELECT count(*) FROM shop.items b WHERE b.id = a.id) AS n FROM shop.items a WHERE a.id < 4 ORDER BY a.id",
+    );
+    assert_eq!(out, "1|1\n2|1\n3|1");
+    let out = fx.psql_ok("SELECT count(*) FROM shop.items a WHERE a.qty = (SELECT max(b.qty) FROM shop.items b WHERE b.id = a.id)");
+    assert_eq!(out, "500");
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();
