@@ -182,6 +182,8 @@ fn psycopg_binds_parameters_by_their_declared_types_in_text_and_binary() {
         ("limit", "[(2,), (3,)]"),
         ("copy_text", "b'1\\titem 1\\n2\\titem 2\\n'"),
         ("copy_binary", "[(1, 'item 1', 10), (2, 'item 2', 20)]"),
+        // Before, the rollback's DEALLOCATE ALL was refused.
+        ("prepared_then_rolled_back", "[1, 2, 3, 4, 5, 6, 7, 19]"),
     ];
     for (step, want) in expected {
         assert_eq!(results[step], want, "{step}: {}", results[step]);

@@ -40,6 +40,12 @@ pub enum SessionCommand {
     Release,
     RollbackTo,
     Discard,
+    /// `DEALLOCATE [PREPARE] name` and `DEALLOCATE ALL`: psycopg sends the latter
+    /// once it has prepared statements by itself (after five runs of one query).
+    /// Accepted without effect: a later Parse of the same name replaces the
+    /// statement.
+    Deallocate,
+    DeallocateAll,
 }
 
 impl SessionCommand {
@@ -54,6 +60,8 @@ impl SessionCommand {
             Self::Savepoint => "SAVEPOINT",
             Self::Release => "RELEASE",
             Self::Discard => "DISCARD ALL",
+            Self::Deallocate => "DEALLOCATE",
+            Self::DeallocateAll => "DEALLOCATE ALL",
         }
     }
 
@@ -65,6 +73,10 @@ impl SessionCommand {
         let keyword = words.next().unwrap_or("").to_ascii_uppercase();
         if keyword == "ROLLBACK" && words.next().is_some_and(|word| word.eq_ignore_ascii_case("TO")) {
             return Some(Self::RollbackTo);
+        }
+        if keyword == "DEALLOCATE" {
+            let target = words.find(|word| !word.eq_ignore_ascii_case("PREPARE"))?;
+            return Some(if target.eq_ignore_ascii_case("ALL") { Self::DeallocateAll } else { Self::Deallocate });
         }
         match keyword.as_str() {
             "SET" => Some(Self::Set),
@@ -189,6 +201,17 @@ mod tests {
         assert_eq!(change("SELECT 1"), None);
         assert_eq!(first_schema("\"$user\", public"), Some("public".into()));
         assert_eq!(first_schema("pg_catalog"), None);
+    }
+
+    #[test]
+    fn deallocate_is_a_session_command() {
+        let command = |sql: &str| {
+            let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).expect("parses");
+            SessionCommand::of(&statements.pop_front().expect("one statement"))
+        };
+        assert_eq!(command("DEALLOCATE ALL"), Some(SessionCommand::DeallocateAll));
+        assert_eq!(command("DEALLOCATE PREPARE _pg3_0"), Some(SessionCommand::Deallocate));
+        assert_eq!(command("DEALLOCATE _pg3_1").map(SessionCommand::tag), Some("DEALLOCATE"));
     }
 
     #[test]

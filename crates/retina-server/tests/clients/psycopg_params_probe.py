@@ -76,7 +76,16 @@ def main() -> int:
                 copy.set_types(["int8", "text", "int4"])
                 return repr(list(copy.rows()))
 
-    for name, run in [("copy_text", copy_text), ("copy_binary", copy_binary)]:
+    # psycopg prepares a query by itself after five runs, and then sends
+    # DEALLOCATE ALL when a transaction is rolled back.
+    def prepared_then_rolled_back():
+        with psycopg.connect(host=host, port=port, user="retina", dbname="retina") as tx:
+            counts = [tx.execute("SELECT count(*) FROM shop.items WHERE id < %s", (n,)).fetchone()[0] for n in range(2, 9)]
+            tx.rollback()
+            counts.append(tx.execute("SELECT count(*) FROM shop.items WHERE id < %s", (20,)).fetchone()[0])
+            return repr(counts)
+
+    for name, run in [("copy_text", copy_text), ("copy_binary", copy_binary), ("prepared_then_rolled_back", prepared_then_rolled_back)]:
         try:
             results[name] = run()
         except Exception as error:
