@@ -217,6 +217,9 @@ fn pgjdbc_connects_binds_parameters_and_reads_table_metadata() {
     // The same answer before and after pgjdbc's switch to binary parameters.
     assert_eq!(value("typed_parameters"), "2.5:-12.34:2,255:a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11:2");
     assert_eq!(value("tables"), "shop.items");
+    // Before, setDate's "2024-01-01 +00" was refused, and setTimestamp in a New York
+    // JVM read 17:00 (its offset applied, where PostgreSQL drops it).
+    assert_eq!(value("dates"), "2024-01-01|2024-01-01 12:00:00.0");
     // Before, getPrimaryKeys failed on `information_schema._pg_expandarray`.
     assert_eq!(value("primary_keys"), "id:1:items_pkey");
     // Before, it failed: no max_index_keys in pg_settings.

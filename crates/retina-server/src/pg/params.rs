@@ -42,6 +42,7 @@ pub fn bind_parameters<S: Clone>(portal: &Portal<S>, inferred: &[Option<DataType
             Some(bytes) => {
                 let text = std::str::from_utf8(&bytes)
                     .map_err(|_| user_error("22021", format!("parameter ${} is not valid UTF-8", index + 1)))?;
+                let text = datetime_text(text, &target);
                 match (&target, text.strip_prefix("\\x")) {
                     (DataType::Binary, Some(hex)) => ScalarValue::Binary(Some(
                         hex_bytes(hex).ok_or_else(|| user_error("22P02", format!("parameter ${}: invalid bytea hex", index + 1)))?,
@@ -63,6 +64,37 @@ pub fn bind_parameters<S: Clone>(portal: &Portal<S>, inferred: &[Option<DataType
         values.push(value);
     }
     Ok(ParamValues::from(values))
+}
+
+/// A date or timestamp parameter's text in the form Arrow reads, as PostgreSQL
+/// reads it: a date takes the date part of a text with a time or zone after it
+/// (pgjdbc's `setDate` sends `2024-01-01 +00`); a timestamp without time zone
+/// ignores a zone offset (pgjdbc's `setTimestamp` sends the JVM zone's offset,
+/// which PostgreSQL drops for `timestamp`); a date alone with a zone is its
+/// midnight there.
+fn datetime_text<'a>(text: &'a str, target: &DataType) -> std::borrow::Cow<'a, str> {
+    use std::borrow::Cow;
+    let trimmed = text.trim();
+    let is_date = |part: &str| part.len() == 10 && part.as_bytes()[4] == b'-' && part.as_bytes()[7] == b'-';
+    let (date, rest) = match trimmed.split_once([' ', 'T']) {
+        Some((date, rest)) if is_date(date) => (date, rest.trim()),
+        _ => return Cow::Borrowed(text),
+    };
+    // The zone: `Z`, or a sign after which only digits and `:` follow.
+    let zone_start = rest.rfind(['+', '-']).filter(|at| rest[at + 1..].chars().all(|c| c.is_ascii_digit() || c == ':') && at + 1 < rest.len());
+    let zone_start = zone_start.or_else(|| rest.ends_with('Z').then(|| rest.len() - 1));
+    let (time, zone) = match zone_start {
+        Some(at) => (rest[..at].trim(), &rest[at..]),
+        None => (rest, ""),
+    };
+    match target {
+        DataType::Date32 | DataType::Date64 => Cow::Borrowed(date),
+        DataType::Timestamp(_, None) if !zone.is_empty() => {
+            Cow::Owned(if time.is_empty() { format!("{date} 00:00:00") } else { format!("{date} {time}") })
+        }
+        DataType::Timestamp(_, Some(_)) if time.is_empty() && !zone.is_empty() => Cow::Owned(format!("{date} 00:00:00{zone}")),
+        _ => Cow::Borrowed(text),
+    }
 }
 
 /// A decimal parameter's digits after the point must fit the placeholder's scale:
@@ -104,5 +136,20 @@ mod tests {
         assert!(check_decimal_digits("-5", 0).is_ok());
         assert_eq!(hex_bytes("01ff"), Some(vec![1, 255]));
         assert_eq!(hex_bytes("0"), None);
+    }
+
+    /// pgjdbc's `setDate` and `setTimestamp` texts, read as PostgreSQL reads them.
+    #[test]
+    fn date_and_timestamp_texts_with_zones_read_as_postgresql_reads_them() {
+        let micros = |zone: Option<&str>| DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, zone.map(Into::into));
+        assert_eq!(datetime_text("2024-01-01 +00", &DataType::Date32), "2024-01-01");
+        assert_eq!(datetime_text("2024-01-01 12:30:00-05", &DataType::Date32), "2024-01-01");
+        assert_eq!(datetime_text("2024-01-01 12:00:00-05", &micros(None)), "2024-01-01 12:00:00");
+        assert_eq!(datetime_text("2024-01-01 12:00:00.5+05:30", &micros(None)), "2024-01-01 12:00:00.5");
+        assert_eq!(datetime_text("2024-01-01 +00", &micros(None)), "2024-01-01 00:00:00");
+        assert_eq!(datetime_text("2024-01-01 +00", &micros(Some("UTC"))), "2024-01-01 00:00:00+00");
+        assert_eq!(datetime_text("2024-01-01 12:00:00-05", &micros(Some("UTC"))), "2024-01-01 12:00:00-05");
+        assert_eq!(datetime_text("2024-01-01 12:00:00", &micros(None)), "2024-01-01 12:00:00");
+        assert_eq!(datetime_text("plain text", &DataType::Date32), "plain text");
     }
 }

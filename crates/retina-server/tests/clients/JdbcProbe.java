@@ -96,6 +96,22 @@ public class JdbcProbe {
                 }
                 return String.join(" | ", seen);
             });
+            // setDate sends "2024-01-01 +00"; setTimestamp sends the JVM zone's offset,
+            // which PostgreSQL drops for a timestamp without time zone.
+            step(connection, "dates", c -> {
+                java.util.TimeZone before = java.util.TimeZone.getDefault();
+                java.util.TimeZone.setDefault(java.util.TimeZone.getTimeZone("America/New_York"));
+                try (PreparedStatement p = c.prepareStatement("SELECT ?::date, ?::timestamp")) {
+                    p.setDate(1, java.sql.Date.valueOf("2024-01-01"));
+                    p.setTimestamp(2, java.sql.Timestamp.valueOf("2024-01-01 12:00:00"));
+                    try (ResultSet r = p.executeQuery()) {
+                        r.next();
+                        return r.getString(1) + "|" + r.getTimestamp(2);
+                    }
+                } finally {
+                    java.util.TimeZone.setDefault(before);
+                }
+            });
             step(connection, "tables", c -> {
                 List<String> names = new ArrayList<>();
                 try (ResultSet r = c.getMetaData().getTables(null, "shop", "%", new String[] {"TABLE"})) {
