@@ -227,6 +227,10 @@ fn decode_full_line<'a>(line: &'a str, default_table: Option<&str>) -> Result<Me
             let key_fields: Fields = serde_json::from_str(key.get()).map_err(malformed)?;
             match key_fields.payload {
                 Some(payload) if key_fields.schema.is_some() => (Some(payload), known_schema(key_fields.schema)),
+                // `{"payload":{…}}` without a schema member (TiCDC with
+                // debezium-disable-schema): the wrapper, not a key column named
+                // `payload`, since a key column holds no object.
+                Some(payload) if payload.get().trim_start().starts_with('{') => (Some(payload), None),
                 _ => (Some(key), None),
             }
         }
@@ -289,12 +293,22 @@ fn decode_payload<'a>(
         return decode_transaction_message(&fields, status);
     }
     let op = string(required(fields.op, "op")?, "op")?;
+    let connector = match &fields.source {
+        Some(Block::Object(source)) => source.connector.and_then(|raw| unescaped_string(raw)),
+        _ => None,
+    };
+    if connector == Some("mongodb") {
+        return Err(DecodeError::bad_value("source.connector", super::not_a_change::MONGODB_UNSUPPORTED));
+    }
     let op = match op.as_ref() {
         "c" => Op::Create,
         "u" => Op::Update,
         "d" => Op::Delete,
         "r" => Op::Read,
         "t" => Op::Truncate,
+        // TiCDC's watermarks (`enable-tidb-extension`): it writes them into the data
+        // topics among the row changes, and they carry no row, so nothing is applied.
+        "m" if connector == Some("TiCDC") => return Ok(Message::Tombstone),
         other => return Err(DecodeError::UnknownOp { field: "op".into(), op: other.to_string() }),
     };
     let source = match fields.source {
@@ -566,7 +580,18 @@ mod tests {
         let event = change(decode_line(&wrapped).expect("key+value"));
         assert_eq!(event.key.map(|k| k.get()), Some(r#"{"id":1}"#));
         assert!(event.key_schema.is_some());
+        // TiCDC writes the key wrapper without a schema member.
+        let unschemed = format!(r#"{{"key":{{"payload":{{"id":1}}}},"value":{{"payload":{PG_UPDATE}}}}}"#);
+        assert_eq!(change(decode_line(&unschemed).expect("wrapped key")).key.map(|k| k.get()), Some(r#"{"id":1}"#));
+        let named_payload = format!(r#"{{"key":{{"payload":7}},"value":{PG_UPDATE}}}"#);
+        assert_eq!(change(decode_line(&named_payload).expect("key column payload")).key.map(|k| k.get()), Some(r#"{"payload":7}"#));
         let bare_key = format!(r#"{{"key":{{"id":1}},"value":{PG_UPDATE}}}"#);
+        // TiCDC's watermark among its row changes: nothing to apply.
+        let watermark = r#"{"payload":{"source":{"connector":"TiCDC","db":"","table":"","commit_ts":3},"op":"m","ts_ms":1,"transaction":null}}"#;
+        assert!(matches!(decode_line(watermark), Ok(Message::Tombstone)));
+        let mongo = r#"{"before":null,"after":null,"source":{"connector":"mongodb","db":"d","collection":"c"},"op":"d","ts_ms":1}"#;
+        let error = decode_line(mongo).map(|_| ()).expect_err("mongo").to_string();
+        assert!(error.contains("MongoDB events are not supported"), "{error}");
         assert_eq!(change(decode_line(&bare_key).expect("bare key")).key.map(|k| k.get()), Some(r#"{"id":1}"#));
     }
 

@@ -19,6 +19,10 @@ const FLATTENED_FIELDS: [&str; 7] = ["__deleted", "__op", "__table", "__db", "__
 /// (`{"string":"true"}`).
 const AVRO_UNION_BRANCHES: [&str; 7] = ["string", "int", "long", "boolean", "double", "float", "bytes"];
 
+/// Why a MongoDB connector's event is refused.
+pub(super) const MONGODB_UNSUPPORTED: &str = "MongoDB events are not supported: their documents come as JSON text and \
+     their source block names a collection, not a table with columns";
+
 /// `error` explained when `line` is one of the known kinds of messages that are not
 /// row changes, or a change event in Avro's JSON encoding; `error` itself otherwise.
 pub(super) fn explain(line: &str, error: DecodeError) -> DecodeError {
@@ -27,12 +31,21 @@ pub(super) fn explain(line: &str, error: DecodeError) -> DecodeError {
         DecodeError::UnknownOp { op, .. } => op == "m",
         // The mistyped field is where decoding stopped; the line as a whole tells why.
         DecodeError::MistypedField { .. } => true,
+        // A MongoDB document, JSON text where a row image object belongs, fails the
+        // parse of the whole line.
+        DecodeError::MalformedJson(_) => line.contains("mongodb"),
         _ => false,
     };
     if !worth_a_look {
         return error;
     }
     let Ok(Value::Object(top)) = serde_json::from_str::<Value>(line) else { return error };
+    if connector(&top) == Some("mongodb") {
+        return DecodeError::bad_value("source.connector", MONGODB_UNSUPPORTED);
+    }
+    if matches!(error, DecodeError::MalformedJson(_)) {
+        return error;
+    }
     if let DecodeError::MistypedField { field, .. } = &error {
         return match has_avro_union(&top) {
             true => DecodeError::AvroJson { field: field.clone() },
@@ -51,6 +64,17 @@ fn unwrapped(top: &Map<String, Value>) -> &Map<String, Value> {
         Some(Value::Object(value)) if !top.contains_key("op") => value,
         _ => top,
     }
+}
+
+/// The `source.connector` of the message in `top` (inside a Kafka wrapper or a
+/// schema envelope).
+fn connector(top: &Map<String, Value>) -> Option<&str> {
+    let value = unwrapped(top);
+    let payload = match value.get("payload") {
+        Some(Value::Object(payload)) => payload,
+        _ => value,
+    };
+    payload.get("source")?.get("connector")?.as_str()
 }
 
 /// Whether a field of the `source` block holds an Avro union's JSON encoding, as
@@ -82,6 +106,14 @@ fn kind(top: &Map<String, Value>) -> Option<&'static str> {
         return Some(
             "a PostgreSQL logical decoding message (op \"m\", from pg_logical_emit_message): it holds no row \
              change; leave the connector's message topic out of the source",
+        );
+    }
+    let ticdc = payload.get("source").and_then(|source| source.get("connector")).and_then(Value::as_str) == Some("TiCDC");
+    if ticdc && (payload.contains_key("ddl") || payload.contains_key("tableChanges")) {
+        return Some(
+            "a TiCDC DDL event, which TiCDC writes into the data topics: it holds no row change (a table's new \
+             columns come with its change events' schemas); set it aside with --dead-letter, or leave DDL out of \
+             the changefeed (filter event-filters ignore-event = [\"all ddl\"])",
         );
     }
     if payload.contains_key("ddl") || payload.contains_key("tableChanges") {
@@ -141,7 +173,15 @@ mod tests {
                 r#"{"op":"m","ts_ms":1,"source":{"connector":"postgresql","schema":"","table":""},"message":{"prefix":"p","content":"aGk="}}"#,
                 "logical decoding message",
             ),
+            (
+                r#"{"payload":{"source":{"connector":"TiCDC","db":"test","table":"t"},"ts_ms":1,"databaseName":"test","ddl":"RENAME TABLE test.t TO test.u","tableChanges":[]}}"#,
+                "a TiCDC DDL event",
+            ),
         ];
+        // RisingWave's captured MongoDB snapshot row: the document is JSON text.
+        let mongo = r#"{"schema":null,"payload":{"before":null,"after":"{\"_id\": {\"$numberLong\": \"1004\"}}","source":{"connector":"mongodb","db":"d","collection":"c"},"op":"r","ts_ms":1}}"#;
+        let text = error(mongo);
+        assert!(text.starts_with("field source.connector: MongoDB events are not supported"), "{text}");
         for (line, expected) in cases {
             let text = error(line);
             assert!(text.contains(expected), "{line}: {text}");
