@@ -270,10 +270,15 @@ fn like_escape_udf() -> ScalarUDF {
                     continue;
                 }
                 let mut escape = escapes.value(row).chars();
-                let (Some(c), None) = (escape.next(), escape.next()) else {
-                    return Err(DataFusionError::Execution("invalid escape string: escape string must be empty or one character".into()));
+                let escape = match (escape.next(), escape.next()) {
+                    (escape, None) => escape,
+                    _ => {
+                        return Err(DataFusionError::Execution(
+                            "invalid escape string: escape string must be empty or one character".into(),
+                        ))
+                    }
                 };
-                out.append_value(like_pattern_with_backslash(patterns.value(row), c).map_err(DataFusionError::Execution)?);
+                out.append_value(like_pattern_with_backslash(patterns.value(row), escape).map_err(DataFusionError::Execution)?);
             }
             let array: ArrayRef = Arc::new(out.finish());
             Ok(match (pattern, escape) {
@@ -542,6 +547,7 @@ mod tests {
     async fn like_escape_translates_patterns_of_literals_and_columns() {
         assert_eq!(one("SELECT 'pg_toast' LIKE retina_like_escape('pg/_%', '/')").await, "true");
         assert_eq!(one("SELECT 'pgxtoast' LIKE retina_like_escape('pg/_%', '/')").await, "false");
+        assert_eq!(one("SELECT 'a\\b' LIKE retina_like_escape('a\\_', '')").await, "true", "ESCAPE '': a backslash is a plain character");
         assert_eq!(one("SELECT count(*) FROM (VALUES ('c%'), ('b//')) AS t(p) WHERE 'b/' LIKE retina_like_escape(p, '/')").await, "1");
         let context = SessionContext::new();
         register(&context, Arc::default());

@@ -290,8 +290,37 @@ impl KeyTable {
     }
 }
 
+/// A relation `pg_class` lists, by its oid.
+pub struct Relation {
+    pub name: String,
+    pub namespace: String,
+    pub namespace_oid: i32,
+}
+
+/// Every relation of the emulated `catalog`'s `pg_class`, by oid, with its schema.
+pub async fn relation_oids(catalog: &dyn SchemaProvider, state: &dyn Session) -> Result<HashMap<i32, Relation>> {
+    let mut namespaces: HashMap<i32, String> = HashMap::new();
+    for batch in read(catalog, state, "pg_namespace").await? {
+        let (oids, names) = (int32_column(&batch, "oid")?, string_column(&batch, "nspname")?);
+        for row in 0..batch.num_rows() {
+            namespaces.insert(oids.value(row), names.value(row).to_string());
+        }
+    }
+    let mut relations = HashMap::new();
+    for batch in read(catalog, state, "pg_class").await? {
+        let (oids, names, spaces) =
+            (int32_column(&batch, "oid")?, string_column(&batch, "relname")?, int32_column(&batch, "relnamespace")?);
+        for row in 0..batch.num_rows() {
+            let Some(namespace) = namespaces.get(&spaces.value(row)) else { continue };
+            let relation = Relation { name: names.value(row).to_string(), namespace: namespace.clone(), namespace_oid: spaces.value(row) };
+            relations.insert(oids.value(row), relation);
+        }
+    }
+    Ok(relations)
+}
+
 /// Every column of `table` in the emulated catalog, as record batches.
-async fn read(catalog: &dyn SchemaProvider, state: &dyn Session, table: &str) -> Result<Vec<RecordBatch>> {
+pub async fn read(catalog: &dyn SchemaProvider, state: &dyn Session, table: &str) -> Result<Vec<RecordBatch>> {
     let provider = catalog
         .table(table)
         .await?
@@ -308,21 +337,9 @@ pub async fn primary_keys(
     state: &dyn Session,
     definitions: &KeyDefinitions,
 ) -> Result<Vec<PrimaryKey>> {
-    let mut namespaces: HashMap<String, i32> = HashMap::new();
-    for batch in read(catalog, state, "pg_namespace").await? {
-        let (oids, names) = (int32_column(&batch, "oid")?, string_column(&batch, "nspname")?);
-        for row in 0..batch.num_rows() {
-            namespaces.insert(names.value(row).to_string(), oids.value(row));
-        }
-    }
-    let mut relations: HashMap<(i32, String), i32> = HashMap::new();
-    for batch in read(catalog, state, "pg_class").await? {
-        let (oids, names, spaces) =
-            (int32_column(&batch, "oid")?, string_column(&batch, "relname")?, int32_column(&batch, "relnamespace")?);
-        for row in 0..batch.num_rows() {
-            relations.insert((spaces.value(row), names.value(row).to_string()), oids.value(row));
-        }
-    }
+    let relations = relation_oids(catalog, state).await?;
+    let namespaces: HashMap<&str, i32> = relations.values().map(|r| (r.namespace.as_str(), r.namespace_oid)).collect();
+    let tables: HashMap<(i32, &str), i32> = relations.iter().map(|(oid, r)| ((r.namespace_oid, r.name.as_str()), *oid)).collect();
     let mut keys = Vec::new();
     for table in engine.tables() {
         let schema = table.schema();
@@ -331,7 +348,7 @@ pub async fn primary_keys(
         }
         let (namespace, name) = split_table_name(table.name());
         let Some(&namespace_oid) = namespaces.get(namespace) else { continue };
-        let Some(&table_oid) = relations.get(&(namespace_oid, name.to_string())) else { continue };
+        let Some(&table_oid) = tables.get(&(namespace_oid, name)) else { continue };
         // `attnum` is the column's position in the table's SQL schema, from 1.
         let attnums = schema.primary_key().iter().map(|&column| i16::try_from(column + 1).unwrap_or(i16::MAX)).collect();
         let columns = schema.primary_key().iter().map(|&column| schema.columns().field(column).name().clone()).collect();
@@ -369,7 +386,7 @@ fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
     batch.column_by_name(name).ok_or_else(|| DataFusionError::Internal(format!("the pg_catalog emulation has no column {name}")))
 }
 
-fn int32_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a Int32Array> {
+pub fn int32_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a Int32Array> {
     column(batch, name)?
         .as_primitive_opt::<Int32Type>()
         .ok_or_else(|| DataFusionError::Internal(format!("pg_catalog column {name} is not int4")))

@@ -3,14 +3,16 @@
 //! primary key ([`crate::pg_keys`]), the keys' indexes as `pg_class` rows (pgjdbc's
 //! `getPrimaryKeys` takes the key's name from there), and columns PostgreSQL has
 //! that its tables leave out (`pg_class.reloptions`, read by SQLAlchemy's
-//! `get_indexes`), as NULL; and `pg_settings` with the settings `SHOW` answers.
+//! `get_indexes`), as NULL; decimal columns' precision and scale as their
+//! `pg_attribute.atttypmod`; and `pg_settings` with the settings `SHOW` answers.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::arrow::array::{ArrayRef, BooleanArray, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Int16Type, Schema, SchemaRef};
+use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray, Int16Array, Int32Array, StringArray};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::catalog::memory::MemorySourceConfig;
@@ -22,13 +24,14 @@ use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
 use datafusion::physical_plan::union::UnionExec;
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::scalar::ScalarValue;
 use retina_core::Engine;
 
 use crate::client_settings::ClientSettings;
 use crate::pg_compat::{setting, SETTING_NAMES};
-use crate::pg_keys::{primary_keys, KeyDefinitions, KeyTable, KeyTableKind, PrimaryKey};
+use crate::pg_keys::{int32_column, primary_keys, relation_oids, KeyDefinitions, KeyTable, KeyTableKind, PrimaryKey, Relation};
+use crate::sql_catalog::DEFAULT_SCHEMA;
 
 /// Columns added to an emulated table, by table name.
 fn missing_columns(table: &str) -> Vec<Field> {
@@ -73,6 +76,10 @@ impl SchemaProvider for PgCatalogOverrides {
             "pg_constraint" => KeyTableKind::Constraint,
             _ => {
                 let Some(table) = self.inner.table(&name).await? else { return Ok(None) };
+                if name == "pg_attribute" {
+                    let (engine, catalog) = (Arc::clone(&self.engine), Arc::clone(&self.inner));
+                    return Ok(Some(Arc::new(PgAttributeWithTypmods { inner: table, engine, catalog })));
+                }
                 let missing = missing_columns(&name);
                 if missing.is_empty() {
                     return Ok(Some(table));
@@ -270,4 +277,84 @@ fn settings_table() -> Result<MemTable> {
     }
     let batch = RecordBatch::try_new(Arc::clone(&schema), columns)?;
     MemTable::try_new(schema, vec![vec![batch]])
+}
+
+/// `pg_attribute` with each decimal column's precision and scale as its `atttypmod`
+/// (`((precision << 16) | scale) + 4`, as PostgreSQL keeps `numeric(p,s)`), where the
+/// emulation leaves -1: SQLAlchemy's reflection reads `numeric(12,2)` through
+/// `format_type`, and pgjdbc's `getColumns` its COLUMN_SIZE and DECIMAL_DIGITS.
+struct PgAttributeWithTypmods {
+    inner: Arc<dyn TableProvider>,
+    engine: Arc<Engine>,
+    catalog: Arc<dyn SchemaProvider>,
+}
+
+impl fmt::Debug for PgAttributeWithTypmods {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("PgAttributeWithTypmods")
+    }
+}
+
+impl PgAttributeWithTypmods {
+    /// The SQL schema of the user table with `oid`, if it is one.
+    fn columns_of(&self, relation: &Relation) -> Option<SchemaRef> {
+        let id = self.engine.table_id(&format!("{}.{}", relation.namespace, relation.name)).or_else(|| {
+            (relation.namespace == DEFAULT_SCHEMA).then(|| self.engine.table_id(&relation.name)).flatten()
+        })?;
+        self.engine.table(id).ok().map(|table| Arc::clone(table.schema().columns()))
+    }
+}
+
+#[async_trait]
+impl TableProvider for PgAttributeWithTypmods {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        self.inner.table_type()
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let relations = relation_oids(self.catalog.as_ref(), state).await?;
+        let schemas: HashMap<i32, SchemaRef> =
+            relations.iter().filter_map(|(oid, relation)| Some((*oid, self.columns_of(relation)?))).collect();
+        let plan = self.inner.scan(state, None, &[], None).await?;
+        let mut batches = Vec::new();
+        for batch in collect(plan, state.task_ctx()).await? {
+            let (relids, attnums, typmods) =
+                (int32_column(&batch, "attrelid")?, int16_column(&batch, "attnum")?, int32_column(&batch, "atttypmod")?);
+            let typmods: Int32Array = (0..batch.num_rows())
+                .map(|row| {
+                    let field = schemas.get(&relids.value(row)).and_then(|schema| {
+                        usize::try_from(attnums.value(row)).ok().and_then(|n| n.checked_sub(1)).and_then(|i| schema.fields().get(i).cloned())
+                    });
+                    Some(match field.as_ref().map(|f| f.data_type()) {
+                        Some(DataType::Decimal128(precision, scale)) if *scale >= 0 => {
+                            ((i32::from(*precision) << 16) | i32::from(*scale)) + 4
+                        }
+                        _ => typmods.value(row),
+                    })
+                })
+                .collect();
+            let index = batch.schema().index_of("atttypmod")?;
+            let mut columns = batch.columns().to_vec();
+            columns[index] = Arc::new(typmods);
+            batches.push(RecordBatch::try_new(batch.schema(), columns)?);
+        }
+        Ok(MemorySourceConfig::try_new_exec(&[batches], self.inner.schema(), projection.cloned())?)
+    }
+}
+
+fn int16_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a Int16Array> {
+    batch
+        .column_by_name(name)
+        .and_then(|column| column.as_primitive_opt::<Int16Type>())
+        .ok_or_else(|| datafusion::error::DataFusionError::Internal(format!("pg_catalog column {name} is not int2")))
 }

@@ -173,13 +173,14 @@ fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
 
-/// `pattern` with escape character `escape` as a pattern with backslash escapes;
-/// `Err` for a pattern that ends with the escape character (as PostgreSQL refuses).
-pub fn like_pattern_with_backslash(pattern: &str, escape: char) -> Result<String, String> {
+/// `pattern` with escape character `escape` (`None`: `ESCAPE ''`, no escape
+/// character) as a pattern with backslash escapes; `Err` for a pattern that ends
+/// with the escape character (as PostgreSQL refuses).
+pub fn like_pattern_with_backslash(pattern: &str, escape: Option<char>) -> Result<String, String> {
     let mut out = String::with_capacity(pattern.len() + 4);
     let mut chars = pattern.chars();
     while let Some(c) = chars.next() {
-        if c == escape {
+        if Some(c) == escape {
             let Some(escaped) = chars.next() else {
                 return Err("LIKE pattern must not end with escape character".into());
             };
@@ -211,9 +212,14 @@ mod tests {
             "SELECT 1 WHERE n NOT LIKE retina_like_escape($1::VARCHAR || '%', '/')"
         );
         assert_eq!(rewritten(r"SELECT 1 WHERE n LIKE 'a\_%' ESCAPE '\'"), r"SELECT 1 WHERE n LIKE 'a\_%' ESCAPE '\'");
-        assert_eq!(like_pattern_with_backslash("pg/_%", '/'), Ok(r"pg\_%".to_string()));
-        assert_eq!(like_pattern_with_backslash("a//b\\c", '/'), Ok(r"a\/b\\c".to_string()));
-        assert!(like_pattern_with_backslash("ab/", '/').is_err());
+        assert_eq!(like_pattern_with_backslash("pg/_%", Some('/')), Ok(r"pg\_%".to_string()));
+        assert_eq!(like_pattern_with_backslash("a//b\\c", Some('/')), Ok(r"a\/b\\c".to_string()));
+        assert!(like_pattern_with_backslash("ab/", Some('/')).is_err());
+        assert_eq!(like_pattern_with_backslash(r"a\_", None), Ok(r"a\\_".to_string()), "ESCAPE '': no escape character");
+        assert_eq!(
+            rewritten("SELECT 1 WHERE n LIKE 'a_' ESCAPE ''"),
+            "SELECT 1 WHERE n LIKE retina_like_escape('a_', '')"
+        );
     }
 
     #[test]

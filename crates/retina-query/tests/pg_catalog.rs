@@ -31,7 +31,8 @@ async fn primary_keys_are_in_pg_index_and_pg_constraint_in_key_order() {
         )
         .expect("schema");
         engine.create_table(lines).expect("lines");
-        let items = TableSchema::from_columns("items", &[("id", DataType::Int64, false)], &["id"]).expect("schema");
+        let items = TableSchema::from_columns("items", &[("id", DataType::Int64, false), ("price", DataType::Decimal128(12, 2), true)], &["id"])
+            .expect("schema");
         engine.create_table(items).expect("items");
     });
     let session = session(&engine);
@@ -61,6 +62,16 @@ async fn primary_keys_are_in_pg_index_and_pg_constraint_in_key_order() {
     let text = pretty(&definitions);
     assert!(text.contains("CREATE UNIQUE INDEX lines_pkey ON shop.lines USING btree (order_id, line_no)"), "{text}");
     assert!(text.contains("| line_no ") && text.contains("PRIMARY KEY (order_id, line_no)"), "{text}");
+    // A decimal's precision and scale, as SQLAlchemy's reflection reads them.
+    let (_, types) = session
+        .collect(
+            "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod) AS t FROM pg_catalog.pg_attribute a \
+             JOIN pg_catalog.pg_class c ON c.oid = a.attrelid WHERE c.relname = 'items' ORDER BY a.attnum",
+        )
+        .await
+        .expect("column types");
+    let text = pretty(&types);
+    assert!(text.contains("| price   | numeric(12,2) |") && text.contains("| id      | bigint        |"), "{text}");
     // SQLAlchemy's get_schema_names: an escape character other than backslash.
     let (_, schemas) = session
         .collect("SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname NOT LIKE 'pg/_%' ESCAPE '/' AND nspname LIKE 'sh%' ORDER BY 1")
