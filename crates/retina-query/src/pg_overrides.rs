@@ -23,7 +23,6 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
-use datafusion::physical_plan::union::UnionExec;
 use datafusion::physical_plan::{collect, ExecutionPlan};
 use datafusion::scalar::ScalarValue;
 use retina_core::Engine;
@@ -224,13 +223,24 @@ impl TableProvider for PgClassWithIndexes {
         &self,
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
-        filters: &[Expr],
-        limit: Option<usize>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let tables = self.table.scan(state, projection, filters, limit).await?;
         let keys = primary_keys(&self.engine, self.catalog.as_ref(), state, &self.definitions).await?;
-        let indexes = MemorySourceConfig::try_new_exec(&[vec![self.index_rows(&keys)?]], self.table.schema(), projection.cloned())?;
-        UnionExec::try_new(vec![tables, indexes])
+        let keyed: std::collections::HashSet<i32> = keys.iter().map(|key| key.table_oid).collect();
+        let plan = self.table.scan(state, None, &[], None).await?;
+        let mut batches = Vec::new();
+        // A table with a key has an index: psql's `\d` lists indexes only then.
+        for batch in collect(plan, state.task_ctx()).await? {
+            let oids = int32_column(&batch, "oid")?;
+            let index = batch.schema().index_of("relhasindex")?;
+            let has_index: BooleanArray = (0..batch.num_rows()).map(|row| Some(keyed.contains(&oids.value(row)))).collect();
+            let mut columns = batch.columns().to_vec();
+            columns[index] = Arc::new(has_index);
+            batches.push(RecordBatch::try_new(batch.schema(), columns)?);
+        }
+        batches.push(self.index_rows(&keys)?);
+        Ok(MemorySourceConfig::try_new_exec(&[batches], self.table.schema(), projection.cloned())?)
     }
 }
 

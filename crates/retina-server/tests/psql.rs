@@ -594,6 +594,12 @@ fn psql_describe_commands_and_catalog_introspection_work() {
     for column in ["id|bigint", "qty|integer", "price|numeric", "name|text", "ok|boolean", "weight|double precision"] {
         assert!(described.contains(column), "{column} in:\n{described}");
     }
+    // ... with the primary key's index in its footer, and the index itself under \di.
+    let output = fx.psql(&["-P", "tuples_only=off", "-c", "\\d shop.items"]);
+    let footer = String::from_utf8_lossy(&output.stdout);
+    assert!(footer.contains("Indexes:") && footer.contains("\"items_pkey\" PRIMARY KEY, btree (id)"), "{footer}");
+    let indexes = fx.psql_ok("\\di shop.*");
+    assert!(indexes.contains("shop|items_pkey|index"), "{indexes}");
     // What JDBC and psycopg ask: type OIDs by name, the server version, the schema.
     assert_eq!(fx.psql_ok("SELECT oid FROM pg_catalog.pg_type WHERE typname = 'int8'"), "20");
     assert_eq!(fx.psql_ok("SELECT current_schema()"), "public");
