@@ -12,6 +12,8 @@ pub struct ClientSettings {
     /// `statement_timeout`: the server cancels a statement that runs longer (shown
     /// by `SHOW statement_timeout`; `None`: no limit).
     pub statement_timeout: Option<Duration>,
+    /// The user the client connected as (`current_user`, `session_user`).
+    pub user: Option<String>,
 }
 
 impl ClientSettings {

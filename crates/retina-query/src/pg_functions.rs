@@ -162,9 +162,20 @@ impl ScalarUDFImpl for ExpandArray {
 
 /// Replaces, in the state one statement of a client is planned with, the functions
 /// that answer from the client's own settings: `current_schema()` (the first schema
-/// of its `search_path`; the emulation's answers `public` always) and
-/// `current_setting()`.
+/// of its `search_path`; the emulation's answers `public` always),
+/// `current_setting()`, and `session_user()` (what `current_user` becomes; the
+/// emulation's answers `postgres`).
 pub fn register_for_client(state: &mut SessionState, settings: &ClientSettings) -> Result<()> {
+    if let Some(user) = settings.user.clone() {
+        let session_user = create_udf(
+            "session_user",
+            vec![],
+            DataType::Utf8,
+            Volatility::Stable,
+            Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(user.clone()))))),
+        );
+        state.register_udf(Arc::new(session_user))?;
+    }
     let schema = settings.default_schema.clone().unwrap_or_else(|| DEFAULT_SCHEMA.to_string());
     let current_schema = create_udf(
         "current_schema",

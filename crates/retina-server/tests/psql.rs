@@ -241,6 +241,8 @@ fn search_path_resolves_unqualified_table_names_per_connection() {
          RESET search_path; SHOW search_path; SELECT current_schema()",
     );
     assert_eq!(out, "SET\n500\nshop\nshop|shop\nRESET\n\"$user\", public\npublic");
+    // The connection's user, not a fixed name.
+    assert_eq!(fx.psql_ok("SELECT current_user AS u"), "retina");
     let other = fx.psql(&["-c", "SELECT count(*) FROM items"]);
     assert!(!other.status.success(), "another connection keeps the default path");
     let port = fx.addr().port().to_string();

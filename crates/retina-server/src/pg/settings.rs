@@ -42,7 +42,7 @@ pub fn client_settings<C: ClientInfo>(client: &C) -> ClientSettings {
             .and_then(|timeout| timeout_value(timeout))
             .or_else(|| startup_option(options, "statement_timeout").and_then(timeout_value)),
     };
-    ClientSettings { default_schema, statement_timeout }
+    ClientSettings { default_schema, statement_timeout, user: metadata.get("user").cloned() }
 }
 
 /// Keeps a `SET` for the connection's later statements; a reset goes back to the
