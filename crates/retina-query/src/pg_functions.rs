@@ -166,27 +166,24 @@ impl ScalarUDFImpl for ExpandArray {
 /// `current_setting()`, and `session_user()` (what `current_user` becomes; the
 /// emulation's answers `postgres`).
 pub fn register_for_client(state: &mut SessionState, settings: &ClientSettings) -> Result<()> {
-    if let Some(user) = settings.user.clone() {
-        let session_user = create_udf(
-            "session_user",
-            vec![],
-            DataType::Utf8,
-            Volatility::Stable,
-            Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(user.clone()))))),
-        );
-        state.register_udf(Arc::new(session_user))?;
+    if let Some(user) = &settings.user {
+        state.register_udf(Arc::new(text_constant("session_user", user.clone())))?;
     }
     let schema = settings.default_schema.clone().unwrap_or_else(|| DEFAULT_SCHEMA.to_string());
-    let current_schema = create_udf(
-        "current_schema",
+    state.register_udf(Arc::new(text_constant("current_schema", schema)))?;
+    state.register_udf(Arc::new(ScalarUDF::from(CurrentSetting::new(settings.clone()))))?;
+    Ok(())
+}
+
+/// A function of no arguments that answers `value`.
+fn text_constant(name: &str, value: String) -> ScalarUDF {
+    create_udf(
+        name,
         vec![],
         DataType::Utf8,
         Volatility::Stable,
-        Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(schema.clone()))))),
-    );
-    state.register_udf(Arc::new(current_schema))?;
-    state.register_udf(Arc::new(ScalarUDF::from(CurrentSetting::new(settings.clone()))))?;
-    Ok(())
+        Arc::new(move |_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(value.clone()))))),
+    )
 }
 
 /// `current_setting(name [, missing_ok])`: what `SHOW name` answers for the client
