@@ -132,6 +132,16 @@ fn builtin_type_oid(name: &str) -> Option<i32> {
     })
 }
 
+/// PostgreSQL's type modifier of a column of `data_type`, where it has one:
+/// `numeric(p,s)` keeps `((p << 16) | s) + 4` (clients read the precision and
+/// scale from it: pgjdbc's metadata, connectorx, `format_type`).
+pub fn numeric_typmod(data_type: &DataType) -> Option<i32> {
+    match data_type {
+        DataType::Decimal128(precision, scale) if *scale >= 0 => Some(((i32::from(*precision) << 16) | i32::from(*scale)) + 4),
+        _ => None,
+    }
+}
+
 /// `SHOW name` of a PostgreSQL server setting: one text column named like
 /// PostgreSQL's, one row. `None` for anything else (DataFusion's own settings, `SHOW
 /// ALL`), which DataFusion answers.
@@ -244,6 +254,12 @@ mod tests {
             let (shown, _) = setting(name, &ClientSettings::default()).unwrap_or_else(|| panic!("{name} is not known"));
             assert_eq!(shown, name);
         }
+    }
+
+    #[test]
+    fn a_decimal_keeps_its_precision_and_scale_as_its_typmod() {
+        assert_eq!(numeric_typmod(&DataType::Decimal128(12, 2)), Some((12 << 16 | 2) + 4));
+        assert_eq!(numeric_typmod(&DataType::Int64), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use datafusion::arrow::array::{
     ArrayRef, AsArray, BooleanArray, Int16Array, Int16Builder, Int32Array, Int32Builder, ListBuilder, StringArray,
 };
-use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Int16Type, Int32Type, Schema, SchemaRef};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::catalog::memory::MemorySourceConfig;
 use datafusion::catalog::{SchemaProvider, Session};
@@ -320,13 +320,26 @@ pub async fn relation_oids(catalog: &dyn SchemaProvider, state: &dyn Session) ->
 }
 
 /// Every column of `table` in the emulated catalog, as record batches.
-pub async fn read(catalog: &dyn SchemaProvider, state: &dyn Session, table: &str) -> Result<Vec<RecordBatch>> {
+async fn read(catalog: &dyn SchemaProvider, state: &dyn Session, table: &str) -> Result<Vec<RecordBatch>> {
     let provider = catalog
         .table(table)
         .await?
         .ok_or_else(|| DataFusionError::Internal(format!("the pg_catalog emulation has no {table}")))?;
-    let plan = provider.scan(state, None, &[], None).await?;
+    read_all(provider.as_ref(), state).await
+}
+
+/// Every row and column of `table` (catalog tables are small).
+pub async fn read_all(table: &dyn TableProvider, state: &dyn Session) -> Result<Vec<RecordBatch>> {
+    let plan = table.scan(state, None, &[], None).await?;
     collect(plan, state.task_ctx()).await
+}
+
+/// `batch` with its column `name` replaced by `values`.
+pub fn with_column(batch: &RecordBatch, name: &str, values: ArrayRef) -> Result<RecordBatch> {
+    let index = batch.schema().index_of(name)?;
+    let mut columns = batch.columns().to_vec();
+    columns[index] = values;
+    Ok(RecordBatch::try_new(batch.schema(), columns)?)
 }
 
 /// The primary keys of every table of `engine` that the emulated `catalog`'s
@@ -390,6 +403,12 @@ pub fn int32_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a Int32A
     column(batch, name)?
         .as_primitive_opt::<Int32Type>()
         .ok_or_else(|| DataFusionError::Internal(format!("pg_catalog column {name} is not int4")))
+}
+
+pub fn int16_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a Int16Array> {
+    column(batch, name)?
+        .as_primitive_opt::<Int16Type>()
+        .ok_or_else(|| DataFusionError::Internal(format!("pg_catalog column {name} is not int2")))
 }
 
 fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a StringArray> {

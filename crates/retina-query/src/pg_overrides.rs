@@ -11,8 +11,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::datatypes::{DataType, Field, Int16Type, Schema, SchemaRef};
-use datafusion::arrow::array::{ArrayRef, AsArray, BooleanArray, Int16Array, Int32Array, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::array::{ArrayRef, BooleanArray, Int32Array, StringArray};
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::MemTable;
 use datafusion::catalog::memory::MemorySourceConfig;
@@ -23,14 +23,18 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_expr::expressions::{Column, Literal};
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::physical_plan::projection::{ProjectionExec, ProjectionExpr};
-use datafusion::physical_plan::{collect, ExecutionPlan};
+use datafusion::physical_plan::ExecutionPlan;
 use datafusion::scalar::ScalarValue;
 use retina_core::Engine;
 
 use crate::client_settings::ClientSettings;
 use crate::pg_compat::{setting, SETTING_NAMES};
-use crate::pg_keys::{int32_column, primary_keys, relation_oids, KeyDefinitions, KeyTable, KeyTableKind, PrimaryKey, Relation};
-use crate::sql_catalog::DEFAULT_SCHEMA;
+use crate::pg_compat::numeric_typmod;
+use crate::pg_keys::{
+    int16_column, int32_column, primary_keys, read_all, relation_oids, with_column, KeyDefinitions, KeyTable, KeyTableKind,
+    PrimaryKey, Relation,
+};
+use crate::sql_catalog::engine_table_id;
 
 /// Columns added to an emulated table, by table name.
 fn missing_columns(table: &str) -> Vec<Field> {
@@ -228,16 +232,12 @@ impl TableProvider for PgClassWithIndexes {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let keys = primary_keys(&self.engine, self.catalog.as_ref(), state, &self.definitions).await?;
         let keyed: std::collections::HashSet<i32> = keys.iter().map(|key| key.table_oid).collect();
-        let plan = self.table.scan(state, None, &[], None).await?;
         let mut batches = Vec::new();
         // A table with a key has an index: psql's `\d` lists indexes only then.
-        for batch in collect(plan, state.task_ctx()).await? {
+        for batch in read_all(&self.table, state).await? {
             let oids = int32_column(&batch, "oid")?;
-            let index = batch.schema().index_of("relhasindex")?;
             let has_index: BooleanArray = (0..batch.num_rows()).map(|row| Some(keyed.contains(&oids.value(row)))).collect();
-            let mut columns = batch.columns().to_vec();
-            columns[index] = Arc::new(has_index);
-            batches.push(RecordBatch::try_new(batch.schema(), columns)?);
+            batches.push(with_column(&batch, "relhasindex", Arc::new(has_index))?);
         }
         batches.push(self.index_rows(&keys)?);
         Ok(MemorySourceConfig::try_new_exec(&[batches], self.table.schema(), projection.cloned())?)
@@ -290,7 +290,7 @@ fn settings_table() -> Result<MemTable> {
 }
 
 /// `pg_attribute` with each decimal column's precision and scale as its `atttypmod`
-/// (`((precision << 16) | scale) + 4`, as PostgreSQL keeps `numeric(p,s)`), where the
+/// ([`numeric_typmod`]), where the
 /// emulation leaves -1: SQLAlchemy's reflection reads `numeric(12,2)` through
 /// `format_type`, and pgjdbc's `getColumns` its COLUMN_SIZE and DECIMAL_DIGITS.
 struct PgAttributeWithTypmods {
@@ -306,11 +306,9 @@ impl fmt::Debug for PgAttributeWithTypmods {
 }
 
 impl PgAttributeWithTypmods {
-    /// The SQL schema of the user table with `oid`, if it is one.
+    /// The SQL schema of `relation`, if it is a user table.
     fn columns_of(&self, relation: &Relation) -> Option<SchemaRef> {
-        let id = self.engine.table_id(&format!("{}.{}", relation.namespace, relation.name)).or_else(|| {
-            (relation.namespace == DEFAULT_SCHEMA).then(|| self.engine.table_id(&relation.name)).flatten()
-        })?;
+        let id = engine_table_id(&self.engine, &relation.namespace, &relation.name)?;
         self.engine.table(id).ok().map(|table| Arc::clone(table.schema().columns()))
     }
 }
@@ -335,9 +333,8 @@ impl TableProvider for PgAttributeWithTypmods {
         let relations = relation_oids(self.catalog.as_ref(), state).await?;
         let schemas: HashMap<i32, SchemaRef> =
             relations.iter().filter_map(|(oid, relation)| Some((*oid, self.columns_of(relation)?))).collect();
-        let plan = self.inner.scan(state, None, &[], None).await?;
         let mut batches = Vec::new();
-        for batch in collect(plan, state.task_ctx()).await? {
+        for batch in read_all(self.inner.as_ref(), state).await? {
             let (relids, attnums, typmods) =
                 (int32_column(&batch, "attrelid")?, int16_column(&batch, "attnum")?, int32_column(&batch, "atttypmod")?);
             let typmods: Int32Array = (0..batch.num_rows())
@@ -345,26 +342,12 @@ impl TableProvider for PgAttributeWithTypmods {
                     let field = schemas.get(&relids.value(row)).and_then(|schema| {
                         usize::try_from(attnums.value(row)).ok().and_then(|n| n.checked_sub(1)).and_then(|i| schema.fields().get(i).cloned())
                     });
-                    Some(match field.as_ref().map(|f| f.data_type()) {
-                        Some(DataType::Decimal128(precision, scale)) if *scale >= 0 => {
-                            ((i32::from(*precision) << 16) | i32::from(*scale)) + 4
-                        }
-                        _ => typmods.value(row),
-                    })
+                    Some(field.and_then(|f| numeric_typmod(f.data_type())).unwrap_or_else(|| typmods.value(row)))
                 })
                 .collect();
-            let index = batch.schema().index_of("atttypmod")?;
-            let mut columns = batch.columns().to_vec();
-            columns[index] = Arc::new(typmods);
-            batches.push(RecordBatch::try_new(batch.schema(), columns)?);
+            batches.push(with_column(&batch, "atttypmod", Arc::new(typmods))?);
         }
         Ok(MemorySourceConfig::try_new_exec(&[batches], self.inner.schema(), projection.cloned())?)
     }
 }
 
-fn int16_column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a Int16Array> {
-    batch
-        .column_by_name(name)
-        .and_then(|column| column.as_primitive_opt::<Int16Type>())
-        .ok_or_else(|| datafusion::error::DataFusionError::Internal(format!("pg_catalog column {name} is not int2")))
-}

@@ -92,12 +92,16 @@ impl fmt::Debug for UserSchema {
 
 impl UserSchema {
     fn table_id(&self, table: &str) -> Option<TableId> {
-        let qualified = format!("{}.{table}", self.name);
-        self.engine.table_id(&qualified).or_else(|| {
-            // Dot-less engine names live in `public`.
-            (self.name == DEFAULT_SCHEMA && !table.contains('.')).then(|| self.engine.table_id(table)).flatten()
-        })
+        engine_table_id(&self.engine, &self.name, table)
     }
+}
+
+/// The engine table that is SQL table `table` in schema `schema`.
+pub fn engine_table_id(engine: &Engine, schema: &str, table: &str) -> Option<TableId> {
+    engine.table_id(&format!("{schema}.{table}")).or_else(|| {
+        // Dot-less engine names live in `public`.
+        (schema == DEFAULT_SCHEMA && !table.contains('.')).then(|| engine.table_id(table)).flatten()
+    })
 }
 
 #[async_trait]

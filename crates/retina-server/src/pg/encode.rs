@@ -12,8 +12,9 @@ use pgwire::api::results::{FieldInfo, QueryResponse};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
-use retina_query::datafusion::arrow::datatypes::{DataType, Schema};
+use retina_query::datafusion::arrow::datatypes::Schema;
 use retina_query::datafusion::arrow::record_batch::RecordBatch;
+use retina_query::pg_compat::numeric_typmod;
 use retina_query::QueryStream;
 
 use super::errors::stream_error;
@@ -33,10 +34,7 @@ pub fn fields(
         .zip(schema.fields().iter())
         .enumerate()
         .map(|(index, (field, arrow))| {
-            let modifier = match arrow.data_type() {
-                DataType::Decimal128(precision, scale) if *scale >= 0 => ((i32::from(*precision) << 16) | i32::from(*scale)) + 4,
-                _ => field.type_modifier(),
-            };
+            let modifier = numeric_typmod(arrow.data_type()).unwrap_or_else(|| field.type_modifier());
             let name = names.get(index).cloned().flatten().unwrap_or_else(|| field.name().to_string());
             FieldInfo::new(name, field.table_id(), field.column_id(), field.datatype().clone(), field.format())
                 .with_format_options(Arc::clone(field.format_options()))
