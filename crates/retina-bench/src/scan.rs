@@ -1,6 +1,10 @@
 //! `retina bench scan`: the cost of vectorized filter-on-read. The same visible rows
 //! are scanned from a table that also holds stale versions and from one that holds
 //! none; the ratio of the two scan times is the overhead of visibility filtering.
+//!
+//! The tables are loaded apart from the timed scans ([`load_tables`], [`measure`]), so
+//! the CLI can also time a SQL query over the same two tables without this crate
+//! depending on the query engine.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -50,9 +54,26 @@ pub struct ScanReport {
     pub clean_write_buffer_rows: u64,
 }
 
+/// The benchmark table's SQL name in both engines.
+pub const TABLE_NAME: &str = "bench.scan";
+
+/// One loaded table and the engine that holds it.
+pub struct LoadedTable {
+    pub engine: Arc<Engine>,
+    pub table: TableId,
+}
+
+/// The two tables the benchmark compares: the same visible rows, with and without
+/// stale versions.
+pub struct ScanTables {
+    pub stale: LoadedTable,
+    pub clean: LoadedTable,
+    pub stale_versions: u64,
+}
+
 fn schema() -> TableSchema {
     TableSchema::from_columns(
-        "bench.scan",
+        TABLE_NAME,
         &[
             ("id", DataType::Int64, false),
             ("qty", DataType::Int32, false),
@@ -81,7 +102,7 @@ fn is_updated(id: u64, fraction: f64) -> bool {
     id % every == every / 2
 }
 
-fn load(dir: &Path, config: &ScanBenchConfig, with_stale: bool, progress: Progress) -> CoreResult<(Engine, TableId, u64)> {
+fn load(dir: &Path, config: &ScanBenchConfig, with_stale: bool, progress: Progress) -> CoreResult<(LoadedTable, u64)> {
     let location = dir.to_str().ok_or_else(|| CoreError::Storage(format!("{} is not UTF-8", dir.display())))?;
     let engine = Engine::start(
         EngineConfig { gc_interval: None, ..EngineConfig::default() },
@@ -114,7 +135,7 @@ fn load(dir: &Path, config: &ScanBenchConfig, with_stale: bool, progress: Progre
     }
     engine.wait_for_flushes()?;
     engine.collect_garbage();
-    Ok((engine, table, stale))
+    Ok((LoadedTable { engine: Arc::new(engine), table }, stale))
 }
 
 fn time_scan(engine: &Engine, table: TableId) -> CoreResult<(f64, u64)> {
@@ -151,18 +172,32 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
+/// Loads both tables (in `work_dir`), then times their scans.
 pub fn run(config: &ScanBenchConfig, work_dir: &Path, progress: Progress) -> CoreResult<ScanReport> {
-    let (stale_engine, stale_table, stale_versions) = load(&work_dir.join("stale"), config, true, progress)?;
-    let (clean_engine, clean_table, _) = load(&work_dir.join("clean"), config, false, progress)?;
+    let tables = load_tables(config, work_dir, progress)?;
+    measure(&tables, config, progress)
+}
+
+/// Loads the table with stale versions and the clean one, flushed and collected.
+pub fn load_tables(config: &ScanBenchConfig, work_dir: &Path, progress: Progress) -> CoreResult<ScanTables> {
+    let (stale, stale_versions) = load(&work_dir.join("stale"), config, true, progress)?;
+    let (clean, _) = load(&work_dir.join("clean"), config, false, progress)?;
+    Ok(ScanTables { stale, clean, stale_versions })
+}
+
+/// Times the scans of both tables, alternating, then split by split.
+pub fn measure(tables: &ScanTables, config: &ScanBenchConfig, progress: Progress) -> CoreResult<ScanReport> {
+    let (stale_engine, stale_table) = (tables.stale.engine.as_ref(), tables.stale.table);
+    let (clean_engine, clean_table) = (tables.clean.engine.as_ref(), tables.clean.table);
     let (mut stale_times, mut clean_times) = (Vec::new(), Vec::new());
     let mut visible = 0;
     // Warm the page cache, then alternate so drift hits both sides alike.
-    time_scan(&stale_engine, stale_table)?;
-    time_scan(&clean_engine, clean_table)?;
+    time_scan(stale_engine, stale_table)?;
+    time_scan(clean_engine, clean_table)?;
     for round in 0..config.repetitions.max(1) {
-        let (ms, rows) = time_scan(&stale_engine, stale_table)?;
+        let (ms, rows) = time_scan(stale_engine, stale_table)?;
         stale_times.push(ms);
-        let (clean_ms, clean_rows) = time_scan(&clean_engine, clean_table)?;
+        let (clean_ms, clean_rows) = time_scan(clean_engine, clean_table)?;
         clean_times.push(clean_ms);
         if rows != clean_rows {
             return Err(CoreError::Storage(format!("scan mismatch: {rows} rows with stale versions, {clean_rows} without")));
@@ -175,11 +210,11 @@ pub fn run(config: &ScanBenchConfig, work_dir: &Path, progress: Progress) -> Cor
     let mut parts: [Vec<f64>; 4] = Default::default();
     let (mut stale_buffer_rows, mut clean_buffer_rows) = (0, 0);
     for round in 0..config.repetitions.max(1) {
-        let (file_ms, buffer_ms, rows) = time_splits(&stale_engine, stale_table)?;
+        let (file_ms, buffer_ms, rows) = time_splits(stale_engine, stale_table)?;
         parts[0].push(file_ms);
         parts[1].push(buffer_ms);
         stale_buffer_rows = rows;
-        let (file_ms, buffer_ms, rows) = time_splits(&clean_engine, clean_table)?;
+        let (file_ms, buffer_ms, rows) = time_splits(clean_engine, clean_table)?;
         parts[2].push(file_ms);
         parts[3].push(buffer_ms);
         clean_buffer_rows = rows;
@@ -188,7 +223,7 @@ pub fn run(config: &ScanBenchConfig, work_dir: &Path, progress: Progress) -> Cor
     let [stale_file, stale_buffer, clean_file, clean_buffer] = parts.map(|mut times| median(&mut times));
     Ok(ScanReport {
         visible_rows: visible,
-        stale_versions,
+        stale_versions: tables.stale_versions,
         repetitions: config.repetitions,
         clean_scan_ms_median: clean,
         stale_scan_ms_median: stale,

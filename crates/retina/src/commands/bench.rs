@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use retina_bench::{durability, replay, scan, txn};
+use retina_bench::{durability, replay, txn};
 use serde::Serialize;
 
 use super::progress::TerminalProgress;
@@ -22,7 +22,7 @@ pub enum BenchName {
     /// Replay of pre-decoded CH-benCHmark-like changes on a loaded base.
     Replay(ReplayArgs),
     /// Scan with stale versions vs. the same visible rows without.
-    Scan(ScanArgs),
+    Scan(super::bench_scan::ScanArgs),
     /// Timestamp allocate + commit throughput.
     Txn(TxnArgs),
     /// Freshness of the Debezium CDC path at a steady rate (HyBench method).
@@ -105,18 +105,6 @@ pub struct ReplayArgs {
     nats: Option<String>,
     #[command(flatten)]
     kafka: super::bench_cdc::KafkaBenchArgs,
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Args)]
-pub struct ScanArgs {
-    #[arg(long, default_value_t = 1_000_000)]
-    rows: u64,
-    #[arg(long, default_value_t = 0.01)]
-    stale_fraction: f64,
-    #[arg(long, default_value_t = 15)]
-    repetitions: usize,
     #[arg(long)]
     json: bool,
 }
@@ -219,27 +207,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
             print_json(args.json, &report)
         }
-        BenchName::Scan(args) => {
-            let work = WorkDir::new(None)?;
-            let config = scan::ScanBenchConfig { rows: args.rows, stale_fraction: args.stale_fraction, repetitions: args.repetitions };
-            let mut progress = TerminalProgress::new();
-            let report = scan::run(&config, work.path(), &mut |phase, done, total| progress.update(phase, done, total))?;
-            progress.finish();
-            println!(
-                "scan of {} visible rows: {:.2} ms clean, {:.2} ms with {} stale versions: ratio {:.3}",
-                report.visible_rows, report.clean_scan_ms_median, report.stale_scan_ms_median, report.stale_versions, report.scan_overhead_ratio
-            );
-            println!(
-                "  split by split: files {:.2} ms clean, {:.2} ms stale; write buffer {:.2} ms clean ({} rows), {:.2} ms stale ({} rows)",
-                report.clean_file_ms_median,
-                report.stale_file_ms_median,
-                report.clean_write_buffer_ms_median,
-                report.clean_write_buffer_rows,
-                report.stale_write_buffer_ms_median,
-                report.stale_write_buffer_rows
-            );
-            print_json(args.json, &report)
-        }
+        BenchName::Scan(args) => super::bench_scan::run(args),
         BenchName::Txn(args) => {
             let report = txn::run(args.timestamps, args.threads)?;
             println!(

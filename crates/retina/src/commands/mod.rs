@@ -5,6 +5,7 @@ pub mod bench_cdc;
 pub mod bench_jobs;
 pub mod bench_postgres;
 pub mod bench_query;
+pub mod bench_scan;
 pub mod bench_scheduler;
 pub mod demo;
 pub mod ingest;
