@@ -37,6 +37,7 @@ pub mod sql_parser;
 pub mod split_pruning;
 pub mod split_statistics;
 pub mod system;
+mod unique_names;
 
 pub use error::{QueryError, QueryResult};
 pub use figures::Figures;

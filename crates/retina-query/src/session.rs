@@ -151,7 +151,11 @@ impl RetinaSession {
         if settings != &ClientSettings::default() {
             crate::pg_functions::register_for_client(&mut state, settings)?;
         }
-        let plan = state.statement_to_plan(statement).await?;
+        let unique = crate::unique_names::with_unique_names(&statement);
+        let plan = match (state.statement_to_plan(statement).await, unique) {
+            (Err(error), Some(unique)) if crate::unique_names::is_duplicate_name_error(&error) => state.statement_to_plan(unique).await?,
+            (planned, _) => planned?,
+        };
         match &plan {
             LogicalPlan::Ddl(_) | LogicalPlan::Dml(_) | LogicalPlan::Copy(_) => {
                 let display = plan.display().to_string();

@@ -335,6 +335,27 @@ fn correlated_subqueries_are_answered_not_replaced_with_null() {
     assert_eq!(out, "500");
 }
 
+/// PostgreSQL allows result columns that share a name; DataFusion's plan needs them
+/// apart, the client still sees PostgreSQL's names.
+#[test]
+fn result_columns_may_share_a_name_as_in_postgresql() {
+    let fx = Fixture::new();
+    assert_eq!(fx.psql_ok("SELECT count(*), count(*) FROM shop.items"), "500|500");
+    assert_eq!(fx.psql_ok("SELECT id, id, 1 AS a, 2 AS a FROM shop.items WHERE id = 3"), "3|3|1|2");
+    assert_eq!(fx.psql_ok("SELECT arrow_typeof(id::int), arrow_typeof(id) FROM shop.items WHERE id = 3"), "Int32|Int64");
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    for sql in ["SELECT count(*), count(*), id AS n, id AS \"N\", id AS n FROM shop.items WHERE id = 3 GROUP BY id ORDER BY id"] {
+        let StatementOutcome::Rows(result) = client.query_params(sql, &[]).expect("query") else { panic!("expected rows") };
+        let names: Vec<&str> = result.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["count", "count", "n", "N", "n"], "{sql}");
+        assert_eq!(result.rows[0].iter().map(|v| v.as_deref()).collect::<Vec<_>>(), [Some("1"), Some("1"), Some("3"), Some("3"), Some("3")]);
+    }
+    // A name that is taken twice but refused for another reason keeps that reason.
+    let out = fx.psql(&["-c", "SELECT nope, nope FROM shop.items"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();

@@ -4,7 +4,8 @@
 //! `?column?` for anything else (`Int64(1)` in DataFusion). Clients address columns
 //! by these names: pgjdbc's `getLong("count")`, pandas' and Polars' frame columns.
 //! Only the names sent to the client change; the plan keeps DataFusion's, which it
-//! needs unique (PostgreSQL's need not be).
+//! needs unique (PostgreSQL's need not be: `SELECT count(*), count(*)` has two
+//! columns named `count`).
 
 use retina_query::datafusion::sql::parser::Statement;
 use retina_query::datafusion::sql::sqlparser::ast::{
@@ -37,8 +38,9 @@ fn names_of_query(query: &Query, result_columns: usize) -> Option<Vec<Option<Str
     for item in &select.projection {
         match item {
             SelectItem::UnnamedExpr(expr) => names.push(Some(expr_name(expr).unwrap_or_else(|| "?column?".to_string()))),
-            // The planner already names an aliased column as PostgreSQL does.
-            SelectItem::ExprWithAlias { .. } => names.push(None),
+            // Given here too, not left to the planner: two columns may share an alias,
+            // and then the plan names them apart (`retina_query`'s `unique_names`).
+            SelectItem::ExprWithAlias { alias, .. } => names.push(Some(folded(alias))),
             SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) if wildcards == 1 => {
                 // A lone wildcard stands for the columns the others do not take.
                 names.extend(std::iter::repeat_n(None, result_columns.checked_sub(named)?));
@@ -134,7 +136,7 @@ mod tests {
                    (SELECT max(y) FROM u), pg_catalog.version(), DATE '2024-01-01' FROM t";
         let expected = some(&["count", "sum", "id", "Quoted", "?column?", "?column?", "int4", "x", "case", "max", "version", "date"]);
         assert_eq!(names(sql, 12), expected);
-        assert_eq!(names("SELECT count(*) AS n, 1 FROM t", 2), vec![None, Some("?column?".into())]);
+        assert_eq!(names("SELECT count(*) AS n, 1 AS \"Big\", 2 AS Small FROM t", 3), some(&["n", "Big", "small"]));
         assert_eq!(names("SELECT count(*) FROM t UNION ALL SELECT 1", 1), some(&["count"]));
     }
 
