@@ -27,6 +27,7 @@ pub mod pg_functions;
 pub mod pg_keys;
 pub mod pg_overrides;
 pub mod pg_rewrite;
+pub mod pg_time_zone;
 pub mod provider;
 pub mod scan_context;
 pub mod session;

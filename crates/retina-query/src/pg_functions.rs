@@ -42,6 +42,7 @@ pub fn register(context: &SessionContext, keys: Arc<KeyDefinitions>) {
     context.register_udf(ScalarUDF::from(CurrentSetting::new(ClientSettings::default())));
     context.register_udf(ScalarUDF::from(ExpandArray::new()));
     context.register_udf(ScalarUDF::from(PgTypeof::new()));
+    context.register_udf(ScalarUDF::from(crate::pg_time_zone::TimeZoneFunction::new()));
 }
 
 /// `pg_typeof(value)`: the PostgreSQL name of the value's type, as the server

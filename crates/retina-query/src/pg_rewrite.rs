@@ -15,7 +15,10 @@
 //!   records (pgjdbc's `getPrimaryKeys`): `unnest(retina_expandarray(a))`; and a
 //!   record's field `(r).x`, which DataFusion does not parse as one: `get_field(r, 'x')`;
 //! - a scalar subquery over catalog tables that is not aggregated (see
-//!   [`aggregate_catalog_subquery`]).
+//!   [`aggregate_catalog_subquery`]);
+//! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
+//!   meaning ([`crate::pg_time_zone`]), where DataFusion's own form keeps a
+//!   `timestamptz` a `timestamptz`.
 
 use std::ops::ControlFlow;
 
@@ -78,6 +81,12 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             let [array, dimension] = args.as_slice() else { return None };
             parse(&format!("unnest(range(1, CAST(array_length({array}, {dimension}) AS BIGINT) + 1))"))
         }
+        Expr::AtTimeZone { timestamp, time_zone } => match time_zone.as_ref() {
+            Expr::Value(value) if matches!(value.value, Value::SingleQuotedString(_)) => {
+                parse(&format!("{}({time_zone}, {timestamp})", crate::pg_time_zone::TIME_ZONE_FUNCTION))
+            }
+            _ => None,
+        },
         Expr::Subquery(query) if selects_from_an_empty_catalog_table(query) => Some(null_keeping_placeholders(query)),
         Expr::Subquery(query) => {
             aggregate_catalog_subquery(query);

@@ -291,6 +291,36 @@ fn now_and_timestamptz_are_in_the_session_time_zone_utc() {
     assert_eq!(result.columns[0].type_oid, 1184, "now() is timestamptz");
 }
 
+/// `x AT TIME ZONE z` as PostgreSQL answers it: a timestamptz gives the wall-clock
+/// time in `z` (a timestamp), a timestamp read in `z` gives the instant (a
+/// timestamptz, shown in UTC). Before, a timestamptz stayed one, with `z`'s offset.
+#[test]
+fn at_time_zone_converts_between_instants_and_wall_clock_times() {
+    let fx = Fixture::new();
+    let out = fx.psql_ok(
+        "SELECT TIMESTAMPTZ '2024-01-01 12:00:00+00' AT TIME ZONE 'America/New_York'; \
+         SELECT TIMESTAMP '2024-01-01 12:00:00' AT TIME ZONE 'America/New_York'; \
+         SELECT '2024-07-01 12:00:00+02' AT TIME ZONE 'Europe/Berlin'; \
+         SELECT date_trunc('day', TIMESTAMPTZ '2024-01-01 03:00:00+00' AT TIME ZONE 'America/New_York'); \
+         SELECT pg_typeof(now() AT TIME ZONE 'UTC'), pg_typeof(TIMESTAMP '2024-01-01' AT TIME ZONE 'UTC')",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    // A timestamp without time zone shows no offset after its date.
+    let zoneless = |line: &str| !line.contains('+') && !line[10..].contains('-');
+    assert!(lines[0].starts_with("2024-01-01 07:00:00") && zoneless(lines[0]), "{out}");
+    assert!(lines[1].starts_with("2024-01-01 17:00:00") && lines[1].ends_with("+00"), "{out}");
+    assert!(lines[2].starts_with("2024-07-01 12:00:00") && zoneless(lines[2]), "{out}");
+    assert!(lines[3].starts_with("2023-12-31 00:00:00") && zoneless(lines[3]), "{out}");
+    assert_eq!(lines[4], "timestamp without time zone|timestamp with time zone", "{out}");
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let sql = "SELECT TIMESTAMPTZ '2024-01-01 12:00:00+00' AT TIME ZONE 'Asia/Tokyo'";
+    let StatementOutcome::Rows(result) = client.query_params(sql, &[]).expect("query") else { panic!("expected rows") };
+    assert_eq!((result.columns[0].name.as_str(), result.columns[0].type_oid), ("timezone", 1114), "a timestamp named as PostgreSQL names it");
+    let out = fx.psql(&["-c", "SELECT 1 AT TIME ZONE 'UTC'"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AT TIME ZONE takes a timestamp"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// `DECLARE … CURSOR`, `FETCH` and `CLOSE` read a result in pieces (psycopg named
 /// cursors, SQLAlchemy `stream_results`, pandas `chunksize`); before, DECLARE was
 /// refused. A transaction's end closes its cursors, and a connection that ends with
