@@ -47,7 +47,9 @@ impl TextResult {
             })
             .collect();
         let mut result = Self::new(columns);
-        let options = FormatOptions::default();
+        // Not "safe": a value Arrow cannot show (a timestamp outside chrono's years)
+        // is an error, not its message printed as the cell's text.
+        let options = FormatOptions::default().with_display_error(false);
         for batch in batches {
             let formatters = batch
                 .columns()
@@ -59,8 +61,8 @@ impl TextResult {
                     .columns()
                     .iter()
                     .zip(&formatters)
-                    .map(|(array, formatter)| (!array.is_null(row)).then(|| formatter.value(row).to_string()))
-                    .collect();
+                    .map(|(array, formatter)| (!array.is_null(row)).then(|| formatter.value(row).try_to_string()).transpose())
+                    .collect::<Result<_, _>>()?;
                 result.rows.push(values);
             }
         }
@@ -200,6 +202,8 @@ fn is_json_number(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     fn sample() -> TextResult {
@@ -214,6 +218,21 @@ mod tests {
                 vec![Some("22".into()), None, Some("f".into())],
             ],
         }
+    }
+
+    /// A value Arrow cannot show fails the result; its error message is not printed
+    /// as the cell's text (which `retina sql` then gave with exit status 0).
+    #[test]
+    fn a_value_that_cannot_be_shown_is_an_error_not_a_cell() {
+        use retina_query::datafusion::arrow::array::TimestampMicrosecondArray;
+        use retina_query::datafusion::arrow::datatypes::{DataType, Field, TimeUnit};
+        let schema = Arc::new(Schema::new(vec![Field::new("ts", DataType::Timestamp(TimeUnit::Microsecond, None), true)]));
+        let shown = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(TimestampMicrosecondArray::from(vec![Some(0), None]))]).expect("batch");
+        let result = TextResult::from_batches(&schema, &[shown]).expect("shown");
+        assert_eq!(result.rows, vec![vec![Some("1970-01-01T00:00:00".to_string())], vec![None]]);
+        let sentinel = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(TimestampMicrosecondArray::from(vec![9_223_372_036_825_200_000]))]).expect("batch");
+        let error = TextResult::from_batches(&schema, &[sentinel]).expect_err("not a date");
+        assert!(error.to_string().contains("9223372036825200000"), "{error}");
     }
 
     #[test]

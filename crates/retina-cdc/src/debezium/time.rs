@@ -13,6 +13,19 @@ pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
+/// Microseconds in a day.
+const DAY_MICROS: i64 = 86_400_000_000;
+
+/// Whether a timestamp of `micros` since 1970 lies within the years Arrow's readers
+/// can show (chrono's calendar: −262144-01-01 to 262143-12-31). PostgreSQL's
+/// `infinity` and `-infinity` arrive from Debezium as values near `i64`'s limits,
+/// outside them; a reader shows such a value as an error, not a date.
+pub fn timestamp_micros_in_range(micros: i64) -> bool {
+    let first = days_from_civil(-262_144, 1, 1) * DAY_MICROS;
+    let last = (days_from_civil(262_143, 12, 31) + 1) * DAY_MICROS - 1;
+    (first..=last).contains(&micros)
+}
+
 /// The civil date of a day count since 1970-01-01 (the inverse of [`days_from_civil`]).
 pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;

@@ -112,6 +112,23 @@ fn time_of_day<E: de::Error>(value: Value) -> Result<Value, E> {
     )))
 }
 
+/// A timestamp a reader can show, or an error saying why it is not one; never a
+/// sentinel stored as a date.
+fn timestamp_in_range<E: de::Error>(value: Value) -> Result<Value, E> {
+    let Value::TimestampMicros(micros) = value else { return Ok(value) };
+    if time::timestamp_micros_in_range(micros) {
+        return Ok(value);
+    }
+    let infinity = if micros.unsigned_abs() > 9_000_000_000_000_000_000 {
+        "; PostgreSQL's 'infinity' and '-infinity' arrive as such values, and a timestamp column cannot hold them"
+    } else {
+        ""
+    };
+    Err(E::custom(format_args!(
+        "timestamp {micros} µs since 1970 is outside the years a timestamp column holds (-262144 to 262143){infinity}"
+    )))
+}
+
 fn range_error<E: de::Error>(kind: &DebeziumType, value: impl fmt::Display) -> E {
     E::custom(format_args!("value {value} is out of range for {kind:?}"))
 }
@@ -163,8 +180,8 @@ impl<'de> Visitor<'de> for KindVisitor<'_> {
             DebeziumType::TimeMillis => narrow(v.checked_mul(1000).map(Value::Time64Micros)).and_then(time_of_day),
             DebeziumType::TimeMicros => time_of_day(Value::Time64Micros(v)),
             DebeziumType::TimeNanos => time_of_day(Value::Time64Nanos(v)),
-            DebeziumType::TimestampMillis { .. } => narrow(v.checked_mul(1000).map(Value::TimestampMicros)),
-            DebeziumType::TimestampMicros { .. } => Ok(Value::TimestampMicros(v)),
+            DebeziumType::TimestampMillis { .. } => narrow(v.checked_mul(1000).map(Value::TimestampMicros)).and_then(timestamp_in_range),
+            DebeziumType::TimestampMicros { .. } => timestamp_in_range(Value::TimestampMicros(v)),
             DebeziumType::TimestampNanos => Ok(Value::TimestampNanos(v)),
             DebeziumType::Decimal { scale, precision } => {
                 let unscaled = rescale(v as i128, 0, *scale).ok_or_else(|| range_error::<E>(kind, v))?;
@@ -429,6 +446,27 @@ mod tests {
             decode(&DebeziumType::ZonedTimestamp, "\"1970-01-01T01:00:00.5+01:00\""),
             Ok(Value::TimestampMicros(500_000))
         );
+    }
+
+    /// PostgreSQL's `infinity` / `-infinity` as Debezium sends a MicroTimestamp: values
+    /// no reader can show as a date, so they are refused, not stored; the last
+    /// instants readers show are kept.
+    #[test]
+    fn timestamps_beyond_the_years_readers_show_are_refused() {
+        let micros = DebeziumType::TimestampMicros { timezone: None };
+        for sentinel in ["9223372036825200000", "-9223372036832400000"] {
+            let error = decode(&micros, sentinel).expect_err(sentinel);
+            assert!(error.contains("outside the years") && error.contains("'infinity'"), "{error}");
+        }
+        let last = (time::days_from_civil(262_143, 12, 31) + 1) * 86_400_000_000 - 1;
+        let first = time::days_from_civil(-262_144, 1, 1) * 86_400_000_000;
+        assert_eq!(decode(&micros, &last.to_string()), Ok(Value::TimestampMicros(last)));
+        assert_eq!(decode(&micros, &first.to_string()), Ok(Value::TimestampMicros(first)));
+        let beyond = decode(&micros, &(last + 1).to_string()).expect_err("one past the last");
+        assert!(!beyond.contains("'infinity'"), "{beyond}");
+        let millis = DebeziumType::TimestampMillis { timezone: None };
+        assert!(decode(&millis, &(last / 1000 + 1).to_string()).is_err(), "milliseconds past the range");
+        assert!(decode(&millis, "9223372036825200").is_err(), "milliseconds past the range");
     }
 
     #[test]
