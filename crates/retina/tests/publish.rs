@@ -189,3 +189,36 @@ fn a_table_with_time_and_nanosecond_columns_is_published_without_them_in_delta_a
         assert_eq!(&rows, expected, "{format} {reader}");
     }
 }
+
+/// SQL Server's `time(7)` (a time of day in nanoseconds) has no type in Iceberg, and
+/// pyiceberg cannot read a Parquet file holding one even when the column is not
+/// declared: the table is left out of the published cut, and `--json` says which
+/// tables were published and why one was not (before, only the text report did).
+#[test]
+fn an_ingest_reports_in_json_a_table_no_format_could_publish() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fields = r#"[{"type":"int64","optional":false,"field":"id"},{"type":"int64","optional":true,"name":"io.debezium.time.NanoTime","version":1,"field":"t7"},{"type":"string","optional":true,"field":"name"}]"#;
+    let schema = format!(
+        r#"{{"type":"struct","fields":[{{"type":"struct","fields":{fields},"optional":true,"name":"db.dbo.clock7.Value","field":"before"}},{{"type":"struct","fields":{fields},"optional":true,"name":"db.dbo.clock7.Value","field":"after"}},{{"type":"struct","fields":[{{"type":"string","optional":false,"field":"connector"}},{{"type":"string","optional":false,"field":"schema"}},{{"type":"string","optional":false,"field":"table"}}],"optional":false,"name":"io.debezium.connector.sqlserver.Source","field":"source"}},{{"type":"string","optional":false,"field":"op"}}],"optional":false,"name":"db.dbo.clock7.Envelope"}}"#
+    );
+    let mut lines: Vec<String> = [(1, "45296123456700", "a"), (2, "null", "b")]
+        .iter()
+        .map(|(id, nanos, name)| {
+            format!(
+                r#"{{"schema":{schema},"payload":{{"before":null,"after":{{"id":{id},"t7":{nanos},"name":"{name}"}},"source":{{"connector":"sqlserver","schema":"dbo","table":"clock7"}},"op":"r"}}}}"#
+            )
+        })
+        .collect();
+    lines.push(event("items", "c", 1, Some("one"), 1));
+    let capture = dir.path().join("clock7.jsonl");
+    std::fs::write(&capture, lines.join("\n") + "\n").expect("write");
+    let lake = dir.path().join("lake");
+    let run = ingest(&lake, &format!("file:{}", capture.display()), &["--primary-key", "dbo.clock7=id", "--primary-key", "public.items=id", "--json"]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    let report: serde_json::Value = serde_json::from_str(stdout.lines().last().expect("json line")).expect("json report");
+    assert_eq!(report["published_tables"], serde_json::json!(["public.items"]), "{report}");
+    let error = report["publication_error"].as_str().unwrap_or_default();
+    assert!(error.contains("dbo.clock7") && error.contains("t7") && error.contains("not published"), "{report}");
+    assert_eq!(sql(&lake, "SELECT id, t7, name FROM dbo.clock7 ORDER BY id"), ["1,12:34:56.123456700,a", "2,,b"], "the mirror has it all");
+}

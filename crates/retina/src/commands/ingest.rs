@@ -128,6 +128,9 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         json["publication_ms_mean"] = serde_json::json!(publication.total_millis / publication.publications.max(1) as f64);
         json["publication_ms_max"] = serde_json::json!(publication.max_millis);
         json["published_ts"] = serde_json::json!(publication.cut.as_ref().map(|c| c.ts));
+        json["published_tables"] = serde_json::json!(publication.cut.as_ref().map(|c| c.tables.iter().map(|t| &t.table).collect::<Vec<_>>()));
+        // A table no format describes is left out of every cut: a script must see why.
+        json["publication_error"] = serde_json::json!(publication.error);
         println!("{json}");
     }
     Ok(())
