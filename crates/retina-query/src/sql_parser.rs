@@ -17,8 +17,9 @@ use std::sync::Arc;
 
 use datafusion::error::DataFusionError;
 use datafusion::sql::parser::{DFParser, Statement};
-use datafusion::sql::sqlparser::ast::{visit_relations, ObjectName, Statement as SqlStatement};
+use datafusion::sql::sqlparser::ast::{visit_relations, CopySource, ObjectName, Query, Statement as SqlStatement};
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
 use datafusion_pg_catalog::sql::rules::{
     AliasDuplicatedProjectionRewrite, CurrentUserVariableToSessionUserFunctionCall, FixArrayLiteral, FixVersionColumnName,
     ResolveUnqualifiedIdentifier, RewriteArrayAnyAllOperation, RewritePgCatalogOperator, RewriteRegCastToSubquery,
@@ -84,23 +85,60 @@ impl SqlParser {
         Ok(statements.into())
     }
 
-    /// `sql` when it is only queries of user tables, rewritten; `None` otherwise.
+    /// `sql` when it is only queries of user tables, rewritten; `None` otherwise. A
+    /// query inside `DECLARE … CURSOR FOR`, `COPY (…) TO` or `EXPLAIN` counts: named
+    /// cursors, connectorx and `\copy` read results that way, and must get the same
+    /// answers as the query alone.
     fn parse_user_queries(&self, sql: &str) -> Option<Vec<Statement>> {
-        let statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).ok()?;
+        let statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).ok()?;
         if statements.is_empty() {
             return None;
         }
         let mut out = Vec::with_capacity(statements.len());
-        for statement in statements {
-            let Statement::Statement(inner) = statement else { return None };
-            if !matches!(inner.as_ref(), SqlStatement::Query(_)) || reads_the_catalog(&inner) {
+        for mut statement in statements {
+            if reads_the_catalog(&statement) {
                 return None;
             }
-            let mut rewritten = self.query_rules.iter().fold(*inner, |statement, rule| rule.rewrite(statement));
-            crate::pg_rewrite::rewrite(&mut rewritten);
-            out.push(Statement::Statement(Box::new(rewritten)));
+            match &mut statement {
+                SqlStatement::Query(_) => statement = self.rewrite_query(statement),
+                // What a cursor is read with, around it in one string, needs no rewrite.
+                SqlStatement::StartTransaction { .. }
+                | SqlStatement::Commit { .. }
+                | SqlStatement::Rollback { .. }
+                | SqlStatement::Fetch { .. }
+                | SqlStatement::Close { .. } => {}
+                _ => {
+                    let query = inner_query(&mut statement)?;
+                    let SqlStatement::Query(rewritten) = self.rewrite_query(SqlStatement::Query(query.clone())) else { return None };
+                    *query = rewritten;
+                }
+            }
+            out.push(Statement::Statement(Box::new(statement)));
         }
         Some(out)
+    }
+
+    fn rewrite_query(&self, query: SqlStatement) -> SqlStatement {
+        let mut rewritten = self.query_rules.iter().fold(query, |statement, rule| rule.rewrite(statement));
+        crate::pg_rewrite::rewrite(&mut rewritten);
+        rewritten
+    }
+}
+
+/// The query a statement runs to give its rows: a cursor's, a `COPY (query) TO`'s or
+/// an `EXPLAIN`ed one.
+fn inner_query(statement: &mut SqlStatement) -> Option<&mut Box<Query>> {
+    match statement {
+        SqlStatement::Declare { stmts } => match stmts.as_mut_slice() {
+            [declare] => declare.for_query.as_mut(),
+            _ => None,
+        },
+        SqlStatement::Copy { source: CopySource::Query(query), .. } => Some(query),
+        SqlStatement::Explain { statement, .. } => match statement.as_mut() {
+            SqlStatement::Query(query) => Some(query),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

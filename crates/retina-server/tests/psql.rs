@@ -363,6 +363,15 @@ fn correlated_subqueries_are_answered_not_replaced_with_null() {
     assert_eq!(out, "1|1\n2|1\n3|1");
     let out = fx.psql_ok("SELECT count(*) FROM shop.items a WHERE a.qty = (SELECT max(b.qty) FROM shop.items b WHERE b.id = a.id)");
     assert_eq!(out, "500");
+    // The same query read through a cursor or COPY (named cursors, connectorx,
+    // \copy) answers the same; before, those took the catalog emulation's parser.
+    let query = "SELECT a.id, (SELECT count(*) FROM shop.items b WHERE b.id = a.id) AS n, (SELECT max(qty) FROM shop.items) AS m FROM shop.items a WHERE a.id < 3 ORDER BY a.id";
+    let max = fx.psql_ok("SELECT max(qty) FROM shop.items");
+    let expected = format!("1|1|{max}\n2|1|{max}");
+    assert_eq!(fx.psql_ok(&format!("BEGIN; DECLARE c CURSOR FOR {query}; FETCH ALL FROM c; COMMIT")).lines().filter(|l| l.contains('|')).collect::<Vec<_>>().join("\n"), expected);
+    assert_eq!(fx.psql_ok(&format!("COPY ({query}) TO STDOUT WITH (FORMAT csv, DELIMITER '|')")), expected);
+    let plan = fx.psql_ok(&format!("EXPLAIN {query}"));
+    assert!(plan.contains("logical_plan") && !plan.contains("NULL AS n"), "{plan}");
 }
 
 /// PostgreSQL allows result columns that share a name; DataFusion's plan needs them
