@@ -16,6 +16,8 @@
 //!   record's field `(r).x`, which DataFusion does not parse as one: `get_field(r, 'x')`;
 //! - a scalar subquery over catalog tables that is not aggregated (see
 //!   [`aggregate_catalog_subquery`]);
+//! - a window extending a named one, `OVER (w ORDER BY …)`: spelled out (see
+//!   [`NamedWindowsMerged`]);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
 //!   meaning ([`crate::pg_time_zone`]), where DataFusion's own form keeps a
 //!   `timestamptz` a `timestamptz`.
@@ -23,7 +25,8 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, AccessExpr, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, JoinOperator, Query, SelectItem, SetExpr, TableFactor, Value,
+    visit_expressions, visit_expressions_mut, AccessExpr, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
+    NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableFactor, Value, VisitMut, VisitorMut, WindowSpec, WindowType,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -36,6 +39,7 @@ pub const EXPAND_ARRAY_FUNCTION: &str = "retina_expandarray";
 
 /// Rewrites `statement` in place.
 pub fn rewrite(statement: &mut Statement) {
+    let _ = statement.visit(&mut NamedWindowsMerged);
     let _ = visit_expressions_mut(statement, |expr| {
         if let Some(replacement) = replacement(expr) {
             *expr = replacement;
@@ -93,6 +97,62 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             None
         }
         _ => None,
+    }
+}
+
+/// `OVER (w ORDER BY …)`, a window that extends a named one (`WINDOW w AS (PARTITION
+/// BY …)`), spelled out: DataFusion resolves only `OVER w` and dropped the named
+/// window's partitioning from the extended form, a silently wrong running total.
+/// As PostgreSQL copies it: the named window's PARTITION BY, its ORDER BY unless the
+/// extension gives one, and the extension's frame, else the named window's.
+struct NamedWindowsMerged;
+
+impl VisitorMut for NamedWindowsMerged {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let SetExpr::Select(select) = query.body.as_mut() else { return ControlFlow::Continue(()) };
+        if select.named_window.is_empty() {
+            return ControlFlow::Continue(());
+        }
+        let named = select.named_window.clone();
+        let _ = visit_expressions_mut(&mut select.projection, |expr| {
+            if let Expr::Function(function) = expr {
+                if let Some(WindowType::WindowSpec(spec)) = &mut function.over {
+                    if let Some(merged) = spelled_out(&named, spec, 0) {
+                        *spec = merged;
+                    }
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        ControlFlow::Continue(())
+    }
+}
+
+/// `spec` with the window it extends (`window_name`) merged in, recursively (a few
+/// deep at most, so a cycle ends); `None` when it extends none or an unknown one.
+fn spelled_out(named: &[NamedWindowDefinition], spec: &WindowSpec, depth: usize) -> Option<WindowSpec> {
+    let name = spec.window_name.as_ref()?;
+    let base = resolved(named, name, depth + 1)?;
+    Some(WindowSpec {
+        window_name: None,
+        partition_by: base.partition_by,
+        order_by: if spec.order_by.is_empty() { base.order_by } else { spec.order_by.clone() },
+        window_frame: spec.window_frame.clone().or(base.window_frame),
+    })
+}
+
+/// The definition of the window `name`, spelled out.
+fn resolved(named: &[NamedWindowDefinition], name: &Ident, depth: usize) -> Option<WindowSpec> {
+    if depth > 8 {
+        return None;
+    }
+    let NamedWindowDefinition(_, definition) = named.iter().find(|NamedWindowDefinition(n, _)| n.value.eq_ignore_ascii_case(&name.value))?;
+    match definition {
+        NamedWindowExpr::WindowSpec(spec) if spec.window_name.is_none() => Some(spec.clone()),
+        NamedWindowExpr::WindowSpec(spec) => spelled_out(named, spec, depth),
+        NamedWindowExpr::NamedWindow(other) => resolved(named, other, depth + 1),
     }
 }
 

@@ -374,6 +374,18 @@ fn correlated_subqueries_are_answered_not_replaced_with_null() {
     assert!(plan.contains("logical_plan") && !plan.contains("NULL AS n"), "{plan}");
 }
 
+/// A window that extends a named one keeps the named window's partitioning: before,
+/// `OVER (w ORDER BY id)` ran over the whole table (a silently wrong running total).
+#[test]
+fn windows_extending_a_named_window_keep_its_partitioning() {
+    let fx = Fixture::new();
+    let out = fx.psql_ok(
+        "SELECT id, sum(id) OVER (w ORDER BY id), count(*) OVER (w), sum(id) OVER w, last_value(id) OVER (v ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) \
+         FROM shop.items WHERE id <= 6 WINDOW w AS (PARTITION BY id % 2), v AS (w) ORDER BY id",
+    );
+    assert_eq!(out, "1|1|3|9|5\n2|2|3|12|6\n3|4|3|9|5\n4|6|3|12|6\n5|9|3|9|5\n6|12|3|12|6");
+}
+
 /// PostgreSQL allows result columns that share a name; DataFusion's plan needs them
 /// apart, the client still sees PostgreSQL's names.
 #[test]
