@@ -29,6 +29,7 @@ pub mod pg_overrides;
 pub mod pg_rewrite;
 pub mod pg_time_zone;
 pub mod provider;
+mod result_types;
 pub mod scan_context;
 pub mod session;
 pub mod snapshot;

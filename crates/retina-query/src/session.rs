@@ -166,7 +166,7 @@ impl RetinaSession {
                 "{} is not supported",
                 statement.name()
             )))),
-            _ => Ok(plan),
+            _ => Ok(crate::result_types::with_signed_integers(plan)?),
         }
     }
 

@@ -407,6 +407,21 @@ fn result_columns_may_share_a_name_as_in_postgresql() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Ranking functions are bigint, as in PostgreSQL; DataFusion's are unsigned, which
+/// went out as numeric (psycopg and pandas read a Decimal).
+#[test]
+fn ranking_functions_are_bigint() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let sql = "SELECT id, row_number() OVER (ORDER BY id DESC) AS r, rank() OVER (ORDER BY qty), ntile(2) OVER (ORDER BY id) FROM shop.items WHERE id <= 3 ORDER BY id";
+    let StatementOutcome::Rows(result) = client.query_params(sql, &[]).expect("query") else { panic!("expected rows") };
+    let oids: Vec<u32> = result.columns.iter().map(|c| c.type_oid).collect();
+    assert_eq!(oids, [20, 20, 20, 20]);
+    assert_eq!(result.columns[1].name, "r");
+    let ids_and_rows: Vec<(Option<&str>, Option<&str>)> = result.rows.iter().map(|row| (row[0].as_deref(), row[1].as_deref())).collect();
+    assert_eq!(ids_and_rows, [(Some("1"), Some("3")), (Some("2"), Some("2")), (Some("3"), Some("1"))], "the order is kept");
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();
