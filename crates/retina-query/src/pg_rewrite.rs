@@ -18,6 +18,8 @@
 //!   [`aggregate_catalog_subquery`]);
 //! - a window extending a named one, `OVER (w ORDER BY …)`: spelled out (see
 //!   [`NamedWindowsMerged`]);
+//! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
+//!   field of `extract`/`date_part` (with its fraction in PostgreSQL);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
 //!   meaning ([`crate::pg_time_zone`]), where DataFusion's own form keeps a
 //!   `timestamptz` a `timestamptz`.
@@ -25,7 +27,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, AccessExpr, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
+    visit_expressions, visit_expressions_mut, AccessExpr, DataType as SqlDataType, DateTimeField, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
     NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableFactor, Value, VisitMut, VisitorMut, WindowSpec, WindowType,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
@@ -85,6 +87,29 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             let [array, dimension] = args.as_slice() else { return None };
             parse(&format!("unnest(range(1, CAST(array_length({array}, {dimension}) AS BIGINT) + 1))"))
         }
+        // `float` is double precision in PostgreSQL (`float(p)` too for p > 24);
+        // DataFusion reads it as 32-bit `real`, losing digits: `1::float / 3`.
+        Expr::Cast { data_type, .. } if matches!(&*data_type, SqlDataType::Float(info) if means_double(info)) => {
+            *data_type = SqlDataType::DoublePrecision;
+            None
+        }
+        // PostgreSQL's seconds field keeps the fraction (12.5); DataFusion's is a
+        // whole number. Its microseconds field holds the seconds with the fraction.
+        Expr::Extract { field: DateTimeField::Second | DateTimeField::Seconds, expr: source, .. } => {
+            parse(&format!("date_part('microsecond', {source}) / 1000000.0"))
+        }
+        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("date_part") => {
+            let FunctionArguments::List(list) = &function.args else { return None };
+            let [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(field))), FunctionArg::Unnamed(FunctionArgExpr::Expr(source))] = list.args.as_slice() else {
+                return None;
+            };
+            match &field.value {
+                Value::SingleQuotedString(name) if name.eq_ignore_ascii_case("second") || name.eq_ignore_ascii_case("seconds") => {
+                    parse(&format!("date_part('microsecond', {source}) / 1000000.0"))
+                }
+                _ => None,
+            }
+        }
         Expr::AtTimeZone { timestamp, time_zone } => match time_zone.as_ref() {
             Expr::Value(value) if matches!(value.value, Value::SingleQuotedString(_)) => {
                 parse(&format!("{}({time_zone}, {timestamp})", crate::pg_time_zone::TIME_ZONE_FUNCTION))
@@ -97,6 +122,14 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             None
         }
         _ => None,
+    }
+}
+
+/// Whether `float` with this precision is PostgreSQL's double precision.
+fn means_double(info: &ExactNumberInfo) -> bool {
+    match info {
+        ExactNumberInfo::Precision(bits) => *bits > 24,
+        ExactNumberInfo::None | ExactNumberInfo::PrecisionAndScale(..) => true,
     }
 }
 

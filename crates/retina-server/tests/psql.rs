@@ -386,6 +386,19 @@ fn windows_extending_a_named_window_keep_its_partitioning() {
     assert_eq!(out, "1|1|3|9|5\n2|2|3|12|6\n3|4|3|9|5\n4|6|3|12|6\n5|9|3|9|5\n6|12|3|12|6");
 }
 
+/// `float` is double precision, and the seconds field keeps its fraction, as in
+/// PostgreSQL (DataFusion: `real`, and whole seconds).
+#[test]
+fn float_is_double_precision_and_seconds_keep_their_fraction() {
+    let fx = Fixture::new();
+    let out = fx.psql_ok(
+        "SELECT 1::float / 3, pg_typeof(1::float), pg_typeof(CAST(1 AS float(10))), 16777217::float = 16777217; \
+         SELECT extract(second FROM TIMESTAMP '2024-01-01 10:00:12.5'), date_part('second', TIMESTAMP '2024-01-01 10:00:59.25'), \
+         extract(minute FROM TIMESTAMP '2024-01-01 10:07:12.5')",
+    );
+    assert_eq!(out, "0.3333333333333333|double precision|real|t\n12.5|59.25|7");
+}
+
 /// PostgreSQL allows result columns that share a name; DataFusion's plan needs them
 /// apart, the client still sees PostgreSQL's names.
 #[test]
