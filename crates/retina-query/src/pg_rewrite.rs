@@ -18,6 +18,7 @@
 //!   [`aggregate_catalog_subquery`]);
 //! - a window extending a named one, `OVER (w ORDER BY …)`: spelled out (see
 //!   [`NamedWindowsMerged`]);
+//! - `FETCH FIRST n ROWS ONLY` (see [`FetchAsLimit`]);
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
 //!   field of `extract`/`date_part` (with its fraction in PostgreSQL);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
@@ -28,7 +29,7 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, AccessExpr, DataType as SqlDataType, DateTimeField, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
-    NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableFactor, Value, VisitMut, VisitorMut, WindowSpec, WindowType,
+    Fetch, LimitClause, NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableFactor, Value, VisitMut, VisitorMut, WindowSpec, WindowType,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -42,6 +43,7 @@ pub const EXPAND_ARRAY_FUNCTION: &str = "retina_expandarray";
 /// Rewrites `statement` in place.
 pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut NamedWindowsMerged);
+    let _ = statement.visit(&mut FetchAsLimit);
     let _ = visit_expressions_mut(statement, |expr| {
         if let Some(replacement) = replacement(expr) {
             *expr = replacement;
@@ -122,6 +124,27 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             None
         }
         _ => None,
+    }
+}
+
+/// `[OFFSET n ROWS] FETCH {FIRST|NEXT} [m] {ROW|ROWS} ONLY`, the standard's paging
+/// (Hibernate 6 writes it for PostgreSQL), as `LIMIT m [OFFSET n]`: DataFusion
+/// refuses FETCH. `WITH TIES` and `PERCENT` stay refused.
+struct FetchAsLimit;
+
+impl VisitorMut for FetchAsLimit {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let Some(Fetch { with_ties: false, percent: false, quantity }) = &query.fetch else { return ControlFlow::Continue(()) };
+        let rows = quantity.clone().unwrap_or_else(|| Expr::value(Value::Number("1".into(), false)));
+        match &mut query.limit_clause {
+            None => query.limit_clause = Some(LimitClause::LimitOffset { limit: Some(rows), offset: None, limit_by: Vec::new() }),
+            Some(LimitClause::LimitOffset { limit: limit @ None, .. }) => *limit = Some(rows),
+            Some(_) => return ControlFlow::Continue(()), // both LIMIT and FETCH: left for the planner to refuse
+        }
+        query.fetch = None;
+        ControlFlow::Continue(())
     }
 }
 

@@ -399,6 +399,27 @@ fn float_is_double_precision_and_seconds_keep_their_fraction() {
     assert_eq!(out, "0.3333333333333333|double precision|real|t\n12.5|59.25|7");
 }
 
+/// The standard's paging, as Hibernate 6 writes it for PostgreSQL, reads as LIMIT and
+/// OFFSET; before, FETCH was refused (0A000).
+#[test]
+fn fetch_first_rows_only_pages_like_limit() {
+    let fx = Fixture::new();
+    let out = fx.psql_ok(
+        "SELECT id FROM shop.items ORDER BY id OFFSET 2 ROWS FETCH NEXT 3 ROWS ONLY; \
+         SELECT id FROM shop.items ORDER BY id FETCH FIRST ROW ONLY; \
+         SELECT count(*) FROM (SELECT id FROM shop.items ORDER BY id DESC FETCH FIRST 7 ROWS ONLY) t",
+    );
+    assert_eq!(out, "3\n4\n5\n1\n7");
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let StatementOutcome::Rows(result) = client
+        .query_params("SELECT id FROM shop.items ORDER BY id OFFSET $1 ROWS FETCH FIRST $2 ROWS ONLY", &[Some("10"), Some("2")])
+        .expect("query")
+    else {
+        panic!("expected rows")
+    };
+    assert_eq!(result.rows, vec![vec![Some("11".to_string())], vec![Some("12".to_string())]]);
+}
+
 /// PostgreSQL allows result columns that share a name; DataFusion's plan needs them
 /// apart, the client still sees PostgreSQL's names.
 #[test]
