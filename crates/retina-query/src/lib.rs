@@ -39,6 +39,7 @@ pub mod sql_parser;
 pub mod split_pruning;
 pub mod split_statistics;
 pub mod system;
+mod to_char_pattern;
 mod unique_names;
 
 pub use error::{QueryError, QueryResult};

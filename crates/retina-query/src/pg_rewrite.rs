@@ -19,6 +19,8 @@
 //! - a window extending a named one, `OVER (w ORDER BY …)`: spelled out (see
 //!   [`NamedWindowsMerged`]);
 //! - `FETCH FIRST n ROWS ONLY` (see [`FetchAsLimit`]);
+//! - `to_char`'s PostgreSQL date patterns (`YYYY-MM`) as chrono's
+//!   ([`crate::to_char_pattern`]);
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
 //!   field of `extract`/`date_part` (with its fraction in PostgreSQL);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
@@ -99,6 +101,16 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
         // whole number. Its microseconds field holds the seconds with the fraction.
         Expr::Extract { field: DateTimeField::Second | DateTimeField::Seconds, expr: source, .. } => {
             parse(&format!("date_part('microsecond', {source}) / 1000000.0"))
+        }
+        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("to_char") => {
+            let FunctionArguments::List(list) = &mut function.args else { return None };
+            let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(format)))] = list.args.as_mut_slice() else { return None };
+            if let Value::SingleQuotedString(pattern) = &mut format.value {
+                if let Some(chrono) = crate::to_char_pattern::chrono_pattern(pattern) {
+                    *pattern = chrono;
+                }
+            }
+            None
         }
         Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("date_part") => {
             let FunctionArguments::List(list) = &function.args else { return None };

@@ -420,6 +420,19 @@ fn fetch_first_rows_only_pages_like_limit() {
     assert_eq!(result.rows, vec![vec![Some("11".to_string())], vec![Some("12".to_string())]]);
 }
 
+/// `to_char` with PostgreSQL's date patterns prints the date; before, it printed the
+/// pattern itself (`YYYY-MM`) for every row. Patterns written for DataFusion still
+/// work.
+#[test]
+fn to_char_reads_postgresql_date_patterns() {
+    let fx = Fixture::new();
+    let out = fx.psql_ok(
+        "SELECT to_char(TIMESTAMP '2024-03-05 14:07:09.123', 'YYYY-MM-DD HH24:MI:SS.MS'), to_char(DATE '2024-03-05', 'FMDD FMMonth YYYY'), \
+         to_char(TIMESTAMP '2024-03-05 14:07:09', 'HH12:MI AM'), to_char(DATE '2024-03-05', '%Y/%m')",
+    );
+    assert_eq!(out, "2024-03-05 14:07:09.123|5 March 2024|02:07 PM|2024/03");
+}
+
 /// PostgreSQL allows result columns that share a name; DataFusion's plan needs them
 /// apart, the client still sees PostgreSQL's names.
 #[test]
