@@ -98,10 +98,8 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             None
         }
         // PostgreSQL's seconds field keeps the fraction (12.5); DataFusion's is a
-        // whole number. Its microseconds field holds the seconds with the fraction.
-        Expr::Extract { field: DateTimeField::Second | DateTimeField::Seconds, expr: source, .. } => {
-            parse(&format!("date_part('microsecond', {source}) / 1000000.0"))
-        }
+        // whole number.
+        Expr::Extract { field: DateTimeField::Second | DateTimeField::Seconds, expr: source, .. } => seconds_with_fraction(source),
         Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("to_char") => {
             let FunctionArguments::List(list) = &mut function.args else { return None };
             let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(format)))] = list.args.as_mut_slice() else { return None };
@@ -119,7 +117,7 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             };
             match &field.value {
                 Value::SingleQuotedString(name) if name.eq_ignore_ascii_case("second") || name.eq_ignore_ascii_case("seconds") => {
-                    parse(&format!("date_part('microsecond', {source}) / 1000000.0"))
+                    seconds_with_fraction(source)
                 }
                 _ => None,
             }
@@ -158,6 +156,12 @@ impl VisitorMut for FetchAsLimit {
         query.fetch = None;
         ControlFlow::Continue(())
     }
+}
+
+/// PostgreSQL's seconds field of `source`, with its fraction: DataFusion's
+/// microseconds field holds the seconds and the fraction.
+fn seconds_with_fraction(source: &Expr) -> Option<Expr> {
+    parse(&format!("date_part('microsecond', {source}) / 1000000.0"))
 }
 
 /// Whether `float` with this precision is PostgreSQL's double precision.

@@ -100,7 +100,8 @@ struct QueryBenchReport {
     live_row_changes_per_s: f64,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+/// The middle value (the upper one of an even count); 0 for none.
+pub(super) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }

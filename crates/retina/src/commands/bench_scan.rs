@@ -21,6 +21,7 @@ use retina_query::datafusion::arrow::util::pretty::pretty_format_batches;
 use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
 use serde::Serialize;
 
+use super::bench_query::median;
 use super::progress::TerminalProgress;
 
 #[derive(Args)]
@@ -125,9 +126,4 @@ async fn run_query(session: &RetinaSession, sql: &str) -> anyhow::Result<(f64, S
     }
     let ms = start.elapsed().as_secs_f64() * 1000.0;
     Ok((ms, pretty_format_batches(&batches)?.to_string()))
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
