@@ -35,7 +35,7 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
-use retina_core::scan::{read_split_pruned, ScanSplit, SplitRead};
+use retina_core::scan::{read_split_pruned, ScanSplit, SplitRead, VirtualRows};
 use retina_core::storage::{DataFiles, PageBound};
 use retina_core::table::TableRuntime;
 use retina_core::Snapshot;
@@ -253,6 +253,31 @@ impl ExecutionPlan for RetinaScanExec {
         }
         let context = self.context.clone();
         let split = self.splits.get(partition).cloned();
+        if let Some(ScanSplit::Virtual(file)) = &split {
+            // In memory: masked block by block as the query pulls them, on this task
+            // (a block is microseconds of work), so each copy is read while in cache.
+            splits_read.add(1);
+            if let Some(context) = &context {
+                context.metrics.count_split_read(0);
+            }
+            let schema = self.table.schema();
+            let (columns, count_only) = match self.projection.as_deref() {
+                Some([]) => (vec![counted_column(&schema)], true),
+                Some(projection) => (projection.to_vec(), false),
+                None => ((0..schema.column_count()).collect(), false),
+            };
+            // The snapshot stays registered while the stream lives.
+            let snapshot = Arc::clone(&self.snapshot);
+            let rows = VirtualRows::new(&schema, file, snapshot.ts(), columns).map(move |batch| {
+                let _registered = &snapshot;
+                let batch = batch.map_err(|error| DataFusionError::External(Box::new(error)))?;
+                if count_only {
+                    return batch.project(&[]).map_err(DataFusionError::from);
+                }
+                Ok(batch)
+            });
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(Arc::clone(&self.schema), futures::stream::iter(rows))));
+        }
         let table = Arc::clone(&self.table);
         let store = Arc::clone(&self.store);
         let snapshot = Arc::clone(&self.snapshot);
@@ -297,6 +322,12 @@ fn leaf_without_children(
     }
 }
 
+/// Counting rows (`count(*)`) needs no column, but a reader needs one to know how
+/// many rows survive: it reads the first key column and drops it.
+fn counted_column(schema: &retina_core::TableSchema) -> usize {
+    schema.primary_key().first().copied().unwrap_or(0)
+}
+
 /// Reads the visible rows of one split. `snapshot` is borrowed for the whole read, so
 /// the registration outlives the read even if the query is dropped meanwhile.
 fn read_visible(
@@ -311,10 +342,8 @@ fn read_visible(
     let schema = table.schema();
     let ts = snapshot.ts();
     match projection {
-        // Counting rows (`count(*)`) needs no column, but a reader needs one to know
-        // how many rows survive: read the first key column and drop it.
         Some([]) => {
-            let key = schema.primary_key().first().copied().unwrap_or(0);
+            let key = counted_column(&schema);
             let mut read = read_split_pruned(&schema, split, store, ts, Some(&[key]), bounds).map_err(external)?;
             read.batches = read.batches.iter().map(|batch| batch.project(&[]).map_err(DataFusionError::from)).collect::<Result<_>>()?;
             Ok(read)
