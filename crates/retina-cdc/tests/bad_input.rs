@@ -302,3 +302,30 @@ fn a_dead_letter_after_the_last_transaction_is_not_written_again_by_a_restart() 
     lines.extend([event("c", 2, Some("b"), Some(("2", 1))), end("2", 1, "s.t"), "garbage".into()]);
     assert_eq!(transport(&mut sink, &lines, 5), Some(8), "past the dead letter after END 2");
 }
+
+/// Debezium's `ByLogicalTableRouter` adds `__dbz__physicalTableIdentifier` to each
+/// key (as in a captured SQL Server stream): the key is then no set of columns, so a
+/// new table is refused with what to do, and `--primary-key` gives its key.
+#[test]
+fn a_key_with_a_routing_field_needs_and_takes_a_given_primary_key() {
+    let routed = |line: String| {
+        line.replace(
+            r#""fields":[{"type":"int64","optional":false,"field":"id"}]}"#,
+            r#""fields":[{"type":"int64","optional":false,"field":"id"},{"type":"string","optional":false,"field":"__dbz__physicalTableIdentifier"}]}"#,
+        )
+        .replacen(r#""payload":{"id":"#, r#""payload":{"__dbz__physicalTableIdentifier":"srv.s.t","id":"#, 1)
+    };
+    let lines: Vec<String> =
+        [event("c", 1, Some("a"), None), event("c", 2, Some("b"), None), event("u", 1, Some("c"), None), event("d", 2, None, None)]
+            .into_iter()
+            .map(routed)
+            .collect();
+    assert!(lines[0].contains("__dbz__physicalTableIdentifier\":\"srv.s.t\",\"id\":1"), "{}", lines[0]);
+    let test = engine();
+    let error = ingest(&test.engine, &lines, SinkOptions::default()).expect_err("routed key").to_string();
+    assert!(error.contains("table s.t") && error.contains("__dbz__physicalTableIdentifier"), "{error}");
+    assert!(error.contains("ByLogicalTableRouter") && error.contains("--primary-key s.t=COL"), "{error}");
+    let test = engine();
+    ingest(&test.engine, &lines, keyed("s.t", "id")).expect("with --primary-key");
+    assert_eq!(rows(&test.engine, "s.t"), vec![vec![Value::Int64(1), Value::Utf8("c".into())]]);
+}

@@ -32,14 +32,18 @@ pub(super) fn explain(line: &str, error: DecodeError) -> DecodeError {
         // The mistyped field is where decoding stopped; the line as a whole tells why.
         DecodeError::MistypedField { .. } => true,
         // A MongoDB document, JSON text where a row image object belongs, fails the
-        // parse of the whole line.
-        DecodeError::MalformedJson(_) => line.contains("mongodb"),
+        // parse of the whole line; so does a line that is JSON but not an object.
+        DecodeError::MalformedJson(_) => true,
         _ => false,
     };
     if !worth_a_look {
         return error;
     }
-    let Ok(Value::Object(top)) = serde_json::from_str::<Value>(line) else { return error };
+    let top = match serde_json::from_str::<Value>(line) {
+        Ok(Value::Object(top)) => top,
+        Ok(other) => return DecodeError::NotAChangeEvent(not_an_object(&other)),
+        Err(_) => return error,
+    };
     if connector(&top) == Some("mongodb") {
         return DecodeError::bad_value("source.connector", MONGODB_UNSUPPORTED);
     }
@@ -56,6 +60,20 @@ pub(super) fn explain(line: &str, error: DecodeError) -> DecodeError {
         Some(kind) => DecodeError::NotAChangeEvent(kind.to_string()),
         None => error,
     }
+}
+
+/// What a line that is JSON but not an object is, as the error's text.
+fn not_an_object(value: &Value) -> String {
+    let what = match value {
+        Value::String(text) if text.is_empty() => "an empty JSON string",
+        Value::String(_) => "a JSON string",
+        Value::Array(_) => "a JSON array",
+        Value::Number(_) => "a JSON number",
+        Value::Bool(_) => "a JSON boolean",
+        // A null line is a tombstone and never reaches here.
+        Value::Null | Value::Object(_) => "JSON null",
+    };
+    format!("{what}, where a change event is a JSON object (with before, after, source and op)")
 }
 
 /// The message inside a `{"key":…,"value":…}` wrapper, or the line itself.
@@ -136,6 +154,9 @@ fn kind(top: &Map<String, Value>) -> Option<&'static str> {
              transactions exactly; remove that transform from the connector",
         );
     }
+    if payload.is_empty() {
+        return Some("an empty JSON object: it has none of a change event's fields (before, after, source, op)");
+    }
     let envelope_fields = ["before", "after", "source", "op", "status"];
     if !envelope_fields.iter().any(|field| payload.contains_key(*field)) {
         return Some(
@@ -168,6 +189,13 @@ mod tests {
             (r#"{"id":1,"name":"a","__deleted":"true"}"#, "ExtractNewRecordState"),
             (r#"{"key":{"id":1},"value":{"schema":{"type":"struct"},"payload":{"id":1,"__op":"u"}}}"#, "ExtractNewRecordState"),
             (r#"{"id":1,"name":"a"}"#, "a plain row"),
+            ("{}", "an empty JSON object"),
+            (r#""""#, "an empty JSON string, where a change event is a JSON object"),
+            (r#""text""#, "a JSON string, where"),
+            ("[]", "a JSON array, where"),
+            ("[1, 2]", "a JSON array, where"),
+            ("42", "a JSON number, where"),
+            ("true", "a JSON boolean, where"),
             (r#"{"specversion":"1.0","type":"io.debezium.postgresql.datachangeevent","data":{}}"#, "CloudEvents"),
             (
                 r#"{"op":"m","ts_ms":1,"source":{"connector":"postgresql","schema":"","table":""},"message":{"prefix":"p","content":"aGk="}}"#,

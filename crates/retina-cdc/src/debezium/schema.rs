@@ -49,6 +49,19 @@ pub fn key_columns(raw: &str) -> Result<Vec<String>, DecodeError> {
         .collect()
 }
 
+/// Why a column wrapped as `{"value":…,"set":…}` is refused.
+const YUGABYTE_WRAPPED: &str = "the column comes wrapped as {\"value\": …, \"set\": …}, as YugabyteDB's connector \
+     writes columns by default; add the PGCompatible transform that YugabyteDB ships with its connector, so that \
+     columns come as plain values (as from Debezium's PostgreSQL connector)";
+
+/// Whether `field` is a struct of exactly `value` and `set`: YugabyteDB's wrapping of
+/// a column, which says whether an update set it.
+fn is_value_set_wrapper(field: &ConnectSchema) -> bool {
+    let mut names: Vec<&str> = field.fields.iter().filter_map(|f| f.field.as_deref()).collect();
+    names.sort_unstable();
+    field.connect_type == "struct" && names == ["set", "value"]
+}
+
 fn column_of(field: &ConnectSchema, context: &str, nanosecond_zones: bool) -> Result<ColumnPlan, DecodeError> {
     let name = field.field.clone().ok_or_else(|| DecodeError::missing(format!("{context}.fields[].field")))?;
     let kind = kind_of(field, &name, nanosecond_zones)?;
@@ -79,6 +92,9 @@ fn kind_of(field: &ConnectSchema, name: &str, nanosecond_zones: bool) -> Result<
             Some((precision.clamp(1, 38), scale))
         }
     };
+    if is_value_set_wrapper(field) {
+        return Err(DecodeError::bad_value(name, YUGABYTE_WRAPPED));
+    }
     let kind = DebeziumType::from_connect(name, &field.connect_type, field.name.as_deref(), decimal)?;
     Ok(match kind {
         DebeziumType::ZonedTimestamp if nanosecond_zones => DebeziumType::ZonedTimestampNanos,
@@ -144,5 +160,22 @@ mod tests {
         let bad = ENVELOPE.replace("io.debezium.time.MicroTimestamp", "io.debezium.time.Martian");
         let error = columns_of_envelope(&bad).expect_err("unknown type").to_string();
         assert!(error.contains("field at") && error.contains("io.debezium.time.Martian"), "{error}");
+    }
+
+    /// YugabyteDB's connector (gRPC 1.7.0.13-BETA, as captured) names each column's
+    /// struct after the column and wraps its value with a `set` flag.
+    #[test]
+    fn yugabyte_value_set_columns_are_refused_naming_the_transform() {
+        let wrapped = ENVELOPE.replace(
+            r#"{"type":"int32","optional":false,"field":"id"}"#,
+            r#"{"type":"struct","fields":[{"type":"int32","optional":false,"field":"value"},{"type":"boolean","optional":false,"field":"set"}],"optional":false,"name":"id","field":"id"}"#,
+        );
+        let error = columns_of_envelope(&wrapped).expect_err("wrapped column").to_string();
+        assert!(error.starts_with("field id: the column comes wrapped as {\"value\": …, \"set\": …}"), "{error}");
+        assert!(error.contains("PGCompatible"), "{error}");
+        // Another struct keeps the unknown-type error.
+        let other = wrapped.replace(r#""field":"set""#, r#""field":"flag""#);
+        let error = columns_of_envelope(&other).expect_err("struct column").to_string();
+        assert!(error.contains("unknown Debezium type id (struct)"), "{error}");
     }
 }

@@ -179,8 +179,11 @@ impl TableResolver {
     fn key_columns(&self, event: &ChangeEvent<'_>, columns: &[ColumnPlan], position: Position) -> CdcResult<Vec<String>> {
         if let Some(key_schema) = event.key_schema {
             let names = key_columns(key_schema).map_err(|error| CdcError::Decode { position, table: Some(event.table.clone()), error })?;
-            if !names.is_empty() {
-                return Ok(names);
+            match names.iter().find(|name| columns.iter().all(|c| &c.name != *name)) {
+                // A transform added a key field that is no column: the user names the key.
+                Some(extra) => return self.key_for_transformed(event, extra, position),
+                None if !names.is_empty() => return Ok(names),
+                None => {}
             }
         }
         if let Some(key) = event.key {
@@ -198,6 +201,27 @@ impl TableResolver {
             table: event.table.clone(),
             reason: format!(
                 "no primary key is known (the message has no key and no --primary-key {}=COL[,COL...] was given)",
+                event.table
+            ),
+        })
+    }
+
+    /// The key of a table whose key schema has a field `extra` that is no column:
+    /// the `--primary-key` given for it, else an error saying to give one.
+    fn key_for_transformed(&self, event: &ChangeEvent<'_>, extra: &str, position: Position) -> CdcResult<Vec<String>> {
+        if let Some(names) = self.primary_keys.get(&event.table) {
+            return Ok(names.clone());
+        }
+        let by = match extra {
+            ROUTER_KEY_FIELD => "Debezium's ByLogicalTableRouter transform, which merges tables into one topic",
+            _ => "a transform",
+        };
+        Err(CdcError::NoPrimaryKey {
+            position,
+            table: event.table.clone(),
+            reason: format!(
+                "the message key has a field {extra} that is not a column of the table (added by {by}); give the \
+                 table's own key with --primary-key {}=COL[,COL...]",
                 event.table
             ),
         })
@@ -271,6 +295,10 @@ impl TableResolver {
         Ok(widened)
     }
 }
+
+/// The key field Debezium's `ByLogicalTableRouter` adds so that keys of the tables it
+/// merges into one topic stay unique (`key.enforce.uniqueness`).
+const ROUTER_KEY_FIELD: &str = "__dbz__physicalTableIdentifier";
 
 /// The column type a schemaless stream's value implies. A null implies nothing; it
 /// is typed as text only where a column must exist now (a key column, which a null

@@ -23,7 +23,8 @@ pub struct IngestArgs {
     data_dir: PathBuf,
     /// The source: file:PATH, - (stdin), nats://HOST:PORT/STREAM, generator:chbench?rate=N&seconds=S.
     uri: String,
-    /// Primary key of a table whose messages carry no key: TABLE=COL[,COL...] (repeatable).
+    /// Primary key of a table whose messages carry no key, or a key with fields that are no
+    /// columns (added by a transform such as ByLogicalTableRouter): TABLE=COL[,COL...] (repeatable).
     #[arg(long = "primary-key", value_name = "TABLE=COL[,COL...]")]
     primary_keys: Vec<String>,
     /// Create tables of schemaless streams from their images: each column typed by its
