@@ -1,19 +1,21 @@
 //! `RetinaScanExec`: the physical scan of one Retina table at a query's snapshot.
 //!
 //! One output partition per scan split (a flushed file with its single row group, or
-//! a write buffer's virtual file), so DataFusion reads splits in parallel. Each split
-//! is read by `retina_core::scan::read_split` — row-group skip by `_create_ts` min/max,
-//! the visibility bitmap applied to what the store decoded, the `_create_ts` prefix
-//! cut — so no
-//! operator above ever sees an invisible version or the hidden `_create_ts` column.
+//! a write buffer's virtual file), so DataFusion reads splits in parallel. A file is
+//! read by `retina_core::scan::read_split_pruned`, a virtual file by
+//! `retina_core::scan::VirtualRows` — row-group skip by `_create_ts` min/max, the
+//! visibility bitmap applied to what the store decoded, the `_create_ts` prefix cut —
+//! so no operator above ever sees an invisible version or the hidden `_create_ts`
+//! column.
 //!
 //! Splits pruned by statistics ([`crate::split_pruning`]) are not partitions at all;
 //! EXPLAIN shows how many (`pruned_splits=`) and with what predicate, and the
 //! `splits_read` / `splits_pruned` metrics (EXPLAIN ANALYZE, `retina.metrics`) count
 //! them as the scan runs.
 //!
-//! The storage layer blocks (it drives its own runtime), so a split is read on
-//! tokio's blocking pool, never on an async worker. A per-scan semaphore bounds how
+//! The storage layer blocks (it drives its own runtime), so a file is read on tokio's
+//! blocking pool, never on an async worker. A virtual file is in memory: its blocks
+//! are masked on the stream's task as they are pulled. A per-scan semaphore bounds how
 //! many splits of one scan are being read at once: a table with hundreds of files
 //! must not fan out into hundreds of blocking reads holding their batches in memory.
 
@@ -255,7 +257,7 @@ impl ExecutionPlan for RetinaScanExec {
         let split = self.splits.get(partition).cloned();
         if let Some(ScanSplit::Virtual(file)) = &split {
             // In memory: masked block by block as the query pulls them, on this task
-            // (a block is microseconds of work), so each copy is read while in cache.
+            // (a block is microseconds of work).
             splits_read.add(1);
             if let Some(context) = &context {
                 context.metrics.count_split_read(0);

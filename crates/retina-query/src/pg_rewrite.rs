@@ -21,6 +21,8 @@
 //! - `FETCH FIRST n ROWS ONLY` (see [`FetchAsLimit`]);
 //! - `to_char`'s PostgreSQL date patterns (`YYYY-MM`) as chrono's
 //!   ([`crate::to_char_pattern`]);
+//! - `generate_series(…)` outside FROM, a set-returning function in PostgreSQL and an
+//!   array-valued one in DataFusion: `unnest(generate_series(…))`;
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
 //!   field of `extract`/`date_part` (with its fraction in PostgreSQL);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
@@ -46,6 +48,7 @@ pub const EXPAND_ARRAY_FUNCTION: &str = "retina_expandarray";
 pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut NamedWindowsMerged);
     let _ = statement.visit(&mut FetchAsLimit);
+    let _ = statement.visit(&mut SeriesColumnsNamed);
     let _ = visit_expressions_mut(statement, |expr| {
         if let Some(replacement) = replacement(expr) {
             *expr = replacement;
@@ -90,6 +93,11 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
                 .collect::<Option<_>>()?;
             let [array, dimension] = args.as_slice() else { return None };
             parse(&format!("unnest(range(1, CAST(array_length({array}, {dimension}) AS BIGINT) + 1))"))
+        }
+        // A set-returning function outside FROM gives one row per element in
+        // PostgreSQL; DataFusion's `generate_series` there is one array.
+        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("generate_series") => {
+            parse(&format!("unnest({function})"))
         }
         // `float` is double precision in PostgreSQL (`float(p)` too for p > 24);
         // DataFusion reads it as 32-bit `real`, losing digits: `1::float / 3`.
@@ -154,6 +162,26 @@ impl VisitorMut for FetchAsLimit {
             Some(_) => return ControlFlow::Continue(()), // both LIMIT and FETCH: left for the planner to refuse
         }
         query.fetch = None;
+        ControlFlow::Continue(())
+    }
+}
+
+/// `generate_series(…)` alone and unnamed in a select list keeps PostgreSQL's column
+/// name, `generate_series`, once [`replacement`] wraps it in `unnest`.
+struct SeriesColumnsNamed;
+
+impl VisitorMut for SeriesColumnsNamed {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let SetExpr::Select(select) = query.body.as_mut() else { return ControlFlow::Continue(()) };
+        for item in &mut select.projection {
+            let SelectItem::UnnamedExpr(expr @ Expr::Function(_)) = item else { continue };
+            let Expr::Function(function) = &*expr else { continue };
+            if function.name.to_string().eq_ignore_ascii_case("generate_series") {
+                *item = SelectItem::ExprWithAlias { expr: expr.clone(), alias: Ident::new("generate_series") };
+            }
+        }
         ControlFlow::Continue(())
     }
 }
@@ -396,6 +424,15 @@ mod tests {
             "SELECT get_field((unnest(retina_expandarray(i.indkey))), 'n') AS k, unnest(retina_expandarray(i.indkey)) AS keys FROM pg_catalog.pg_index AS i"
         );
         assert_eq!(rewritten("SELECT 1 FROM r WHERE r.a = (r.keys).x"), "SELECT 1 FROM r WHERE r.a = get_field((r.keys), 'x')");
+    }
+
+    #[test]
+    fn generate_series_outside_from_gives_rows() {
+        assert_eq!(rewritten("SELECT generate_series(1, 3) AS g"), "SELECT unnest(generate_series(1, 3)) AS g");
+        assert_eq!(rewritten("SELECT generate_series(1, 3)"), "SELECT unnest(generate_series(1, 3)) AS generate_series");
+        assert_eq!(rewritten("SELECT generate_series(1, 3) * 2 FROM t"), "SELECT unnest(generate_series(1, 3)) * 2 FROM t");
+        // In FROM it is DataFusion's table function already.
+        assert_eq!(rewritten("SELECT * FROM generate_series(1, 3)"), "SELECT * FROM generate_series(1, 3)");
     }
 
     #[test]

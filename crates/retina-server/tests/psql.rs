@@ -469,6 +469,29 @@ fn ranking_functions_are_bigint() {
     assert_eq!(ids_and_rows, [(Some("1"), Some("3")), (Some("2"), Some("2")), (Some("3"), Some("1"))], "the order is kept");
 }
 
+/// `generate_series` in a select list gives a row per value, as in PostgreSQL
+/// (DataFusion's own gives one array), named after the function; in FROM it is a
+/// table as before.
+#[test]
+fn generate_series_in_a_select_list_gives_rows() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let values = |client: &mut PgClient, sql: &str| {
+        let outcomes = client.query(sql).expect(sql);
+        let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows: {sql}") };
+        let rows: Vec<String> = result.rows.iter().map(|row| row.iter().map(|v| v.as_deref().unwrap_or("NULL")).collect::<Vec<_>>().join(",")).collect();
+        (result.columns[0].name.clone(), rows)
+    };
+    assert_eq!(values(&mut client, "SELECT generate_series(1, 3)"), ("generate_series".to_string(), vec!["1".into(), "2".into(), "3".into()]));
+    let (_, days) = values(&mut client, "SELECT generate_series(DATE '2024-01-30', DATE '2024-02-01', INTERVAL '1 day') AS d");
+    assert_eq!(days.len(), 3, "{days:?}");
+    assert!(days[0].starts_with("2024-01-30") && days[2].starts_with("2024-02-01"), "{days:?}");
+    let (_, doubled) = values(&mut client, "SELECT generate_series(1, 2) * 10 AS g, 'x' AS tag");
+    assert_eq!(doubled, ["10,x", "20,x"]);
+    let (_, from) = values(&mut client, "SELECT count(*) FROM generate_series(1, 5)");
+    assert_eq!(from, ["5"]);
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();
