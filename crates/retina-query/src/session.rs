@@ -85,6 +85,9 @@ impl RetinaSession {
             .with_config(config)
             .with_default_features()
             .with_physical_optimizer_rule(Arc::new(crate::cancellation::YieldingJoins))
+            // After DataFusion's own analyzer rules; coercion again types what it adds.
+            .with_analyzer_rule(Arc::new(crate::pg_integer_casts::RoundingIntegerCasts))
+            .with_analyzer_rule(Arc::new(datafusion::optimizer::analyzer::type_coercion::TypeCoercion::new()))
             .build();
         let context = SessionContext::new_with_state(state);
         let scans = Arc::new(ScanContext {

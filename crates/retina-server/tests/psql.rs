@@ -492,6 +492,30 @@ fn generate_series_in_a_select_list_gives_rows() {
     assert_eq!(from, ["5"]);
 }
 
+/// A cast of a fractional number to an integer rounds, as in PostgreSQL (DataFusion's
+/// truncated: `2.7::int` was 2); a bigint stays exact; names stay PostgreSQL's.
+#[test]
+fn casts_to_integers_round_fractions_and_keep_integers_exact() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let sql = "SELECT 2.7::int, CAST(-2.7 AS INT), 2.5::int AS half, (-2.5)::bigint AS minus_half, \
+               CAST(CAST('2.5' AS NUMERIC(5,1)) AS INT) AS numeric_half, CAST(10 / 4.0 AS SMALLINT) AS q, \
+               CAST(9007199254740993 AS BIGINT) AS exact, '7'::int AS text_seven";
+    let outcomes = client.query(sql).expect("query");
+    let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows") };
+    let row: Vec<Option<&str>> = result.rows[0].iter().map(|v| v.as_deref()).collect();
+    assert_eq!(row, [Some("3"), Some("-3"), Some("3"), Some("-3"), Some("3"), Some("3"), Some("9007199254740993"), Some("7")]);
+    let names: Vec<&str> = result.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["int4", "int4", "half", "minus_half", "numeric_half", "q", "exact", "text_seven"]);
+    // Over a table: grouped by the rounded value, as PostgreSQL groups.
+    let grouped = "SELECT CAST(x / 4.0 AS INT) AS g, count(*) AS n FROM (VALUES (1), (2), (9), (10)) AS t(x) GROUP BY CAST(x / 4.0 AS INT) ORDER BY g";
+    let outcomes = client.query(grouped).expect("grouped");
+    let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows") };
+    let rows: Vec<Vec<Option<&str>>> = result.rows.iter().map(|row| row.iter().map(|v| v.as_deref()).collect()).collect();
+    // 0.25 -> 0, 0.5 -> 1, 2.25 -> 2, 2.5 -> 3
+    assert_eq!(rows, [vec![Some("0"), Some("1")], vec![Some("1"), Some("1")], vec![Some("2"), Some("1")], vec![Some("3"), Some("1")]]);
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();
