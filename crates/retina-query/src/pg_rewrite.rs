@@ -23,6 +23,7 @@
 //!   ([`crate::to_char_pattern`]);
 //! - `generate_series(…)` outside FROM, a set-returning function in PostgreSQL and an
 //!   array-valued one in DataFusion: `unnest(generate_series(…))`;
+//! - `EXISTS (…)` in a select list (see [`ExistsInSelectLists`]);
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
 //!   field of `extract`/`date_part` (with its fraction in PostgreSQL);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
@@ -49,6 +50,7 @@ pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut NamedWindowsMerged);
     let _ = statement.visit(&mut FetchAsLimit);
     let _ = statement.visit(&mut SeriesColumnsNamed);
+    let _ = statement.visit(&mut ExistsInSelectLists);
     let _ = visit_expressions_mut(statement, |expr| {
         if let Some(replacement) = replacement(expr) {
             *expr = replacement;
@@ -184,6 +186,83 @@ impl VisitorMut for SeriesColumnsNamed {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// `EXISTS (subquery)` in a select list (SQLAlchemy's `exists()`): DataFusion plans
+/// EXISTS only as a filter. A plain subquery (no WITH, grouping, DISTINCT, aggregate,
+/// LIMIT or set operation) becomes the scalar subquery `(SELECT count(*) > 0 FROM …
+/// WHERE …)`, which DataFusion decorrelates; a count over no row is 0, so the answer
+/// is false, not NULL. Unnamed, the column keeps PostgreSQL's name, `exists`.
+struct ExistsInSelectLists;
+
+impl VisitorMut for ExistsInSelectLists {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        let SetExpr::Select(select) = query.body.as_mut() else { return ControlFlow::Continue(()) };
+        for item in &mut select.projection {
+            if let SelectItem::UnnamedExpr(expr @ Expr::Exists { .. }) = item {
+                *item = SelectItem::ExprWithAlias { expr: expr.clone(), alias: Ident::new("exists") };
+            }
+            let (SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. }) = item else { continue };
+            count_exists_outside_subqueries(expr);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Rewrites the EXISTS of `expr` that are not inside a subquery of it (where, in a
+/// filter, DataFusion plans them as semi-joins), through the forms a select list
+/// wraps them in: parentheses, NOT, operators and CASE.
+fn count_exists_outside_subqueries(expr: &mut Expr) {
+    match expr {
+        Expr::Exists { .. } => {
+            if let Some(counted) = exists_as_count(expr) {
+                *expr = counted;
+            }
+        }
+        Expr::Nested(inner) | Expr::UnaryOp { expr: inner, .. } => count_exists_outside_subqueries(inner),
+        Expr::BinaryOp { left, right, .. } => {
+            count_exists_outside_subqueries(left);
+            count_exists_outside_subqueries(right);
+        }
+        Expr::Case { operand, conditions, else_result, .. } => {
+            let whens = conditions.iter_mut().flat_map(|when| [&mut when.condition, &mut when.result]);
+            for inner in operand.iter_mut().map(|operand| &mut **operand).chain(whens).chain(else_result.iter_mut().map(|e| &mut **e)) {
+                count_exists_outside_subqueries(inner);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `[NOT] EXISTS (q)` as `(SELECT count(*) {>|=} 0 …)` when `q` is plain (see
+/// [`ExistsInSelectLists`]).
+fn exists_as_count(expr: &Expr) -> Option<Expr> {
+    let Expr::Exists { subquery, negated } = expr else { return None };
+    let SetExpr::Select(select) = subquery.body.as_ref() else { return None };
+    let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(exprs, _) if exprs.is_empty());
+    let mut aggregated = false;
+    let _ = visit_expressions(&select.projection, |expr| {
+        aggregated |= is_aggregate(expr);
+        ControlFlow::<()>::Continue(())
+    });
+    let plain = subquery.with.is_none()
+        && subquery.limit_clause.is_none()
+        && subquery.fetch.is_none()
+        && select.distinct.is_none()
+        && select.having.is_none()
+        && select.named_window.is_empty()
+        && !grouped
+        && !aggregated;
+    if !plain {
+        return None;
+    }
+    let mut counted = subquery.as_ref().clone();
+    counted.order_by = None;
+    let SetExpr::Select(select) = counted.body.as_mut() else { return None };
+    select.projection = vec![SelectItem::UnnamedExpr(parse(if *negated { "count(*) = 0" } else { "count(*) > 0" })?)];
+    Some(Expr::Subquery(Box::new(counted)))
 }
 
 /// PostgreSQL's seconds field of `source`, with its fraction: DataFusion's
@@ -433,6 +512,29 @@ mod tests {
         assert_eq!(rewritten("SELECT generate_series(1, 3) * 2 FROM t"), "SELECT unnest(generate_series(1, 3)) * 2 FROM t");
         // In FROM it is DataFusion's table function already.
         assert_eq!(rewritten("SELECT * FROM generate_series(1, 3)"), "SELECT * FROM generate_series(1, 3)");
+    }
+
+    #[test]
+    fn exists_in_a_select_list_counts_and_elsewhere_stays() {
+        assert_eq!(
+            rewritten("SELECT u.id, EXISTS (SELECT 1 FROM o WHERE o.u = u.id ORDER BY o.x) FROM u"),
+            "SELECT u.id, (SELECT count(*) > 0 FROM o WHERE o.u = u.id) AS exists FROM u"
+        );
+        assert_eq!(rewritten("SELECT NOT EXISTS (SELECT * FROM o) AS none"), "SELECT (SELECT count(*) = 0 FROM o) AS none");
+        assert_eq!(
+            rewritten("SELECT CASE WHEN (EXISTS (SELECT * FROM o)) THEN 'y' END AS c"),
+            "SELECT CASE WHEN ((SELECT count(*) > 0 FROM o)) THEN 'y' END AS c"
+        );
+        // Inside a subquery's filter it stays a semi-join.
+        assert_eq!(
+            rewritten("SELECT (SELECT count(*) FROM o WHERE EXISTS (SELECT 1 FROM p)) AS n"),
+            "SELECT (SELECT count(*) FROM o WHERE EXISTS (SELECT 1 FROM p)) AS n"
+        );
+        // An aggregate always gives a row, a LIMIT may be 0: left to DataFusion.
+        assert_eq!(rewritten("SELECT EXISTS (SELECT max(x) FROM o) AS e"), "SELECT EXISTS (SELECT max(x) FROM o) AS e");
+        assert_eq!(rewritten("SELECT EXISTS (SELECT 1 FROM o LIMIT 0) AS e"), "SELECT EXISTS (SELECT 1 FROM o LIMIT 0) AS e");
+        // In WHERE DataFusion plans it as a semi-join.
+        assert_eq!(rewritten("SELECT 1 FROM u WHERE EXISTS (SELECT 1 FROM o)"), "SELECT 1 FROM u WHERE EXISTS (SELECT 1 FROM o)");
     }
 
     #[test]

@@ -516,6 +516,29 @@ fn casts_to_integers_round_fractions_and_keep_integers_exact() {
     assert_eq!(rows, [vec![Some("0"), Some("1")], vec![Some("1"), Some("1")], vec![Some("2"), Some("1")], vec![Some("3"), Some("1")]]);
 }
 
+/// `EXISTS` in a select list (SQLAlchemy's `exists()`), correlated or not, answers
+/// true or false as in PostgreSQL; DataFusion refused it outside a filter.
+#[test]
+fn exists_in_a_select_list_answers_true_or_false() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let mut rows = |sql: &str| -> (Vec<String>, Vec<Vec<String>>) {
+        let outcomes = client.query(sql).expect(sql);
+        let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows: {sql}") };
+        let names = result.columns.iter().map(|c| c.name.clone()).collect();
+        (names, result.rows.iter().map(|row| row.iter().map(|v| v.clone().unwrap_or_default()).collect()).collect())
+    };
+    let (names, answer) = rows("SELECT EXISTS (SELECT 1 FROM shop.items WHERE id < 0), NOT EXISTS (SELECT 1 FROM shop.items WHERE id < 0) AS none");
+    assert_eq!((names, answer), (vec!["exists".to_string(), "none".into()], vec![vec!["f".to_string(), "t".into()]]));
+    let (_, ids) = rows("SELECT id FROM shop.items ORDER BY id");
+    let ids: Vec<i64> = ids.iter().map(|row| row[0].parse().expect("id")).collect();
+    let (_, has_next) = rows("SELECT i.id, EXISTS (SELECT 1 FROM shop.items AS j WHERE j.id = i.id + 1) AS has_next FROM shop.items AS i ORDER BY i.id");
+    let expected: Vec<Vec<String>> =
+        ids.iter().map(|id| vec![id.to_string(), if ids.contains(&(id + 1)) { "t" } else { "f" }.to_string()]).collect();
+    assert_eq!(has_next, expected);
+    assert!(expected.iter().any(|row| row[1] == "f") && expected.iter().any(|row| row[1] == "t"), "{expected:?}");
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();
