@@ -24,6 +24,8 @@
 //! - `generate_series(…)` outside FROM, a set-returning function in PostgreSQL and an
 //!   array-valued one in DataFusion: `unnest(generate_series(…))`;
 //! - `EXISTS (…)` in a select list (see [`ExistsInSelectLists`]);
+//! - intervals written as times (`'01:30:00'`) and timestamps without seconds
+//!   (`'2024-01-01 10:00'`), respelled ([`crate::pg_literals`]);
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
 //!   field of `extract`/`date_part` (with its fraction in PostgreSQL);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
@@ -101,6 +103,27 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
         Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("generate_series") => {
             parse(&format!("unnest({function})"))
         }
+        // Intervals written as times and timestamps without seconds (`pg_literals`).
+        Expr::Interval(interval) if interval.leading_field.is_none() => {
+            rewrite_string_literal(&mut interval.value, crate::pg_literals::interval_from_time);
+            None
+        }
+        Expr::TypedString(typed) if is_timestamp_type(&typed.data_type) => {
+            if let Value::SingleQuotedString(text) = &mut typed.value.value {
+                if let Some(padded) = crate::pg_literals::timestamp_with_seconds(text) {
+                    *text = padded;
+                }
+            }
+            None
+        }
+        Expr::Cast { data_type, expr: operand, .. } if is_timestamp_type(data_type) => {
+            rewrite_string_literal(operand, crate::pg_literals::timestamp_with_seconds);
+            None
+        }
+        Expr::Cast { data_type: SqlDataType::Interval { .. }, expr: operand, .. } => {
+            rewrite_string_literal(operand, crate::pg_literals::interval_from_time);
+            None
+        }
         // `float` is double precision in PostgreSQL (`float(p)` too for p > 24);
         // DataFusion reads it as 32-bit `real`, losing digits: `1::float / 3`.
         Expr::Cast { data_type, .. } if matches!(&*data_type, SqlDataType::Float(info) if means_double(info)) => {
@@ -145,6 +168,21 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
         }
         _ => None,
     }
+}
+
+/// Replaces the text of `expr` when it is a string literal that `respelled` reads.
+fn rewrite_string_literal(expr: &mut Expr, respelled: fn(&str) -> Option<String>) {
+    if let Expr::Value(value) = expr {
+        if let Value::SingleQuotedString(text) = &mut value.value {
+            if let Some(new_text) = respelled(text) {
+                *text = new_text;
+            }
+        }
+    }
+}
+
+fn is_timestamp_type(data_type: &SqlDataType) -> bool {
+    matches!(data_type, SqlDataType::Timestamp(..) | SqlDataType::Datetime(_) | SqlDataType::TimestampNtz(_))
 }
 
 /// `[OFFSET n ROWS] FETCH {FIRST|NEXT} [m] {ROW|ROWS} ONLY`, the standard's paging
@@ -535,6 +573,17 @@ mod tests {
         assert_eq!(rewritten("SELECT EXISTS (SELECT 1 FROM o LIMIT 0) AS e"), "SELECT EXISTS (SELECT 1 FROM o LIMIT 0) AS e");
         // In WHERE DataFusion plans it as a semi-join.
         assert_eq!(rewritten("SELECT 1 FROM u WHERE EXISTS (SELECT 1 FROM o)"), "SELECT 1 FROM u WHERE EXISTS (SELECT 1 FROM o)");
+    }
+
+    #[test]
+    fn intervals_as_times_and_timestamps_without_seconds_are_respelled() {
+        assert_eq!(
+            rewritten("SELECT INTERVAL '01:30:00', '1:30'::interval, TIMESTAMP '2024-01-01 10:00', CAST('2024-01-01 10:00' AS TIMESTAMPTZ)"),
+            "SELECT INTERVAL '01 hours 30 minutes 00 seconds', '1 hours 30 minutes 0 seconds'::INTERVAL, \
+             TIMESTAMP '2024-01-01 10:00:00', CAST('2024-01-01 10:00:00' AS TIMESTAMPTZ)"
+        );
+        // Other text, and intervals with a leading field, are left alone.
+        assert_eq!(rewritten("SELECT INTERVAL '1 hour', INTERVAL '1:30' HOUR TO MINUTE, 'a:30'::interval"), "SELECT INTERVAL '1 hour', INTERVAL '1:30' HOUR TO MINUTE, 'a:30'::INTERVAL");
     }
 
     #[test]

@@ -539,6 +539,21 @@ fn exists_in_a_select_list_answers_true_or_false() {
     assert!(expected.iter().any(|row| row[1] == "f") && expected.iter().any(|row| row[1] == "t"), "{expected:?}");
 }
 
+/// Intervals written as times and timestamps without seconds read as PostgreSQL
+/// reads them; DataFusion refused both (22P02).
+#[test]
+fn intervals_as_times_and_timestamps_without_seconds_are_read() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let sql = "SELECT INTERVAL '01:30:00' = INTERVAL '90 minutes', '1 day 00:00:30'::interval = INTERVAL '1 day 30 seconds', \
+               TIMESTAMP '2024-01-01 10:00' = TIMESTAMP '2024-01-01 10:00:00', \
+               CAST('2024-01-01 10:00' AS TIMESTAMP) + INTERVAL '00:30' = TIMESTAMP '2024-01-01 10:30:00'";
+    let outcomes = client.query(sql).expect("query");
+    let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows") };
+    let row: Vec<Option<&str>> = result.rows[0].iter().map(|v| v.as_deref()).collect();
+    assert_eq!(row, [Some("t"); 4]);
+}
+
 #[test]
 fn result_columns_carry_postgres_type_oids() {
     let fx = Fixture::new();

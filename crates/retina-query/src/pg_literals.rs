@@ -1,0 +1,100 @@
+//! Literal forms PostgreSQL reads and DataFusion refuses, spelled as DataFusion reads
+//! them (see `pg_rewrite`):
+//!
+//! - an interval written as a time, `'01:30:00'`, `'1:30'`, `'2 days 04:05:06.5'`:
+//!   DataFusion reads only unit words (`1 hours 30 minutes`);
+//! - a timestamp without seconds, `'2024-01-01 10:00'`: Arrow's parser wants them.
+//!
+//! Hand-written: two fixed shapes, which no parsing crate in the tree reads as
+//! PostgreSQL does.
+
+/// `text` as unit words when it is a time of day (with optional leading days):
+/// `[N day[s]] [-]H:MM[:SS[.fraction]]`; `None` for any other text.
+pub fn interval_from_time(text: &str) -> Option<String> {
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    let (days, time) = match tokens.as_slice() {
+        [time] => (None, *time),
+        [days, unit, time] if unit.eq_ignore_ascii_case("day") || unit.eq_ignore_ascii_case("days") => {
+            days.parse::<i64>().ok()?;
+            (Some(*days), *time)
+        }
+        _ => return None,
+    };
+    let (sign, time) = match time.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", time.strip_prefix('+').unwrap_or(time)),
+    };
+    let parts: Vec<&str> = time.split(':').collect();
+    let (hours, minutes, seconds) = match parts.as_slice() {
+        [h, m] => (*h, *m, "0"),
+        [h, m, s] => (*h, *m, *s),
+        _ => return None,
+    };
+    let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    let whole_seconds = seconds.split_once('.').map_or(seconds, |(whole, _)| whole);
+    let fraction_ok = seconds.split_once('.').is_none_or(|(_, fraction)| digits(fraction));
+    if !digits(hours) || !digits(minutes) || minutes.len() != 2 || !digits(whole_seconds) || !fraction_ok {
+        return None;
+    }
+    let time = format!("{sign}{hours} hours {sign}{minutes} minutes {sign}{seconds} seconds");
+    Some(match days {
+        Some(days) => format!("{days} days {time}"),
+        None => time,
+    })
+}
+
+/// `text` with `:00` seconds when it is a date and a time of hours and minutes,
+/// optionally followed by a zone (`+02`, `Z`, ` UTC`); `None` otherwise.
+pub fn timestamp_with_seconds(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let date_ok = bytes.len() >= 15
+        && bytes[..10].iter().enumerate().all(|(i, b)| if i == 4 || i == 7 { *b == b'-' } else { b.is_ascii_digit() })
+        && matches!(bytes[10], b' ' | b'T');
+    if !date_ok {
+        return None;
+    }
+    let rest = &text[11..];
+    let hour_len = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if !(1..=2).contains(&hour_len) || rest.as_bytes().get(hour_len) != Some(&b':') {
+        return None;
+    }
+    let after_hour = &rest[hour_len + 1..];
+    let minutes = after_hour.get(..2)?;
+    if !minutes.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let zone = &after_hour[2..];
+    let zone_ok = zone.is_empty() || zone.starts_with(['+', '-', 'Z', 'z', ' ']);
+    if !zone_ok {
+        return None; // seconds (`:SS`) or something else follows
+    }
+    let cut = 11 + hour_len + 1 + 2;
+    Some(format!("{}:00{}", &text[..cut], &text[cut..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_become_unit_words() {
+        assert_eq!(interval_from_time("01:30:00").as_deref(), Some("01 hours 30 minutes 00 seconds"));
+        assert_eq!(interval_from_time("1:30").as_deref(), Some("1 hours 30 minutes 0 seconds"));
+        assert_eq!(interval_from_time("-00:00:01.5").as_deref(), Some("-00 hours -00 minutes -01.5 seconds"));
+        assert_eq!(interval_from_time("2 days 04:05:06").as_deref(), Some("2 days 04 hours 05 minutes 06 seconds"));
+        for other in ["1 hour", "10", "1:2", "a:30", "01:30:00:00", "1 week 01:00", "01:30:x", "", "1.5:30"] {
+            assert_eq!(interval_from_time(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn timestamps_without_seconds_get_them() {
+        assert_eq!(timestamp_with_seconds("2024-01-01 10:00").as_deref(), Some("2024-01-01 10:00:00"));
+        assert_eq!(timestamp_with_seconds("2024-01-01T9:05").as_deref(), Some("2024-01-01T9:05:00"));
+        assert_eq!(timestamp_with_seconds("2024-01-01 10:00+02").as_deref(), Some("2024-01-01 10:00:00+02"));
+        assert_eq!(timestamp_with_seconds("2024-01-01 10:00 UTC").as_deref(), Some("2024-01-01 10:00:00 UTC"));
+        for other in ["2024-01-01 10:00:00", "2024-01-01", "2024-01-01 10", "2024-1-01 10:00", "2024-01-01 10:0", "x024-01-01 10:00", "2024-01-01 10:00.5"] {
+            assert_eq!(timestamp_with_seconds(other), None, "{other}");
+        }
+    }
+}
