@@ -29,6 +29,7 @@ mod pg_literals;
 pub mod pg_keys;
 pub mod pg_overrides;
 pub mod pg_rewrite;
+mod pg_select_list;
 pub mod pg_time_zone;
 pub mod provider;
 mod result_types;

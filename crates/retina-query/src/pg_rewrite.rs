@@ -21,9 +21,7 @@
 //! - `FETCH FIRST n ROWS ONLY` (see [`FetchAsLimit`]);
 //! - `to_char`'s PostgreSQL date patterns (`YYYY-MM`) as chrono's
 //!   ([`crate::to_char_pattern`]);
-//! - `generate_series(…)` outside FROM, a set-returning function in PostgreSQL and an
-//!   array-valued one in DataFusion: `unnest(generate_series(…))`;
-//! - `EXISTS (…)` in a select list (see [`ExistsInSelectLists`]);
+//! - `generate_series` and `EXISTS` in a select list ([`crate::pg_select_list`]);
 //! - intervals written as times (`'01:30:00'`) and timestamps without seconds
 //!   (`'2024-01-01 10:00'`), respelled ([`crate::pg_literals`]);
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
@@ -51,8 +49,7 @@ pub const EXPAND_ARRAY_FUNCTION: &str = "retina_expandarray";
 pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut NamedWindowsMerged);
     let _ = statement.visit(&mut FetchAsLimit);
-    let _ = statement.visit(&mut SeriesColumnsNamed);
-    let _ = statement.visit(&mut ExistsInSelectLists);
+    crate::pg_select_list::rewrite(statement);
     let _ = visit_expressions_mut(statement, |expr| {
         if let Some(replacement) = replacement(expr) {
             *expr = replacement;
@@ -97,11 +94,6 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
                 .collect::<Option<_>>()?;
             let [array, dimension] = args.as_slice() else { return None };
             parse(&format!("unnest(range(1, CAST(array_length({array}, {dimension}) AS BIGINT) + 1))"))
-        }
-        // A set-returning function outside FROM gives one row per element in
-        // PostgreSQL; DataFusion's `generate_series` there is one array.
-        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("generate_series") => {
-            parse(&format!("unnest({function})"))
         }
         // Intervals written as times and timestamps without seconds (`pg_literals`).
         Expr::Interval(interval) if interval.leading_field.is_none() => {
@@ -206,103 +198,6 @@ impl VisitorMut for FetchAsLimit {
     }
 }
 
-/// `generate_series(…)` alone and unnamed in a select list keeps PostgreSQL's column
-/// name, `generate_series`, once [`replacement`] wraps it in `unnest`.
-struct SeriesColumnsNamed;
-
-impl VisitorMut for SeriesColumnsNamed {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        let SetExpr::Select(select) = query.body.as_mut() else { return ControlFlow::Continue(()) };
-        for item in &mut select.projection {
-            let SelectItem::UnnamedExpr(expr @ Expr::Function(_)) = item else { continue };
-            let Expr::Function(function) = &*expr else { continue };
-            if function.name.to_string().eq_ignore_ascii_case("generate_series") {
-                *item = SelectItem::ExprWithAlias { expr: expr.clone(), alias: Ident::new("generate_series") };
-            }
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-/// `EXISTS (subquery)` in a select list (SQLAlchemy's `exists()`): DataFusion plans
-/// EXISTS only as a filter. A plain subquery (no WITH, grouping, DISTINCT, aggregate,
-/// LIMIT or set operation) becomes the scalar subquery `(SELECT count(*) > 0 FROM …
-/// WHERE …)`, which DataFusion decorrelates; a count over no row is 0, so the answer
-/// is false, not NULL. Unnamed, the column keeps PostgreSQL's name, `exists`.
-struct ExistsInSelectLists;
-
-impl VisitorMut for ExistsInSelectLists {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        let SetExpr::Select(select) = query.body.as_mut() else { return ControlFlow::Continue(()) };
-        for item in &mut select.projection {
-            if let SelectItem::UnnamedExpr(expr @ Expr::Exists { .. }) = item {
-                *item = SelectItem::ExprWithAlias { expr: expr.clone(), alias: Ident::new("exists") };
-            }
-            let (SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. }) = item else { continue };
-            count_exists_outside_subqueries(expr);
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-/// Rewrites the EXISTS of `expr` that are not inside a subquery of it (where, in a
-/// filter, DataFusion plans them as semi-joins), through the forms a select list
-/// wraps them in: parentheses, NOT, operators and CASE.
-fn count_exists_outside_subqueries(expr: &mut Expr) {
-    match expr {
-        Expr::Exists { .. } => {
-            if let Some(counted) = exists_as_count(expr) {
-                *expr = counted;
-            }
-        }
-        Expr::Nested(inner) | Expr::UnaryOp { expr: inner, .. } => count_exists_outside_subqueries(inner),
-        Expr::BinaryOp { left, right, .. } => {
-            count_exists_outside_subqueries(left);
-            count_exists_outside_subqueries(right);
-        }
-        Expr::Case { operand, conditions, else_result, .. } => {
-            let whens = conditions.iter_mut().flat_map(|when| [&mut when.condition, &mut when.result]);
-            for inner in operand.iter_mut().map(|operand| &mut **operand).chain(whens).chain(else_result.iter_mut().map(|e| &mut **e)) {
-                count_exists_outside_subqueries(inner);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// `[NOT] EXISTS (q)` as `(SELECT count(*) {>|=} 0 …)` when `q` is plain (see
-/// [`ExistsInSelectLists`]).
-fn exists_as_count(expr: &Expr) -> Option<Expr> {
-    let Expr::Exists { subquery, negated } = expr else { return None };
-    let SetExpr::Select(select) = subquery.body.as_ref() else { return None };
-    let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(exprs, _) if exprs.is_empty());
-    let mut aggregated = false;
-    let _ = visit_expressions(&select.projection, |expr| {
-        aggregated |= is_aggregate(expr);
-        ControlFlow::<()>::Continue(())
-    });
-    let plain = subquery.with.is_none()
-        && subquery.limit_clause.is_none()
-        && subquery.fetch.is_none()
-        && select.distinct.is_none()
-        && select.having.is_none()
-        && select.named_window.is_empty()
-        && !grouped
-        && !aggregated;
-    if !plain {
-        return None;
-    }
-    let mut counted = subquery.as_ref().clone();
-    counted.order_by = None;
-    let SetExpr::Select(select) = counted.body.as_mut() else { return None };
-    select.projection = vec![SelectItem::UnnamedExpr(parse(if *negated { "count(*) = 0" } else { "count(*) > 0" })?)];
-    Some(Expr::Subquery(Box::new(counted)))
-}
-
 /// PostgreSQL's seconds field of `source`, with its fraction: DataFusion's
 /// microseconds field holds the seconds and the fraction.
 fn seconds_with_fraction(source: &Expr) -> Option<Expr> {
@@ -400,7 +295,7 @@ fn aggregate_catalog_subquery(query: &mut Query) {
     }
 }
 
-fn is_aggregate(expr: &Expr) -> bool {
+pub(crate) fn is_aggregate(expr: &Expr) -> bool {
     const AGGREGATES: [&str; 10] = ["max", "min", "count", "sum", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "json_agg"];
     matches!(expr, Expr::Function(f) if AGGREGATES.iter().any(|name| f.name.to_string().eq_ignore_ascii_case(name)))
 }
@@ -451,7 +346,7 @@ fn null_keeping_placeholders(query: &Query) -> Expr {
     parse(&format!("CASE WHEN FALSE THEN concat({}) END", placeholders.join(", "))).unwrap_or_else(|| Expr::value(Value::Null))
 }
 
-fn parse(text: &str) -> Option<Expr> {
+pub(crate) fn parse(text: &str) -> Option<Expr> {
     Parser::new(&PostgreSqlDialect {}).try_with_sql(text).ok()?.parse_expr().ok()
 }
 
@@ -541,38 +436,6 @@ mod tests {
             "SELECT get_field((unnest(retina_expandarray(i.indkey))), 'n') AS k, unnest(retina_expandarray(i.indkey)) AS keys FROM pg_catalog.pg_index AS i"
         );
         assert_eq!(rewritten("SELECT 1 FROM r WHERE r.a = (r.keys).x"), "SELECT 1 FROM r WHERE r.a = get_field((r.keys), 'x')");
-    }
-
-    #[test]
-    fn generate_series_outside_from_gives_rows() {
-        assert_eq!(rewritten("SELECT generate_series(1, 3) AS g"), "SELECT unnest(generate_series(1, 3)) AS g");
-        assert_eq!(rewritten("SELECT generate_series(1, 3)"), "SELECT unnest(generate_series(1, 3)) AS generate_series");
-        assert_eq!(rewritten("SELECT generate_series(1, 3) * 2 FROM t"), "SELECT unnest(generate_series(1, 3)) * 2 FROM t");
-        // In FROM it is DataFusion's table function already.
-        assert_eq!(rewritten("SELECT * FROM generate_series(1, 3)"), "SELECT * FROM generate_series(1, 3)");
-    }
-
-    #[test]
-    fn exists_in_a_select_list_counts_and_elsewhere_stays() {
-        assert_eq!(
-            rewritten("SELECT u.id, EXISTS (SELECT 1 FROM o WHERE o.u = u.id ORDER BY o.x) FROM u"),
-            "SELECT u.id, (SELECT count(*) > 0 FROM o WHERE o.u = u.id) AS exists FROM u"
-        );
-        assert_eq!(rewritten("SELECT NOT EXISTS (SELECT * FROM o) AS none"), "SELECT (SELECT count(*) = 0 FROM o) AS none");
-        assert_eq!(
-            rewritten("SELECT CASE WHEN (EXISTS (SELECT * FROM o)) THEN 'y' END AS c"),
-            "SELECT CASE WHEN ((SELECT count(*) > 0 FROM o)) THEN 'y' END AS c"
-        );
-        // Inside a subquery's filter it stays a semi-join.
-        assert_eq!(
-            rewritten("SELECT (SELECT count(*) FROM o WHERE EXISTS (SELECT 1 FROM p)) AS n"),
-            "SELECT (SELECT count(*) FROM o WHERE EXISTS (SELECT 1 FROM p)) AS n"
-        );
-        // An aggregate always gives a row, a LIMIT may be 0: left to DataFusion.
-        assert_eq!(rewritten("SELECT EXISTS (SELECT max(x) FROM o) AS e"), "SELECT EXISTS (SELECT max(x) FROM o) AS e");
-        assert_eq!(rewritten("SELECT EXISTS (SELECT 1 FROM o LIMIT 0) AS e"), "SELECT EXISTS (SELECT 1 FROM o LIMIT 0) AS e");
-        // In WHERE DataFusion plans it as a semi-join.
-        assert_eq!(rewritten("SELECT 1 FROM u WHERE EXISTS (SELECT 1 FROM o)"), "SELECT 1 FROM u WHERE EXISTS (SELECT 1 FROM o)");
     }
 
     #[test]
