@@ -1,9 +1,11 @@
 //! Literal forms PostgreSQL reads and DataFusion refuses, spelled as DataFusion reads
-//! them (see `pg_rewrite`):
+//! them:
 //!
 //! - an interval written as a time, `'01:30:00'`, `'1:30'`, `'2 days 04:05:06.5'`:
-//!   DataFusion reads only unit words (`1 hours 30 minutes`);
-//! - a timestamp without seconds, `'2024-01-01 10:00'`: Arrow's parser wants them.
+//!   DataFusion reads only unit words (`1 hours 30 minutes`) (`pg_rewrite`);
+//! - a timestamp without seconds, `'2024-01-01 10:00'`: Arrow's parser wants them;
+//!   and a date written with a time, `'2024-01-05 10:00'`, read as a date
+//!   (`pg_casts`).
 //!
 //! Hand-written: two fixed shapes, which no parsing crate in the tree reads as
 //! PostgreSQL does.
@@ -72,6 +74,17 @@ pub fn timestamp_with_seconds(text: &str) -> Option<String> {
     Some(format!("{}:00{}", &text[..cut], &text[cut..]))
 }
 
+/// The date of `text` when it is a date followed by a time (`2024-01-05 10:00`,
+/// `2024-01-05T10:00:00Z`), as PostgreSQL reads such text as a date; `None` otherwise.
+pub fn date_of_timestamp(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let dated = bytes.len() > 11
+        && bytes[..10].iter().enumerate().all(|(i, b)| if i == 4 || i == 7 { *b == b'-' } else { b.is_ascii_digit() })
+        && matches!(bytes[10], b' ' | b'T')
+        && bytes[11].is_ascii_digit();
+    dated.then(|| text[..10].to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +106,11 @@ mod tests {
         assert_eq!(timestamp_with_seconds("2024-01-01T9:05").as_deref(), Some("2024-01-01T9:05:00"));
         assert_eq!(timestamp_with_seconds("2024-01-01 10:00+02").as_deref(), Some("2024-01-01 10:00:00+02"));
         assert_eq!(timestamp_with_seconds("2024-01-01 10:00 UTC").as_deref(), Some("2024-01-01 10:00:00 UTC"));
+        assert_eq!(date_of_timestamp("2024-01-05 10:00").as_deref(), Some("2024-01-05"));
+        assert_eq!(date_of_timestamp("2024-01-05T10:00:00Z").as_deref(), Some("2024-01-05"));
+        for other in ["2024-01-05", "2024-01-05 ", "2024-01-05 x", "2024/01/05 10:00", "05-01-2024 10:00"] {
+            assert_eq!(date_of_timestamp(other), None, "{other}");
+        }
         for other in ["2024-01-01 10:00:00", "2024-01-01", "2024-01-01 10", "2024-1-01 10:00", "2024-01-01 10:0", "x024-01-01 10:00", "2024-01-01 10:00.5"] {
             assert_eq!(timestamp_with_seconds(other), None, "{other}");
         }

@@ -22,8 +22,7 @@
 //! - `to_char`'s PostgreSQL date patterns (`YYYY-MM`) as chrono's
 //!   ([`crate::to_char_pattern`]);
 //! - `generate_series` and `EXISTS` in a select list ([`crate::pg_select_list`]);
-//! - intervals written as times (`'01:30:00'`) and timestamps without seconds
-//!   (`'2024-01-01 10:00'`), respelled ([`crate::pg_literals`]);
+//! - intervals written as times (`'01:30:00'`), respelled ([`crate::pg_literals`]);
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
 //!   field of `extract`/`date_part` (with its fraction in PostgreSQL);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
@@ -95,21 +94,10 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             let [array, dimension] = args.as_slice() else { return None };
             parse(&format!("unnest(range(1, CAST(array_length({array}, {dimension}) AS BIGINT) + 1))"))
         }
-        // Intervals written as times and timestamps without seconds (`pg_literals`).
+        // Intervals written as times (`pg_literals`): DataFusion reads an interval's
+        // text as it plans, before any analyzer rule could respell it.
         Expr::Interval(interval) if interval.leading_field.is_none() => {
             rewrite_string_literal(&mut interval.value, crate::pg_literals::interval_from_time);
-            None
-        }
-        Expr::TypedString(typed) if is_timestamp_type(&typed.data_type) => {
-            if let Value::SingleQuotedString(text) = &mut typed.value.value {
-                if let Some(padded) = crate::pg_literals::timestamp_with_seconds(text) {
-                    *text = padded;
-                }
-            }
-            None
-        }
-        Expr::Cast { data_type, expr: operand, .. } if is_timestamp_type(data_type) => {
-            rewrite_string_literal(operand, crate::pg_literals::timestamp_with_seconds);
             None
         }
         Expr::Cast { data_type: SqlDataType::Interval { .. }, expr: operand, .. } => {
@@ -171,10 +159,6 @@ fn rewrite_string_literal(expr: &mut Expr, respelled: fn(&str) -> Option<String>
             }
         }
     }
-}
-
-fn is_timestamp_type(data_type: &SqlDataType) -> bool {
-    matches!(data_type, SqlDataType::Timestamp(..) | SqlDataType::Datetime(_) | SqlDataType::TimestampNtz(_))
 }
 
 /// `[OFFSET n ROWS] FETCH {FIRST|NEXT} [m] {ROW|ROWS} ONLY`, the standard's paging
@@ -439,11 +423,10 @@ mod tests {
     }
 
     #[test]
-    fn intervals_as_times_and_timestamps_without_seconds_are_respelled() {
+    fn intervals_as_times_are_respelled() {
         assert_eq!(
-            rewritten("SELECT INTERVAL '01:30:00', '1:30'::interval, TIMESTAMP '2024-01-01 10:00', CAST('2024-01-01 10:00' AS TIMESTAMPTZ)"),
-            "SELECT INTERVAL '01 hours 30 minutes 00 seconds', '1 hours 30 minutes 0 seconds'::INTERVAL, \
-             TIMESTAMP '2024-01-01 10:00:00', CAST('2024-01-01 10:00:00' AS TIMESTAMPTZ)"
+            rewritten("SELECT INTERVAL '01:30:00', '1:30'::interval"),
+            "SELECT INTERVAL '01 hours 30 minutes 00 seconds', '1 hours 30 minutes 0 seconds'::INTERVAL"
         );
         // Other text, and intervals with a leading field, are left alone.
         assert_eq!(rewritten("SELECT INTERVAL '1 hour', INTERVAL '1:30' HOUR TO MINUTE, 'a:30'::interval"), "SELECT INTERVAL '1 hour', INTERVAL '1:30' HOUR TO MINUTE, 'a:30'::INTERVAL");

@@ -86,7 +86,7 @@ impl RetinaSession {
             .with_default_features()
             .with_physical_optimizer_rule(Arc::new(crate::cancellation::YieldingJoins))
             // After DataFusion's own analyzer rules; coercion again types what it adds.
-            .with_analyzer_rule(Arc::new(crate::pg_integer_casts::RoundingIntegerCasts))
+            .with_analyzer_rule(Arc::new(crate::pg_casts::PostgresCasts))
             .with_analyzer_rule(Arc::new(datafusion::optimizer::analyzer::type_coercion::TypeCoercion::new()))
             .build();
         let context = SessionContext::new_with_state(state);

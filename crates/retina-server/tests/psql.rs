@@ -552,6 +552,13 @@ fn intervals_as_times_and_timestamps_without_seconds_are_read() {
     let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows") };
     let row: Vec<Option<&str>> = result.rows[0].iter().map(|v| v.as_deref()).collect();
     assert_eq!(row, [Some("t"); 4]);
+    // Also where type coercion adds the cast, and to a date.
+    let sql = "SELECT count(*) FILTER (WHERE at > '2024-01-01 10:00'), '2024-01-05 10:00'::date = DATE '2024-01-05' \
+               FROM (VALUES (TIMESTAMP '2024-01-01 09:59:00'), (TIMESTAMP '2024-01-01 10:00:30')) AS t(at)";
+    let outcomes = client.query(sql).expect("coerced");
+    let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows") };
+    let row: Vec<Option<&str>> = result.rows[0].iter().map(|v| v.as_deref()).collect();
+    assert_eq!(row, [Some("1"), Some("t")]);
 }
 
 #[test]

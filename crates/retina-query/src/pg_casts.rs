@@ -1,0 +1,105 @@
+//! Casts that PostgreSQL does otherwise than DataFusion, made as PostgreSQL makes them:
+//!
+//! - **Fractional numbers to integers round**: `2.7::int` is 3 and `avg(qty)::int`
+//!   the nearest integer, where DataFusion's casts truncate (2). Halves round away
+//!   from zero (`2.5::int` is 3, `-2.5::int` -3), as PostgreSQL rounds a numeric.
+//!   PostgreSQL rounds a float8 half to even (`2.5::float8::int` is 2), but here
+//!   decimal literals are float8 (`2.5`, `x / 4.0`), and they must round as the
+//!   numerics they are in PostgreSQL; so floats round as numerics do.
+//! - **Text to timestamps and dates**: a timestamp without seconds
+//!   (`'2024-01-01 10:00'`) gets them, and a date written with a time
+//!   (`'2024-01-05 10:00'::date`) is read by its date, where Arrow's parsers refuse
+//!   both. This covers the casts type coercion adds too:
+//!   `WHERE o_entry_d > '2024-01-01 10:00'`.
+//!
+//! An analyzer rule, because only after type coercion are an operand's type and the
+//! casts coercion adds known (`CAST(x AS INT)` of a bigint column must stay exact,
+//! not go through a float). The session runs type coercion once more after it, to
+//! type the expressions it adds.
+
+use datafusion::arrow::datatypes::DataType;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{DFSchema, Result, ScalarValue};
+use datafusion::functions::math::expr_fn::round;
+use datafusion::logical_expr::expr::{Cast, TryCast};
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan};
+use datafusion::optimizer::AnalyzerRule;
+
+use crate::pg_literals::{date_of_timestamp, timestamp_with_seconds};
+
+/// Rewrites the casts of a plan's expressions (see the module's documentation).
+#[derive(Debug, Default)]
+pub struct PostgresCasts;
+
+impl AnalyzerRule for PostgresCasts {
+    fn name(&self) -> &str {
+        "retina_postgres_casts"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
+        Ok(plan.transform_up_with_subqueries(rewrite_plan)?.data)
+    }
+}
+
+fn rewrite_plan(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+    // The columns an expression of `plan` may read, as type coercion resolves them.
+    let mut schema = merge_schema(&plan.inputs());
+    if let LogicalPlan::TableScan(scan) = &plan {
+        schema.merge(&DFSchema::try_from_qualified_schema(scan.table_name.clone(), &scan.source.schema())?);
+    }
+    let names = NamePreserver::new(&plan);
+    let rewritten = plan.map_expressions(|expr| {
+        let name = names.save(&expr);
+        Ok(expr.transform_up(|expr| Ok(postgres_cast(expr, &schema)))?.update_data(|expr| name.restore(expr)))
+    })?;
+    match rewritten.transformed {
+        true => rewritten.map_data(LogicalPlan::recompute_schema),
+        false => Ok(rewritten),
+    }
+}
+
+fn postgres_cast(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
+    let (operand, field) = match &expr {
+        Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => (expr, field),
+        _ => return Transformed::no(expr),
+    };
+    let new_operand = match field.data_type() {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => rounded(operand, schema),
+        DataType::Timestamp(..) => respelled_text(operand, timestamp_with_seconds),
+        DataType::Date32 | DataType::Date64 => respelled_text(operand, date_of_timestamp),
+        _ => None,
+    };
+    let Some(new_operand) = new_operand else { return Transformed::no(expr) };
+    let (new_operand, field) = (Box::new(new_operand), field.clone());
+    Transformed::yes(match expr {
+        Expr::TryCast(_) => Expr::TryCast(TryCast { expr: new_operand, field }),
+        _ => Expr::Cast(Cast { expr: new_operand, field }),
+    })
+}
+
+/// `round(operand)` when `operand` is a float or a numeric with a fraction.
+fn rounded(operand: &Expr, schema: &DFSchema) -> Option<Expr> {
+    let fractional = match operand.get_type(schema).ok()? {
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => true,
+        DataType::Decimal32(_, scale) | DataType::Decimal64(_, scale) | DataType::Decimal128(_, scale) | DataType::Decimal256(_, scale) => {
+            scale > 0
+        }
+        _ => false,
+    };
+    fractional.then(|| round(vec![operand.clone()]))
+}
+
+/// `operand` with its text respelled, when it is a text literal `respell` reads.
+fn respelled_text(operand: &Expr, respell: fn(&str) -> Option<String>) -> Option<Expr> {
+    let Expr::Literal(value, metadata) = operand else { return None };
+    let respelled = match value {
+        ScalarValue::Utf8(Some(text)) => ScalarValue::Utf8(Some(respell(text)?)),
+        ScalarValue::LargeUtf8(Some(text)) => ScalarValue::LargeUtf8(Some(respell(text)?)),
+        ScalarValue::Utf8View(Some(text)) => ScalarValue::Utf8View(Some(respell(text)?)),
+        _ => return None,
+    };
+    Some(Expr::Literal(respelled, metadata.clone()))
+}
