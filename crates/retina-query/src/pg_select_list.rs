@@ -11,7 +11,8 @@
 //!   a scalar subquery DataFusion decorrelates. A count over no row is 0, so the
 //!   answer is false, not NULL.
 //!
-//! Unnamed, such a column keeps PostgreSQL's name (`generate_series`, `exists`).
+//! Unnamed, such a column keeps PostgreSQL's name (`generate_series`, `exists`), as do
+//! the forms `pg_rewrite` spells otherwise (`extract`, `date_part`).
 
 use std::ops::ControlFlow;
 
@@ -47,11 +48,20 @@ impl VisitorMut for SelectLists {
     }
 }
 
-/// The name PostgreSQL gives an unnamed column of these forms.
+/// The name PostgreSQL gives an unnamed column of these forms, and of those
+/// `pg_rewrite` spells otherwise (`extract`/`date_part` of seconds become arithmetic).
 fn postgres_name(expr: &Expr) -> Option<&'static str> {
     match expr {
-        Expr::Function(function) if is_generate_series(function.name.to_string().as_str()) => Some("generate_series"),
+        Expr::Function(function) => {
+            let name = function.name.to_string();
+            match () {
+                _ if is_generate_series(&name) => Some("generate_series"),
+                _ if name.eq_ignore_ascii_case("date_part") => Some("date_part"),
+                _ => None,
+            }
+        }
         Expr::Exists { .. } => Some("exists"),
+        Expr::Extract { .. } => Some("extract"),
         _ => None,
     }
 }
@@ -149,6 +159,14 @@ mod tests {
         assert_eq!(
             rewritten("SELECT s.g FROM (SELECT abs(generate_series(-1, 1)) AS g) AS s"),
             "SELECT s.g FROM (SELECT abs(unnest(generate_series(-1, 1))) AS g) AS s"
+        );
+    }
+
+    #[test]
+    fn forms_spelled_otherwise_keep_postgresql_names() {
+        assert_eq!(
+            rewritten("SELECT extract(second FROM t), date_part('second', t), date_part('second', t) AS d FROM x"),
+            "SELECT EXTRACT(SECOND FROM t) AS extract, date_part('second', t) AS date_part, date_part('second', t) AS d FROM x"
         );
     }
 

@@ -68,12 +68,29 @@ fn last_name(name: &ObjectName) -> Option<String> {
 
 /// `FigureColnameInternal`: the name an expression gives its column, if any.
 fn expr_name(expr: &Expr) -> Option<String> {
+    figured(expr).map(|(name, _)| name)
+}
+
+/// A name and its strength, as PostgreSQL's FigureColname: 2 for a column, function
+/// or keyword name, 1 for a type's name. A cast takes its operand's strong name, or
+/// else its own type's (`x::text::int` is `x`, `1.74::float8::int` is `int4`).
+fn figured(expr: &Expr) -> Option<(String, u8)> {
+    match expr {
+        Expr::Nested(inner) => figured(inner),
+        Expr::Cast { expr, data_type, .. } => match figured(expr) {
+            Some((name, 2)) => Some((name, 2)),
+            _ => Some((type_name(data_type), 1)),
+        },
+        Expr::TypedString(typed) => Some((type_name(&typed.data_type), 1)),
+        other => strong_name(other).map(|name| (name, 2)),
+    }
+}
+
+fn strong_name(expr: &Expr) -> Option<String> {
     match expr {
         Expr::Identifier(ident) => Some(folded(ident)),
         Expr::CompoundIdentifier(idents) => idents.last().map(folded),
         Expr::Function(function) => last_name(&function.name),
-        Expr::Nested(inner) => expr_name(inner),
-        Expr::Cast { expr, data_type, .. } => expr_name(expr).or_else(|| Some(type_name(data_type))),
         Expr::Case { .. } => Some("case".into()),
         Expr::Exists { .. } => Some("exists".into()),
         Expr::Array(_) => Some("array".into()),
@@ -84,7 +101,6 @@ fn expr_name(expr: &Expr) -> Option<String> {
         Expr::Substring { .. } => Some("substring".into()),
         Expr::AtTimeZone { .. } => Some("timezone".into()),
         Expr::Interval(_) => Some("interval".into()),
-        Expr::TypedString(typed) => Some(type_name(&typed.data_type)),
         // A scalar subquery takes its only column's name.
         Expr::Subquery(query) => names_of_query(query, 1).and_then(|names| names.into_iter().next().flatten()),
         _ => None,
@@ -138,6 +154,8 @@ mod tests {
         assert_eq!(names(sql, 12), expected);
         assert_eq!(names("SELECT count(*) AS n, 1 AS \"Big\", 2 AS Small FROM t", 3), some(&["n", "Big", "small"]));
         assert_eq!(names("SELECT count(*) FROM t UNION ALL SELECT 1", 1), some(&["count"]));
+        // A cast of a cast or of a typed literal: the operand's column name, else the outer type.
+        assert_eq!(names("SELECT 1.74::float8::int, (x::text)::int, DATE '2024-01-01'::text, 1::int::text FROM t", 4), some(&["int4", "x", "text", "text"]));
     }
 
     #[test]
