@@ -59,7 +59,7 @@ pub fn export_snapshot(engine: &Engine, snapshot: &QuerySnapshot, dir: &Path) ->
 pub async fn plain_context(tables: &[ExportedTable], target_partitions: usize) -> QueryResult<SessionContext> {
     // Read strings as Utf8 (not Utf8View), the type Retina's tables have, so both sides
     // produce the same result schema.
-    let config = SessionConfig::new()
+    let config = crate::session::with_postgres_literals(SessionConfig::new())
         .with_target_partitions(target_partitions.max(1))
         .set_bool("datafusion.execution.parquet.schema_force_view_types", false);
     let context = SessionContext::new_with_config(config);

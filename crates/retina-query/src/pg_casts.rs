@@ -1,11 +1,9 @@
 //! Casts that PostgreSQL does otherwise than DataFusion, made as PostgreSQL makes them:
 //!
 //! - **Fractional numbers to integers round**: `2.7::int` is 3 and `avg(qty)::int`
-//!   the nearest integer, where DataFusion's casts truncate (2). Halves round away
-//!   from zero (`2.5::int` is 3, `-2.5::int` -3), as PostgreSQL rounds a numeric.
-//!   PostgreSQL rounds a float8 half to even (`2.5::float8::int` is 2), but here
-//!   decimal literals are float8 (`2.5`, `x / 4.0`), and they must round as the
-//!   numerics they are in PostgreSQL; so floats round as numerics do.
+//!   the nearest integer, where DataFusion's casts truncate (2). A numeric's half
+//!   rounds away from zero (`2.5::int` is 3, `-2.5::int` -3), a float's to even, as
+//!   PostgreSQL's `rint` (`2.5::float8::int` is 2, `3.5::float8::int` 4).
 //! - **Text to timestamps and dates**: a timestamp without seconds
 //!   (`'2024-01-01 10:00'`) gets them, and a date written with a time
 //!   (`'2024-01-05 10:00'::date`) is read by its date, where Arrow's parsers refuse
@@ -21,11 +19,11 @@ use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, Result, ScalarValue};
-use datafusion::functions::math::expr_fn::round;
+use datafusion::functions::math::expr_fn::{abs, round, trunc};
 use datafusion::logical_expr::expr::{Cast, TryCast};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
-use datafusion::logical_expr::{Expr, ExprSchemable, LogicalPlan};
+use datafusion::logical_expr::{cast, lit, when, Expr, ExprSchemable, LogicalPlan};
 use datafusion::optimizer::AnalyzerRule;
 
 use crate::pg_literals::{date_of_timestamp, timestamp_with_seconds};
@@ -80,16 +78,25 @@ fn postgres_cast(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
     })
 }
 
-/// `round(operand)` when `operand` is a float or a numeric with a fraction.
+/// `operand` rounded when it is a float or a numeric with a fraction.
 fn rounded(operand: &Expr, schema: &DFSchema) -> Option<Expr> {
-    let fractional = match operand.get_type(schema).ok()? {
-        DataType::Float16 | DataType::Float32 | DataType::Float64 => true,
-        DataType::Decimal32(_, scale) | DataType::Decimal64(_, scale) | DataType::Decimal128(_, scale) | DataType::Decimal256(_, scale) => {
-            scale > 0
+    match operand.get_type(schema).ok()? {
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => half_to_even(operand.clone()),
+        DataType::Decimal32(_, scale) | DataType::Decimal64(_, scale) | DataType::Decimal128(_, scale) | DataType::Decimal256(_, scale)
+            if scale > 0 =>
+        {
+            Some(round(vec![operand.clone()]))
         }
-        _ => false,
-    };
-    fractional.then(|| round(vec![operand.clone()]))
+        _ => None,
+    }
+}
+
+/// `x` rounded to the nearest integer, a tie to the even one (C's `rint`):
+/// `CASE WHEN abs(x - trunc(x)) = 0.5 THEN 2 * round(x / 2) ELSE round(x) END`.
+fn half_to_even(x: Expr) -> Option<Expr> {
+    let x = cast(x, DataType::Float64);
+    let tie = abs(x.clone() - trunc(vec![x.clone()])).eq(lit(0.5f64));
+    when(tie, lit(2.0f64) * round(vec![x.clone() / lit(2.0f64)])).otherwise(round(vec![x])).ok()
 }
 
 /// `operand` with its text respelled, when it is a text literal `respell` reads.

@@ -185,7 +185,7 @@ impl VisitorMut for FetchAsLimit {
 /// PostgreSQL's seconds field of `source`, with its fraction: DataFusion's
 /// microseconds field holds the seconds and the fraction.
 fn seconds_with_fraction(source: &Expr) -> Option<Expr> {
-    parse(&format!("date_part('microsecond', {source}) / 1000000.0"))
+    parse(&format!("date_part('microsecond', {source}) / CAST(1000000 AS DOUBLE PRECISION)"))
 }
 
 /// Whether `float` with this precision is PostgreSQL's double precision.

@@ -67,11 +67,18 @@ pub struct RetinaSession {
     parser: SqlParser,
 }
 
+/// Decimal literals are numeric, as in PostgreSQL (`0.1 + 0.2 = 0.3`, `price * 3 =
+/// 4.11` exact), not float8. Also for the plain DataFusion context Retina's answers
+/// are compared with ([`crate::export::plain_context`]).
+pub fn with_postgres_literals(config: SessionConfig) -> SessionConfig {
+    config.set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
+}
+
 impl RetinaSession {
     pub fn new(engine: Arc<Engine>, sources: SourceRegistry, options: SessionOptions) -> Self {
         let metrics = Arc::new(QueryMetrics::new());
         let figures = Arc::new(FiguresCollector::new(Arc::clone(&engine), Arc::clone(&metrics), sources));
-        let config = SessionConfig::new()
+        let config = with_postgres_literals(SessionConfig::new())
             .with_target_partitions(options.target_partitions.max(1))
             .with_information_schema(true)
             .with_create_default_catalog_and_schema(false)
