@@ -41,6 +41,7 @@ pub mod sql_catalog;
 pub mod sql_parser;
 pub mod split_pruning;
 pub mod split_statistics;
+mod sql_ast;
 pub mod system;
 mod to_char_pattern;
 mod unique_names;

@@ -35,9 +35,9 @@ use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, AccessExpr, DataType as SqlDataType, DateTimeField, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
     Fetch, LimitClause, NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableFactor, Value, VisitMut, VisitorMut, WindowSpec, WindowType,
 };
-use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::ast::Statement;
+
+use crate::sql_ast::{is_aggregate, parse};
 
 /// Name of the function translating a LIKE pattern's escape character.
 pub const LIKE_ESCAPE_FUNCTION: &str = "retina_like_escape";
@@ -279,11 +279,6 @@ fn aggregate_catalog_subquery(query: &mut Query) {
     }
 }
 
-pub(crate) fn is_aggregate(expr: &Expr) -> bool {
-    const AGGREGATES: [&str; 10] = ["max", "min", "count", "sum", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "json_agg"];
-    matches!(expr, Expr::Function(f) if AGGREGATES.iter().any(|name| f.name.to_string().eq_ignore_ascii_case(name)))
-}
-
 /// Catalog tables that have no rows here: no column has a default and no column is
 /// backed by a sequence.
 const EMPTY_CATALOG_TABLES: [&str; 2] = ["pg_catalog.pg_attrdef", "pg_catalog.pg_sequence"];
@@ -330,10 +325,6 @@ fn null_keeping_placeholders(query: &Query) -> Expr {
     parse(&format!("CASE WHEN FALSE THEN concat({}) END", placeholders.join(", "))).unwrap_or_else(|| Expr::value(Value::Null))
 }
 
-pub(crate) fn parse(text: &str) -> Option<Expr> {
-    Parser::new(&PostgreSqlDialect {}).try_with_sql(text).ok()?.parse_expr().ok()
-}
-
 fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))
 }
@@ -363,6 +354,8 @@ pub fn like_pattern_with_backslash(pattern: &str, escape: Option<char>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
 
     fn rewritten(sql: &str) -> String {
         let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).expect("parse");

@@ -16,7 +16,7 @@
 
 use std::ops::ControlFlow;
 
-use crate::pg_rewrite::{is_aggregate, parse};
+use crate::sql_ast::{is_aggregate, parse};
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, Query, SelectItem, SetExpr, Statement,
