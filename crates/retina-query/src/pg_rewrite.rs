@@ -354,13 +354,9 @@ pub fn like_pattern_with_backslash(pattern: &str, escape: Option<char>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
 
     fn rewritten(sql: &str) -> String {
-        let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).expect("parse");
-        rewrite(&mut statements[0]);
-        statements[0].to_string()
+        crate::sql_ast::rewritten_by(sql, rewrite)
     }
 
     #[test]

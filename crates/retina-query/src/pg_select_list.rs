@@ -139,13 +139,9 @@ fn exists_as_count(subquery: &Query, negated: bool) -> Option<Expr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
-    use datafusion::sql::sqlparser::parser::Parser;
 
     fn rewritten(sql: &str) -> String {
-        let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, sql).expect("parse");
-        rewrite(&mut statements[0]);
-        statements[0].to_string()
+        crate::sql_ast::rewritten_by(sql, rewrite)
     }
 
     #[test]
