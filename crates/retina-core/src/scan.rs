@@ -175,6 +175,8 @@ pub struct VirtualRows {
     next_block: usize,
     mask: RowMask,
     ready: std::collections::VecDeque<RecordBatch>,
+    /// Reused for each block's output, which `keep_rows_into` appends to a `Vec`.
+    scratch: Vec<RecordBatch>,
 }
 
 impl VirtualRows {
@@ -194,6 +196,7 @@ impl VirtualRows {
             // In-memory blocks hold rows of transactions above the snapshot too.
             mask: RowMask::new(Some(&deleted), Some(create_ts), projection, qts),
             ready: Default::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -208,11 +211,10 @@ impl VirtualRows {
             }
             None => block,
         };
-        let mut out = Vec::new();
-        if !self.mask.keep_visible(block, &mut out)? {
+        if !self.mask.keep_visible(block, &mut self.scratch)? {
             self.next_block = self.blocks.len(); // later blocks are newer still
         }
-        self.ready.extend(out);
+        self.ready.extend(self.scratch.drain(..));
         Ok(())
     }
 }

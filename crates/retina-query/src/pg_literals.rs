@@ -48,14 +48,7 @@ pub fn interval_from_time(text: &str) -> Option<String> {
 /// `text` with `:00` seconds when it is a date and a time of hours and minutes,
 /// optionally followed by a zone (`+02`, `Z`, ` UTC`); `None` otherwise.
 pub fn timestamp_with_seconds(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let date_ok = bytes.len() >= 15
-        && bytes[..10].iter().enumerate().all(|(i, b)| if i == 4 || i == 7 { *b == b'-' } else { b.is_ascii_digit() })
-        && matches!(bytes[10], b' ' | b'T');
-    if !date_ok {
-        return None;
-    }
-    let rest = &text[11..];
+    let rest = time_after_date(text)?;
     let hour_len = rest.bytes().take_while(u8::is_ascii_digit).count();
     if !(1..=2).contains(&hour_len) || rest.as_bytes().get(hour_len) != Some(&b':') {
         return None;
@@ -70,19 +63,25 @@ pub fn timestamp_with_seconds(text: &str) -> Option<String> {
     if !zone_ok {
         return None; // seconds (`:SS`) or something else follows
     }
-    let cut = 11 + hour_len + 1 + 2;
-    Some(format!("{}:00{}", &text[..cut], &text[cut..]))
+    let cut = text.len() - zone.len();
+    Some(format!("{}:00{}", &text[..cut], zone))
 }
 
 /// The date of `text` when it is a date followed by a time (`2024-01-05 10:00`,
 /// `2024-01-05T10:00:00Z`), as PostgreSQL reads such text as a date; `None` otherwise.
 pub fn date_of_timestamp(text: &str) -> Option<String> {
+    let time = time_after_date(text)?;
+    time.starts_with(|c: char| c.is_ascii_digit()).then(|| text[..10].to_string())
+}
+
+/// What follows `YYYY-MM-DD` and a space or `T` at the start of `text`.
+fn time_after_date(text: &str) -> Option<&str> {
     let bytes = text.as_bytes();
     let dated = bytes.len() > 11
         && bytes[..10].iter().enumerate().all(|(i, b)| if i == 4 || i == 7 { *b == b'-' } else { b.is_ascii_digit() })
-        && matches!(bytes[10], b' ' | b'T')
-        && bytes[11].is_ascii_digit();
-    dated.then(|| text[..10].to_string())
+        && matches!(bytes[10], b' ' | b'T');
+    // The first 11 bytes are ASCII, so byte 11 starts a character.
+    dated.then(|| &text[11..])
 }
 
 #[cfg(test)]

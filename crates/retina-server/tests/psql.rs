@@ -469,6 +469,16 @@ fn ranking_functions_are_bigint() {
     assert_eq!(ids_and_rows, [(Some("1"), Some("3")), (Some("2"), Some("2")), (Some("3"), Some("1"))], "the order is kept");
 }
 
+/// A simple query's first result: its column names, and its rows as text (`NULL`
+/// for a null).
+fn text_result(client: &mut PgClient, sql: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let outcomes = client.query(sql).expect(sql);
+    let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows: {sql}") };
+    let names = result.columns.iter().map(|c| c.name.clone()).collect();
+    let rows = result.rows.iter().map(|row| row.iter().map(|v| v.clone().unwrap_or_else(|| "NULL".into())).collect()).collect();
+    (names, rows)
+}
+
 /// `generate_series` in a select list gives a row per value, as in PostgreSQL
 /// (DataFusion's own gives one array), named after the function; in FROM it is a
 /// table as before.
@@ -476,20 +486,14 @@ fn ranking_functions_are_bigint() {
 fn generate_series_in_a_select_list_gives_rows() {
     let fx = Fixture::new();
     let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
-    let values = |client: &mut PgClient, sql: &str| {
-        let outcomes = client.query(sql).expect(sql);
-        let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows: {sql}") };
-        let rows: Vec<String> = result.rows.iter().map(|row| row.iter().map(|v| v.as_deref().unwrap_or("NULL")).collect::<Vec<_>>().join(",")).collect();
-        (result.columns[0].name.clone(), rows)
-    };
-    assert_eq!(values(&mut client, "SELECT generate_series(1, 3)"), ("generate_series".to_string(), vec!["1".into(), "2".into(), "3".into()]));
-    let (_, days) = values(&mut client, "SELECT generate_series(DATE '2024-01-30', DATE '2024-02-01', INTERVAL '1 day') AS d");
+    assert_eq!(text_result(&mut client, "SELECT generate_series(1, 3)"), (vec!["generate_series".to_string()], vec![vec!["1".to_string()], vec!["2".into()], vec!["3".into()]]));
+    let (_, days) = text_result(&mut client, "SELECT generate_series(DATE '2024-01-30', DATE '2024-02-01', INTERVAL '1 day') AS d");
     assert_eq!(days.len(), 3, "{days:?}");
-    assert!(days[0].starts_with("2024-01-30") && days[2].starts_with("2024-02-01"), "{days:?}");
-    let (_, doubled) = values(&mut client, "SELECT generate_series(1, 2) * 10 AS g, 'x' AS tag");
-    assert_eq!(doubled, ["10,x", "20,x"]);
-    let (_, from) = values(&mut client, "SELECT count(*) FROM generate_series(1, 5)");
-    assert_eq!(from, ["5"]);
+    assert!(days[0][0].starts_with("2024-01-30") && days[2][0].starts_with("2024-02-01"), "{days:?}");
+    let (_, doubled) = text_result(&mut client, "SELECT generate_series(1, 2) * 10 AS g, 'x' AS tag");
+    assert_eq!(doubled, [["10", "x"], ["20", "x"]]);
+    let (_, from) = text_result(&mut client, "SELECT count(*) FROM generate_series(1, 5)");
+    assert_eq!(from, [["5"]]);
 }
 
 /// A cast of a fractional number to an integer rounds, as in PostgreSQL (DataFusion's
@@ -503,21 +507,14 @@ fn casts_to_integers_round_fractions_and_keep_integers_exact() {
                CAST(9007199254740993 AS BIGINT) AS exact, '7'::int AS text_seven, \
                2.5::float8::int AS float_half, 3.5::float8::int AS float_odd_half, (-2.5)::float8::int AS float_minus_half, \
                2.7::float4::int AS float4";
-    let outcomes = client.query(sql).expect("query");
-    let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows") };
-    let row: Vec<Option<&str>> = result.rows[0].iter().map(|v| v.as_deref()).collect();
+    let (names, rows) = text_result(&mut client, sql);
     // A numeric's half rounds away from zero, a float's to even (PostgreSQL's rint).
-    let expected = ["3", "-3", "3", "-3", "3", "3", "9007199254740993", "7", "2", "4", "-2", "3"];
-    assert_eq!(row, expected.map(Some));
-    let names: Vec<&str> = result.columns.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(rows, [["3", "-3", "3", "-3", "3", "3", "9007199254740993", "7", "2", "4", "-2", "3"]]);
     assert_eq!(names[..8], ["int4", "int4", "half", "minus_half", "numeric_half", "q", "exact", "text_seven"]);
     // Over a table: grouped by the rounded value, as PostgreSQL groups.
     let grouped = "SELECT CAST(x / 4.0 AS INT) AS g, count(*) AS n FROM (VALUES (1), (2), (9), (10)) AS t(x) GROUP BY CAST(x / 4.0 AS INT) ORDER BY g";
-    let outcomes = client.query(grouped).expect("grouped");
-    let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows") };
-    let rows: Vec<Vec<Option<&str>>> = result.rows.iter().map(|row| row.iter().map(|v| v.as_deref()).collect()).collect();
     // 0.25 -> 0, 0.5 -> 1, 2.25 -> 2, 2.5 -> 3
-    assert_eq!(rows, [vec![Some("0"), Some("1")], vec![Some("1"), Some("1")], vec![Some("2"), Some("1")], vec![Some("3"), Some("1")]]);
+    assert_eq!(text_result(&mut client, grouped).1, [["0", "1"], ["1", "1"], ["2", "1"], ["3", "1"]]);
 }
 
 /// `EXISTS` in a select list (SQLAlchemy's `exists()`), correlated or not, answers
@@ -526,17 +523,13 @@ fn casts_to_integers_round_fractions_and_keep_integers_exact() {
 fn exists_in_a_select_list_answers_true_or_false() {
     let fx = Fixture::new();
     let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
-    let mut rows = |sql: &str| -> (Vec<String>, Vec<Vec<String>>) {
-        let outcomes = client.query(sql).expect(sql);
-        let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows: {sql}") };
-        let names = result.columns.iter().map(|c| c.name.clone()).collect();
-        (names, result.rows.iter().map(|row| row.iter().map(|v| v.clone().unwrap_or_default()).collect()).collect())
-    };
-    let (names, answer) = rows("SELECT EXISTS (SELECT 1 FROM shop.items WHERE id < 0), NOT EXISTS (SELECT 1 FROM shop.items WHERE id < 0) AS none");
+    let (names, answer) =
+        text_result(&mut client, "SELECT EXISTS (SELECT 1 FROM shop.items WHERE id < 0), NOT EXISTS (SELECT 1 FROM shop.items WHERE id < 0) AS none");
     assert_eq!((names, answer), (vec!["exists".to_string(), "none".into()], vec![vec!["f".to_string(), "t".into()]]));
-    let (_, ids) = rows("SELECT id FROM shop.items ORDER BY id");
+    let (_, ids) = text_result(&mut client, "SELECT id FROM shop.items ORDER BY id");
     let ids: Vec<i64> = ids.iter().map(|row| row[0].parse().expect("id")).collect();
-    let (_, has_next) = rows("SELECT i.id, EXISTS (SELECT 1 FROM shop.items AS j WHERE j.id = i.id + 1) AS has_next FROM shop.items AS i ORDER BY i.id");
+    let (_, has_next) =
+        text_result(&mut client, "SELECT i.id, EXISTS (SELECT 1 FROM shop.items AS j WHERE j.id = i.id + 1) AS has_next FROM shop.items AS i ORDER BY i.id");
     let expected: Vec<Vec<String>> =
         ids.iter().map(|id| vec![id.to_string(), if ids.contains(&(id + 1)) { "t" } else { "f" }.to_string()]).collect();
     assert_eq!(has_next, expected);
@@ -552,17 +545,11 @@ fn intervals_as_times_and_timestamps_without_seconds_are_read() {
     let sql = "SELECT INTERVAL '01:30:00' = INTERVAL '90 minutes', '1 day 00:00:30'::interval = INTERVAL '1 day 30 seconds', \
                TIMESTAMP '2024-01-01 10:00' = TIMESTAMP '2024-01-01 10:00:00', \
                CAST('2024-01-01 10:00' AS TIMESTAMP) + INTERVAL '00:30' = TIMESTAMP '2024-01-01 10:30:00'";
-    let outcomes = client.query(sql).expect("query");
-    let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows") };
-    let row: Vec<Option<&str>> = result.rows[0].iter().map(|v| v.as_deref()).collect();
-    assert_eq!(row, [Some("t"); 4]);
+    assert_eq!(text_result(&mut client, sql).1, [["t"; 4]]);
     // Also where type coercion adds the cast, and to a date.
     let sql = "SELECT count(*) FILTER (WHERE at > '2024-01-01 10:00'), '2024-01-05 10:00'::date = DATE '2024-01-05' \
                FROM (VALUES (TIMESTAMP '2024-01-01 09:59:00'), (TIMESTAMP '2024-01-01 10:00:30')) AS t(at)";
-    let outcomes = client.query(sql).expect("coerced");
-    let Some(StatementOutcome::Rows(result)) = outcomes.first() else { panic!("expected rows") };
-    let row: Vec<Option<&str>> = result.rows[0].iter().map(|v| v.as_deref()).collect();
-    assert_eq!(row, [Some("1"), Some("t")]);
+    assert_eq!(text_result(&mut client, sql).1, [["1", "t"]]);
 }
 
 #[test]
