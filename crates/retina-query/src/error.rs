@@ -35,6 +35,29 @@ impl QueryError {
     }
 }
 
+impl QueryError {
+    /// The message a client should see: PostgreSQL's own for the data exceptions it
+    /// words the same way every time (`division by zero`, `bigint out of range`),
+    /// else this error's text.
+    pub fn message(&self) -> String {
+        use datafusion::arrow::error::ArrowError;
+        if let QueryError::DataFusion(error) = self {
+            let root = error.find_root();
+            if let DataFusionError::ArrowError(arrow, _) = root {
+                match arrow.as_ref() {
+                    ArrowError::DivideByZero => return "division by zero".into(),
+                    ArrowError::ArithmeticOverflow(message) if message.ends_with(" out of range") => return message.clone(),
+                    _ => {}
+                }
+            }
+            if matches!(root, DataFusionError::Execution(message) if message.contains("Divide by zero")) {
+                return "division by zero".into();
+            }
+        }
+        self.to_string()
+    }
+}
+
 fn core_sqlstate(error: &CoreError) -> &'static str {
     match error {
         CoreError::UnknownTable { .. } => "42P01",                   // undefined_table

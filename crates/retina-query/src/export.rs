@@ -10,6 +10,7 @@ use datafusion::error::DataFusionError;
 use datafusion::parquet::arrow::ArrowWriter;
 use datafusion::parquet::basic::Compression;
 use datafusion::parquet::file::properties::WriterProperties;
+use datafusion::execution::SessionStateBuilder;
 use datafusion::prelude::{ParquetReadOptions, SessionConfig, SessionContext};
 use retina_core::Engine;
 
@@ -62,7 +63,8 @@ pub async fn plain_context(tables: &[ExportedTable], target_partitions: usize) -
     let config = crate::session::with_postgres_literals(SessionConfig::new())
         .with_target_partitions(target_partitions.max(1))
         .set_bool("datafusion.execution.parquet.schema_force_view_types", false);
-    let context = SessionContext::new_with_config(config);
+    let state = SessionStateBuilder::new().with_config(config).with_default_features();
+    let context = SessionContext::new_with_state(crate::session::with_postgres_rules(state).build());
     let mut schemas: Vec<&str> = tables.iter().map(|t| split_table_name(&t.name).0).collect();
     schemas.sort_unstable();
     schemas.dedup();

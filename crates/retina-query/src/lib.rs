@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod page_bounds;
 pub mod pg_compat;
 pub mod pg_functions;
+mod pg_arithmetic;
 mod pg_casts;
 mod pg_literals;
 pub mod pg_keys;

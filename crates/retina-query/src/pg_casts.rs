@@ -1,9 +1,12 @@
-//! Casts that PostgreSQL does otherwise than DataFusion, made as PostgreSQL makes them:
+//! Casts (and the rounding they share) that PostgreSQL does otherwise than DataFusion,
+//! made as PostgreSQL makes them:
 //!
 //! - **Fractional numbers to integers round**: `2.7::int` is 3 and `avg(qty)::int`
 //!   the nearest integer, where DataFusion's casts truncate (2). A numeric's half
 //!   rounds away from zero (`2.5::int` is 3, `-2.5::int` -3), a float's to even, as
 //!   PostgreSQL's `rint` (`2.5::float8::int` is 2, `3.5::float8::int` 4).
+//! - **`round` of a float** rounds a tie to even too (`round(2.5::float8)` is 2),
+//!   where DataFusion's rounds it away from zero (3).
 //! - **Text to timestamps and dates**: a timestamp without seconds
 //!   (`'2024-01-01 10:00'`) gets them, and a date written with a time
 //!   (`'2024-01-05 10:00'::date`) is read by its date, where Arrow's parsers refuse
@@ -60,6 +63,9 @@ fn rewrite_plan(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
 }
 
 fn postgres_cast(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
+    if let Some(rounded) = float_round(&expr, schema) {
+        return Transformed::yes(rounded);
+    }
     let (operand, field) = match &expr {
         Expr::Cast(Cast { expr, field }) | Expr::TryCast(TryCast { expr, field }) => (expr, field),
         _ => return Transformed::no(expr),
@@ -87,6 +93,19 @@ fn rounded(operand: &Expr, schema: &DFSchema) -> Option<Expr> {
         {
             Some(round(vec![operand.clone()]))
         }
+        _ => None,
+    }
+}
+
+/// `round(x)` of a float, as PostgreSQL's: C's `rint`.
+fn float_round(expr: &Expr, schema: &DFSchema) -> Option<Expr> {
+    let Expr::ScalarFunction(function) = expr else { return None };
+    let [x] = function.args.as_slice() else { return None };
+    if function.name() != "round" {
+        return None;
+    }
+    match x.get_type(schema).ok()? {
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => half_to_even(x.clone()),
         _ => None,
     }
 }

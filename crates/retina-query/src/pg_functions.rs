@@ -26,7 +26,7 @@ use crate::client_settings::ClientSettings;
 use crate::pg_compat::setting;
 use crate::pg_keys::KeyDefinitions;
 use crate::sql_catalog::DEFAULT_SCHEMA;
-use crate::pg_rewrite::{like_pattern_with_backslash, EXPAND_ARRAY_FUNCTION, LIKE_ESCAPE_FUNCTION};
+use crate::pg_rewrite::{like_pattern_with_backslash, CUT_TEXT_FUNCTION, EXPAND_ARRAY_FUNCTION, LIKE_ESCAPE_FUNCTION};
 
 /// Registers every function of this module; `keys` describes the primary keys'
 /// indexes and constraints.
@@ -39,6 +39,9 @@ pub fn register(context: &SessionContext, keys: Arc<KeyDefinitions>) {
     context.register_udf(ScalarUDF::from(Constant::new("pg_collation_is_visible", DataType::Boolean)));
     context.register_udf(ScalarUDF::from(JsonBuildObject::new()));
     context.register_udf(like_escape_udf());
+    // `varchar(n)` casts cut their text with it (`pg_rewrite`): DataFusion's `left`
+    // under a name the column namer looks through.
+    context.register_udf(datafusion::functions::unicode::left().as_ref().clone().with_aliases([CUT_TEXT_FUNCTION]));
     context.register_udf(ScalarUDF::from(CurrentSetting::new(ClientSettings::default())));
     context.register_udf(ScalarUDF::from(ExpandArray::new()));
     context.register_udf(ScalarUDF::from(PgTypeof::new()));

@@ -5,10 +5,52 @@
 //!   DataFusion reads only unit words (`1 hours 30 minutes`) (`pg_rewrite`);
 //! - a timestamp without seconds, `'2024-01-01 10:00'`: Arrow's parser wants them;
 //!   and a date written with a time, `'2024-01-05 10:00'`, read as a date
-//!   (`pg_casts`).
+//!   (`pg_casts`);
+//! - a number with an exponent, `1e20`, `1.5e3`: DataFusion reads it as a decimal of
+//!   negative scale, which no result can carry (`SELECT 1e20` failed); it is written
+//!   out (`1500.`) (`pg_rewrite`).
 //!
-//! Hand-written: two fixed shapes, which no parsing crate in the tree reads as
+//! Hand-written: fixed shapes, which no parsing crate in the tree reads as
 //! PostgreSQL does.
+
+/// Widest decimal DataFusion reads a literal into (Decimal256).
+const WIDEST_DECIMAL_DIGITS: usize = 76;
+
+/// How a number literal with an exponent is read.
+#[derive(Debug, PartialEq)]
+pub enum ExponentLiteral {
+    /// A whole number, written out with a point: `1.5e3` is `1500.`, which
+    /// DataFusion reads as numeric (bare `1500` would be a bigint, and `1.5e3 / 7`
+    /// an integer division).
+    Digits(String),
+    /// More digits than any decimal holds (`1.5e300`, `1e-100`): a double precision.
+    /// PostgreSQL's numeric holds them; Retina's holds 76 digits.
+    Float,
+}
+
+/// What a number literal with an exponent (`1.5e3`) becomes; `None` for one
+/// DataFusion reads as it is (no exponent, or a fraction within a decimal).
+pub fn exponent_literal(text: &str) -> Option<ExponentLiteral> {
+    let (mantissa, exponent) = text.split_once(['e', 'E'])?;
+    let exponent: i64 = exponent.parse().ok()?;
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{whole}{fraction}");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let significant = match digits.trim_start_matches('0') {
+        "" => return Some(ExponentLiteral::Digits("0.".into())),
+        significant => significant,
+    };
+    let Some(scale) = (fraction.len() as i64).checked_sub(exponent) else { return Some(ExponentLiteral::Float) };
+    let zeros = usize::try_from(-scale).ok();
+    match zeros {
+        Some(zeros) if significant.len() + zeros <= WIDEST_DECIMAL_DIGITS => Some(ExponentLiteral::Digits(format!("{significant}{}.", "0".repeat(zeros)))),
+        Some(_) => Some(ExponentLiteral::Float),
+        None if significant.len().max(scale as usize) <= WIDEST_DECIMAL_DIGITS => None,
+        None => Some(ExponentLiteral::Float),
+    }
+}
 
 /// `text` as unit words when it is a time of day (with optional leading days):
 /// `[N day[s]] [-]H:MM[:SS[.fraction]]`; `None` for any other text.
@@ -87,6 +129,22 @@ fn time_after_date(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_with_exponents_are_written_out_or_read_as_floats() {
+        let digits = |text: &str| Some(ExponentLiteral::Digits(text.into()));
+        assert_eq!(exponent_literal("1e20"), digits("100000000000000000000."));
+        assert_eq!(exponent_literal("1.5e3"), digits("1500."));
+        assert_eq!(exponent_literal("1E2"), digits("100."));
+        assert_eq!(exponent_literal("15e-1"), None, "a fraction DataFusion reads as a decimal");
+        assert_eq!(exponent_literal("2e-3"), None);
+        assert_eq!(exponent_literal("0e5"), digits("0."));
+        assert_eq!(exponent_literal("1.5e300"), Some(ExponentLiteral::Float));
+        assert_eq!(exponent_literal("1e-100"), Some(ExponentLiteral::Float));
+        assert_eq!(exponent_literal("1e-9223372036854775808"), Some(ExponentLiteral::Float));
+        assert_eq!(exponent_literal("12.5"), None, "no exponent");
+        assert_eq!(exponent_literal("1e2x"), None, "not a number");
+    }
 
     #[test]
     fn times_become_unit_words() {

@@ -22,7 +22,9 @@
 //! - `to_char`'s PostgreSQL date patterns (`YYYY-MM`) as chrono's
 //!   ([`crate::to_char_pattern`]);
 //! - `generate_series` and `EXISTS` in a select list ([`crate::pg_select_list`]);
-//! - intervals written as times (`'01:30:00'`), respelled ([`crate::pg_literals`]);
+//! - intervals written as times (`'01:30:00'`), respelled, and numbers with an
+//!   exponent (`1e20`) written out ([`crate::pg_literals`]);
+//! - `varchar(n)` and `char(n)` casts, which cut the text to n characters;
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
 //!   field of `extract`/`date_part` (with its fraction in PostgreSQL);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
@@ -32,7 +34,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, AccessExpr, DataType as SqlDataType, DateTimeField, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
+    visit_expressions, visit_expressions_mut, AccessExpr, CharacterLength, DataType as SqlDataType, DateTimeField, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
     Fetch, LimitClause, NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableFactor, Value, VisitMut, VisitorMut, WindowSpec, WindowType,
 };
 use datafusion::sql::sqlparser::ast::Statement;
@@ -41,6 +43,8 @@ use crate::sql_ast::{is_aggregate, parse};
 
 /// Name of the function translating a LIKE pattern's escape character.
 pub const LIKE_ESCAPE_FUNCTION: &str = "retina_like_escape";
+/// Name of the function that cuts a `varchar(n)` cast's text to n characters.
+pub const CUT_TEXT_FUNCTION: &str = "retina_cut_text";
 /// Name of the function behind `information_schema._pg_expandarray`.
 pub const EXPAND_ARRAY_FUNCTION: &str = "retina_expandarray";
 
@@ -102,6 +106,34 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
         }
         Expr::Cast { data_type: SqlDataType::Interval { .. }, expr: operand, .. } => {
             rewrite_string_literal(operand, crate::pg_literals::interval_from_time);
+            None
+        }
+        Expr::Value(value) => {
+            let Value::Number(text, long) = &value.value else { return None };
+            match crate::pg_literals::exponent_literal(text)? {
+                crate::pg_literals::ExponentLiteral::Digits(digits) => {
+                    value.value = Value::Number(digits, *long);
+                    None
+                }
+                crate::pg_literals::ExponentLiteral::Float => parse(&format!("CAST('{text}' AS DOUBLE PRECISION)")),
+            }
+        }
+        // `varchar(n)` and `char(n)` cut a longer text to n characters, as in
+        // PostgreSQL; DataFusion's text types have no length. (`char(n)` is not
+        // padded.) Their long names, which DataFusion refuses, become the short ones.
+        Expr::Cast { data_type, expr: operand, .. } if character_length(data_type).is_some() => {
+            let length = character_length(data_type)?;
+            let short_name = match &mut *data_type {
+                SqlDataType::Char(length) | SqlDataType::Character(length) => SqlDataType::Char(length.take()),
+                SqlDataType::Varchar(length) | SqlDataType::CharacterVarying(length) | SqlDataType::CharVarying(length) => {
+                    SqlDataType::Varchar(length.take())
+                }
+                other => other.clone(),
+            };
+            *data_type = short_name;
+            if let Some(length) = length {
+                *operand = Box::new(parse(&format!("{CUT_TEXT_FUNCTION}(CAST({operand} AS TEXT), {length})"))?);
+            }
             None
         }
         // `float` is double precision in PostgreSQL (`float(p)` too for p > 24);
@@ -186,6 +218,26 @@ impl VisitorMut for FetchAsLimit {
 /// microseconds field holds the seconds and the fraction.
 fn seconds_with_fraction(source: &Expr) -> Option<Expr> {
     parse(&format!("date_part('microsecond', {source}) / CAST(1000000 AS DOUBLE PRECISION)"))
+}
+
+/// For a character type (`varchar`, `char` and their long names): its length, if it
+/// has one (`char` alone has 1). `None` for other types.
+fn character_length(data_type: &SqlDataType) -> Option<Option<u64>> {
+    match data_type {
+        SqlDataType::Varchar(length)
+        | SqlDataType::CharacterVarying(length)
+        | SqlDataType::CharVarying(length) => Some(match length {
+            Some(CharacterLength::IntegerLength { length, .. }) => Some(*length),
+            Some(CharacterLength::Max) | None => None,
+        }),
+        // `char` alone is `char(1)`.
+        SqlDataType::Char(length) | SqlDataType::Character(length) => Some(match length {
+            Some(CharacterLength::IntegerLength { length, .. }) => Some(*length),
+            Some(CharacterLength::Max) => None,
+            None => Some(1),
+        }),
+        _ => None,
+    }
 }
 
 /// Whether `float` with this precision is PostgreSQL's double precision.

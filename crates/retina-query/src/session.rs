@@ -74,6 +74,16 @@ pub fn with_postgres_literals(config: SessionConfig) -> SessionConfig {
     config.set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
 }
 
+/// PostgreSQL's casts and checked arithmetic (`pg_casts`, `pg_arithmetic`), after
+/// DataFusion's own analyzer rules; type coercion runs again to type what they add.
+/// Also for the plain DataFusion context Retina's answers are compared with.
+pub fn with_postgres_rules(state: SessionStateBuilder) -> SessionStateBuilder {
+    state
+        .with_analyzer_rule(Arc::new(crate::pg_casts::PostgresCasts))
+        .with_analyzer_rule(Arc::new(crate::pg_arithmetic::PostgresArithmetic))
+        .with_analyzer_rule(Arc::new(datafusion::optimizer::analyzer::type_coercion::TypeCoercion::new()))
+}
+
 impl RetinaSession {
     pub fn new(engine: Arc<Engine>, sources: SourceRegistry, options: SessionOptions) -> Self {
         let metrics = Arc::new(QueryMetrics::new());
@@ -91,11 +101,8 @@ impl RetinaSession {
         let state = SessionStateBuilder::new()
             .with_config(config)
             .with_default_features()
-            .with_physical_optimizer_rule(Arc::new(crate::cancellation::YieldingJoins))
-            // After DataFusion's own analyzer rules; coercion again types what it adds.
-            .with_analyzer_rule(Arc::new(crate::pg_casts::PostgresCasts))
-            .with_analyzer_rule(Arc::new(datafusion::optimizer::analyzer::type_coercion::TypeCoercion::new()))
-            .build();
+            .with_physical_optimizer_rule(Arc::new(crate::cancellation::YieldingJoins));
+        let state = with_postgres_rules(state).build();
         let context = SessionContext::new_with_state(state);
         let scans = Arc::new(ScanContext {
             metrics: Arc::clone(&metrics),

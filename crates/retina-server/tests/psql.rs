@@ -517,6 +517,40 @@ fn casts_to_integers_round_fractions_and_keep_integers_exact() {
     assert_eq!(text_result(&mut client, grouped).1, [["0", "1"], ["1", "1"], ["2", "1"], ["3", "1"]]);
 }
 
+/// Floats in text read as PostgreSQL writes them: `2`, not `2.0`; `1e+20`, not
+/// `1e20`; `Infinity`, which JDBC's `getDouble` reads (it refused `inf`); `-0`.
+/// COPY writes them the same way.
+#[test]
+fn floats_are_written_in_text_as_postgresql_writes_them() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let sql = "SELECT 2::float8 AS two, 0.1::float8 AS tenth, CAST('1e20' AS DOUBLE PRECISION) AS big, CAST('1e-5' AS float8) AS small, \
+               CAST('inf' AS float8) AS inf, CAST('-Infinity' AS float8) AS minus_inf, CAST('NaN' AS float8) AS nan, \
+               CAST('-0' AS float8) AS minus_zero, 16777217::real AS r, 1::float8 / 3 AS third, CAST(NULL AS float8) AS none";
+    let (_, rows) = text_result(&mut client, sql);
+    assert_eq!(rows, [["2", "0.1", "1e+20", "1e-05", "Infinity", "-Infinity", "NaN", "-0", "1.6777216e+07", "0.3333333333333333", "NULL"]]);
+    let copied = fx.psql_ok("COPY (SELECT 2::float8, CAST('inf' AS float8), 0.5::real) TO STDOUT WITH (FORMAT csv)");
+    assert_eq!(copied.trim_end(), "2,Infinity,0.5");
+}
+
+/// `varchar(n)` and `char(n)` casts cut a text to n characters, numbers with an
+/// exponent read as numerics (`SELECT 1e20` failed: DataFusion made a decimal of
+/// negative scale), and `round` of a float rounds a tie to even, as in PostgreSQL.
+#[test]
+fn character_lengths_exponents_and_float_rounding_read_as_in_postgresql() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let sql = "SELECT 'abcdef'::varchar(3) AS v, CAST('abcdef' AS CHARACTER VARYING(2)) AS cv, CAST(12345 AS char(3)) AS c, \
+               'ab'::varchar(5) AS short, CAST('abcdef' AS varchar) AS unbounded, 'xyz'::char AS one";
+    assert_eq!(text_result(&mut client, sql).1, [["abc", "ab", "123", "ab", "abcdef", "x"]]);
+    let (names, rows) = text_result(&mut client, "SELECT 'abcdef'::varchar(3), 1e20, 1.5e3, 2e-3, 1e20 + 1, 1.5e300::float8, pg_typeof(1.5e3)");
+    assert_eq!(rows, [["abc", "100000000000000000000", "1500", "0.002", "100000000000000000001", "1.5e+300", "numeric"]]);
+    assert_eq!(names[..2], ["varchar", "?column?"]);
+    let (_, rounded) = text_result(&mut client, "SELECT round(2.5::float8), round(3.5::float8), round(-2.5::float8), round(2.7::real), round(weight) FROM shop.items WHERE id = 10");
+    // weight is id / 4: 2.5 for id 10.
+    assert_eq!(rounded, [["2", "4", "-2", "3", "2"]]);
+}
+
 /// `EXISTS` in a select list (SQLAlchemy's `exists()`), correlated or not, answers
 /// true or false as in PostgreSQL; DataFusion refused it outside a filter.
 #[test]
@@ -586,6 +620,34 @@ fn errors_reach_psql_with_their_sqlstate() {
     let output = fx.psql(&["-c", "SELECT * FROM shop.nope", "-c", "SELECT 7"]);
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "7");
     assert!(fx.released_within(Duration::from_secs(10)), "a failed query releases its snapshot");
+}
+
+/// Integer arithmetic that overflows and a float divided by zero raise PostgreSQL's
+/// errors, in its words: DataFusion's operators wrapped
+/// (`9223372036854775807::bigint + 1` was -9223372036854775808) and gave `inf`.
+/// `sum` of a bigint is numeric, as in PostgreSQL, so it cannot wrap (it did).
+#[test]
+fn overflowing_integers_and_float_division_by_zero_raise_as_in_postgresql() {
+    let fx = Fixture::new();
+    for (sql, error) in [
+        ("SELECT 9223372036854775807::bigint + 1", "22003: bigint out of range"),
+        ("SELECT id * 9223372036854775807 FROM shop.items", "22003: bigint out of range"),
+        ("SELECT -9223372036854775807 - id FROM shop.items", "22003: bigint out of range"),
+        ("SELECT qty * CAST(2147483647 AS INT) FROM shop.items", "22003: integer out of range"),
+        ("SELECT CAST(-32768 AS SMALLINT) - CAST(1 AS SMALLINT)", "22003: smallint out of range"),
+        ("SELECT weight / 0 FROM shop.items", "22012: division by zero"),
+        ("SELECT 1::float8 / 0", "22012: division by zero"),
+        ("SELECT count(*) FROM shop.items WHERE weight / (qty - qty) > 1", "22012: division by zero"),
+        ("SELECT 1 / 0", "22012: division by zero"),
+    ] {
+        let stderr = fx.psql_error(sql);
+        assert!(stderr.contains(&format!("ERROR:  {error}")), "{sql}: expected {error}, got: {stderr}");
+    }
+    // In range, the answers are as before.
+    let in_range = "SELECT 9223372036854775806::bigint + 1, -9223372036854775807::bigint - 1, CAST(3 AS SMALLINT) * CAST(4 AS SMALLINT), \
+                    7::float8 / 2, CAST('Infinity' AS float8) / 2, max(id * 2 - qty) FROM shop.items";
+    assert_eq!(fx.psql_ok(in_range), "9223372036854775807|-9223372036854775808|12|3.5|Infinity|1000");
+    assert_eq!(fx.psql_ok("SELECT sum(id * 0 + 9223372036854775807), pg_typeof(sum(id)), sum(id) FROM shop.items"), "4611686018427387903500|numeric|125250");
 }
 
 #[test]

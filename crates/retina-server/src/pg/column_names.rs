@@ -9,8 +9,10 @@
 
 use retina_query::datafusion::sql::parser::Statement;
 use retina_query::datafusion::sql::sqlparser::ast::{
-    DataType, Expr, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr, Statement as SqlStatement,
+    DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr,
+    Statement as SqlStatement,
 };
+use retina_query::pg_rewrite::CUT_TEXT_FUNCTION;
 
 /// The name PostgreSQL gives each result column of `statement`, where it can be
 /// told from the text (`None`: keep the planner's name). Empty for statements that
@@ -82,6 +84,14 @@ fn figured(expr: &Expr) -> Option<(String, u8)> {
             _ => Some((type_name(data_type), 1)),
         },
         Expr::TypedString(typed) => Some((type_name(&typed.data_type), 1)),
+        // The cut a `varchar(n)` cast was given (`pg_rewrite`) names as its text.
+        Expr::Function(function) if last_name(&function.name).as_deref() == Some(CUT_TEXT_FUNCTION) => match &function.args {
+            FunctionArguments::List(list) => match list.args.first() {
+                Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(text))) => figured(text),
+                _ => None,
+            },
+            _ => None,
+        },
         other => strong_name(other).map(|name| (name, 2)),
     }
 }

@@ -25,6 +25,7 @@ use retina_query::QueryStream;
 
 use super::encode::fields;
 use super::errors::{stream_error, user_error};
+use super::float_text::floats_as_postgres_text;
 
 /// How the rows are written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -191,6 +192,16 @@ fn rows_stream(state: Rows) -> impl Stream<Item = PgWireResult<CopyData>> + Send
             }
             match state.results.next().await {
                 Some(Ok(batch)) => {
+                    let batch = match state.binary {
+                        true => batch,
+                        false => match floats_as_postgres_text(batch, &state.fields) {
+                            Ok(batch) => batch,
+                            Err(error) => {
+                                state.done = true;
+                                return Some((Err(PgWireError::ApiError(Box::new(error))), state));
+                            }
+                        },
+                    };
                     let schema = batch.schema();
                     for row in 0..batch.num_rows() {
                         for (column, array) in batch.columns().iter().enumerate() {

@@ -6,7 +6,7 @@ use retina_query::datafusion::error::DataFusionError;
 use retina_query::QueryError;
 
 pub fn error_info(error: &QueryError) -> ErrorInfo {
-    ErrorInfo::new("ERROR".to_owned(), error.sqlstate().to_owned(), error.to_string())
+    ErrorInfo::new("ERROR".to_owned(), error.sqlstate().to_owned(), error.message())
 }
 
 pub fn pg_error(error: QueryError) -> PgWireError {

@@ -9,7 +9,8 @@
 //! - [`copy_out`]: `COPY … TO STDOUT` in text, CSV or binary;
 //! - [`cursors`]: `DECLARE … CURSOR`, `FETCH` and `CLOSE`;
 //! - [`encode`]: Arrow batches to `DataRow`s with PostgreSQL type OIDs, under
-//!   the column names PostgreSQL would give ([`column_names`]);
+//!   the column names PostgreSQL would give ([`column_names`]), floats in text as
+//!   PostgreSQL writes them ([`float_text`]);
 //! - [`param_types`]: the parameter types a client declares, given to the plan;
 //! - [`params`]: bound parameters to DataFusion scalars, text or binary
 //!   ([`param_binary`]);
@@ -22,6 +23,7 @@ pub mod copy_out;
 pub mod cursors;
 pub mod encode;
 pub mod errors;
+pub mod float_text;
 pub mod handler;
 pub mod param_binary;
 pub mod param_types;
