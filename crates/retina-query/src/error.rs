@@ -47,6 +47,11 @@ impl QueryError {
                 match arrow.as_ref() {
                     ArrowError::DivideByZero => return "division by zero".into(),
                     ArrowError::ArithmeticOverflow(message) if message.ends_with(" out of range") => return message.clone(),
+                    ArrowError::CastError(message) => {
+                        if let Some(message) = integer_out_of_range(message) {
+                            return message.into();
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -55,6 +60,20 @@ impl QueryError {
             }
         }
         self.to_string()
+    }
+}
+
+/// PostgreSQL's message for Arrow's refusal to cast a value into a narrower integer
+/// (`Can't cast value 5000000000 to type Int32`).
+fn integer_out_of_range(cast_error: &str) -> Option<&'static str> {
+    if !cast_error.starts_with("Can't cast value") {
+        return None;
+    }
+    match cast_error.rsplit(' ').next()? {
+        "Int16" => Some("smallint out of range"),
+        "Int32" => Some("integer out of range"),
+        "Int64" => Some("bigint out of range"),
+        _ => None,
     }
 }
 
@@ -84,6 +103,7 @@ fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
         DataFusionError::ResourcesExhausted(_) => "53200", // out_of_memory
         DataFusionError::ArrowError(arrow, _) => match arrow.as_ref() {
             ArrowError::DivideByZero => "22012",
+            ArrowError::CastError(message) if integer_out_of_range(message).is_some() => "22003",
             ArrowError::CastError(_) | ArrowError::ParseError(_) => "22P02", // invalid_text_representation
             ArrowError::ArithmeticOverflow(_) => "22003",                    // numeric_value_out_of_range
             _ => "XX000",

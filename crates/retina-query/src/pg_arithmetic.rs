@@ -6,7 +6,8 @@
 //! - **A float divided by zero raises 22012** (`division by zero`), where DataFusion
 //!   gives `inf` or NaN. (Integer and numeric division by zero already raise it.)
 //! - **`sum` of a bigint is numeric**, as in PostgreSQL, so it cannot wrap:
-//!   `sum(9223372036854775807)` over 50,000 rows was -50000.
+//!   `sum(9223372036854775807)` over 50,000 rows was -50000. As a window function
+//!   too.
 //!
 //! An analyzer rule after type coercion, like [`crate::pg_casts`]: only then are the
 //! operands' types known. The operators become functions that run Arrow's checked
@@ -22,12 +23,12 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
-use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
+use datafusion::logical_expr::expr::{AggregateFunction, AggregateFunctionParams, Cast, ScalarFunction, WindowFunction, WindowFunctionParams};
 use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     cast, BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
-    Volatility,
+    Volatility, WindowFunctionDefinition,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -77,17 +78,37 @@ fn checked(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
             let args = vec![left.as_ref().clone(), right.as_ref().clone()];
             Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(Arc::new(CheckedOperator::udf(operation)), args)))
         }
-        Expr::AggregateFunction(AggregateFunction { func, params }) if func.name() == "sum" => {
-            let [arg] = params.args.as_slice() else { return Transformed::no(expr) };
-            if !matches!(arg.get_type(schema), Ok(DataType::Int64)) {
-                return Transformed::no(expr);
+        Expr::AggregateFunction(AggregateFunction { func, params }) if func.name() == "sum" => match bigint_as_numeric(&params.args, schema) {
+            Some(args) => {
+                let params = AggregateFunctionParams { args, ..params.clone() };
+                Transformed::yes(Expr::AggregateFunction(AggregateFunction { func: Arc::clone(func), params }))
             }
-            let mut params = params.clone();
-            params.args = vec![cast(arg.clone(), BIGINT_SUM_TYPE)];
-            Transformed::yes(Expr::AggregateFunction(AggregateFunction { func: Arc::clone(func), params }))
+            None => Transformed::no(expr),
+        },
+        Expr::WindowFunction(window) if matches!(&window.fun, WindowFunctionDefinition::AggregateUDF(func) if func.name() == "sum") => {
+            match bigint_as_numeric(&window.params.args, schema) {
+                Some(args) => {
+                    let params = WindowFunctionParams { args, ..window.params.clone() };
+                    Transformed::yes(Expr::WindowFunction(Box::new(WindowFunction { fun: window.fun.clone(), params })))
+                }
+                None => Transformed::no(expr),
+            }
         }
         _ => Transformed::no(expr),
     }
+}
+
+/// A sum's one bigint argument as a numeric; `None` for other arguments. Type
+/// coercion has cast a narrower integer to bigint already: the sum of an integer
+/// stays a bigint, as in PostgreSQL.
+fn bigint_as_numeric(args: &[Expr], schema: &DFSchema) -> Option<Vec<Expr>> {
+    let [arg] = args else { return None };
+    if let Expr::Cast(Cast { expr: operand, .. }) = arg {
+        if matches!(operand.get_type(schema), Ok(DataType::Int8 | DataType::Int16 | DataType::Int32)) {
+            return None;
+        }
+    }
+    matches!(arg.get_type(schema), Ok(DataType::Int64)).then(|| vec![cast(arg.clone(), BIGINT_SUM_TYPE)])
 }
 
 fn is_integer(data_type: &DataType) -> bool {

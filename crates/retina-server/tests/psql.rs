@@ -519,9 +519,10 @@ fn casts_to_integers_round_fractions_and_keep_integers_exact() {
 
 /// Floats in text read as PostgreSQL writes them: `2`, not `2.0`; `1e+20`, not
 /// `1e20`; `Infinity`, which JDBC's `getDouble` reads (it refused `inf`); `-0`.
-/// COPY writes them the same way.
+/// Timestamps and times carry a fraction only when they have one (they had
+/// `.000000` always). COPY writes them the same way.
 #[test]
-fn floats_are_written_in_text_as_postgresql_writes_them() {
+fn floats_timestamps_and_times_are_written_in_text_as_postgresql_writes_them() {
     let fx = Fixture::new();
     let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
     let sql = "SELECT 2::float8 AS two, 0.1::float8 AS tenth, CAST('1e20' AS DOUBLE PRECISION) AS big, CAST('1e-5' AS float8) AS small, \
@@ -529,8 +530,12 @@ fn floats_are_written_in_text_as_postgresql_writes_them() {
                CAST('-0' AS float8) AS minus_zero, 16777217::real AS r, 1::float8 / 3 AS third, CAST(NULL AS float8) AS none";
     let (_, rows) = text_result(&mut client, sql);
     assert_eq!(rows, [["2", "0.1", "1e+20", "1e-05", "Infinity", "-Infinity", "NaN", "-0", "1.6777216e+07", "0.3333333333333333", "NULL"]]);
-    let copied = fx.psql_ok("COPY (SELECT 2::float8, CAST('inf' AS float8), 0.5::real) TO STDOUT WITH (FORMAT csv)");
-    assert_eq!(copied.trim_end(), "2,Infinity,0.5");
+    let times = "SELECT timestamp '2024-01-01 03:00', CAST('2024-01-01 00:00:00.5+00' AS timestamptz), time '10:00', CAST('10:00:00.25' AS time), \
+                 date_trunc('hour', timestamp '2024-05-17 10:11:12'), CAST(NULL AS timestamp)";
+    let (_, rows) = text_result(&mut client, times);
+    assert_eq!(rows, [["2024-01-01 03:00:00", "2024-01-01 00:00:00.5+00", "10:00:00", "10:00:00.25", "2024-05-17 10:00:00", "NULL"]]);
+    let copied = fx.psql_ok("COPY (SELECT 2::float8, CAST('inf' AS float8), 0.5::real, timestamp '2024-01-01 03:00') TO STDOUT WITH (FORMAT csv)");
+    assert_eq!(copied.trim_end(), "2,Infinity,0.5,2024-01-01 03:00:00");
 }
 
 /// `varchar(n)` and `char(n)` casts cut a text to n characters, numbers with an
@@ -639,6 +644,7 @@ fn overflowing_integers_and_float_division_by_zero_raise_as_in_postgresql() {
         ("SELECT 1::float8 / 0", "22012: division by zero"),
         ("SELECT count(*) FROM shop.items WHERE weight / (qty - qty) > 1", "22012: division by zero"),
         ("SELECT 1 / 0", "22012: division by zero"),
+        ("SELECT CAST(id * 100000000000 AS INT) FROM shop.items", "22003: integer out of range"),
     ] {
         let stderr = fx.psql_error(sql);
         assert!(stderr.contains(&format!("ERROR:  {error}")), "{sql}: expected {error}, got: {stderr}");
@@ -647,7 +653,10 @@ fn overflowing_integers_and_float_division_by_zero_raise_as_in_postgresql() {
     let in_range = "SELECT 9223372036854775806::bigint + 1, -9223372036854775807::bigint - 1, CAST(3 AS SMALLINT) * CAST(4 AS SMALLINT), \
                     7::float8 / 2, CAST('Infinity' AS float8) / 2, max(id * 2 - qty) FROM shop.items";
     assert_eq!(fx.psql_ok(in_range), "9223372036854775807|-9223372036854775808|12|3.5|Infinity|1000");
-    assert_eq!(fx.psql_ok("SELECT sum(id * 0 + 9223372036854775807), pg_typeof(sum(id)), sum(id) FROM shop.items"), "4611686018427387903500|numeric|125250");
+    let sums = "SELECT sum(id * 0 + 9223372036854775807), pg_typeof(sum(id)), sum(id), pg_typeof(sum(qty)) FROM shop.items";
+    assert_eq!(fx.psql_ok(sums), "4611686018427387903500|numeric|125250|bigint");
+    let window = "SELECT id, sum(id * 0 + 9223372036854775807) OVER (ORDER BY id) FROM shop.items ORDER BY id LIMIT 2";
+    assert_eq!(fx.psql_ok(window), "1|9223372036854775807\n2|18446744073709551614");
 }
 
 #[test]

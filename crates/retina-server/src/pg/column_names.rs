@@ -10,7 +10,7 @@
 use retina_query::datafusion::sql::parser::Statement;
 use retina_query::datafusion::sql::sqlparser::ast::{
     DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr,
-    Statement as SqlStatement,
+    Statement as SqlStatement, TrimWhereField,
 };
 use retina_query::pg_rewrite::CUT_TEXT_FUNCTION;
 
@@ -109,6 +109,15 @@ fn strong_name(expr: &Expr) -> Option<String> {
         Expr::Floor { .. } => Some("floor".into()),
         Expr::Position { .. } => Some("position".into()),
         Expr::Substring { .. } => Some("substring".into()),
+        Expr::Overlay { .. } => Some("overlay".into()),
+        Expr::Trim { trim_where, .. } => Some(
+            match trim_where {
+                Some(TrimWhereField::Leading) => "ltrim",
+                Some(TrimWhereField::Trailing) => "rtrim",
+                _ => "btrim",
+            }
+            .into(),
+        ),
         Expr::AtTimeZone { .. } => Some("timezone".into()),
         Expr::Interval(_) => Some("interval".into()),
         // A scalar subquery takes its only column's name.
@@ -166,6 +175,9 @@ mod tests {
         assert_eq!(names("SELECT count(*) FROM t UNION ALL SELECT 1", 1), some(&["count"]));
         // A cast of a cast or of a typed literal: the operand's column name, else the outer type.
         assert_eq!(names("SELECT 1.74::float8::int, (x::text)::int, DATE '2024-01-01'::text, 1::int::text FROM t", 4), some(&["int4", "x", "text", "text"]));
+        // Checked against PostgreSQL 15.
+        let sql = "SELECT trim('  x  '), trim(leading 'x' from s), trim(trailing ' ' from s), overlay(s placing 'XX' from 2 for 3) FROM t";
+        assert_eq!(names(sql, 4), some(&["btrim", "ltrim", "rtrim", "overlay"]));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use retina_query::QueryStream;
 
 use super::encode::fields;
 use super::errors::{stream_error, user_error};
-use super::float_text::floats_as_postgres_text;
+use super::text_values::as_postgres_text;
 
 /// How the rows are written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,7 +194,7 @@ fn rows_stream(state: Rows) -> impl Stream<Item = PgWireResult<CopyData>> + Send
                 Some(Ok(batch)) => {
                     let batch = match state.binary {
                         true => batch,
-                        false => match floats_as_postgres_text(batch, &state.fields) {
+                        false => match as_postgres_text(batch, &state.fields) {
                             Ok(batch) => batch,
                             Err(error) => {
                                 state.done = true;

@@ -1,8 +1,8 @@
 //! Query results to PostgreSQL rows. Column types map Arrow to PostgreSQL OIDs
 //! (arrow-pg): Int16/32/64 to int2/int4/int8, Float32/64 to float4/float8,
 //! Decimal128 to numeric, Utf8 to text, Boolean to bool, Date32 to date, Timestamp to
-//! timestamp or timestamptz, Binary to bytea. Floats in text are written as
-//! PostgreSQL writes them ([`super::float_text`]).
+//! timestamp or timestamptz, Binary to bytea. Floats, timestamps and times in text
+//! are written as PostgreSQL writes them ([`super::text_values`]).
 
 use std::sync::Arc;
 
@@ -19,7 +19,7 @@ use retina_query::pg_compat::numeric_typmod;
 use retina_query::QueryStream;
 
 use super::errors::stream_error;
-use super::float_text::floats_as_postgres_text;
+use super::text_values::as_postgres_text;
 
 /// The row description of a result schema: PostgreSQL's name for a column where
 /// `names` gives one ([`super::column_names`]), and a decimal's precision and scale
@@ -74,7 +74,7 @@ pub fn encode_batches(
 ) -> impl Stream<Item = PgWireResult<DataRow>> + Send + 'static {
     batches.flat_map(move |batch| {
         let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> = match batch {
-            Ok(batch) => match floats_as_postgres_text(batch, &fields) {
+            Ok(batch) => match as_postgres_text(batch, &fields) {
                 Ok(batch) => encode_recordbatch(Arc::clone(&fields), batch),
                 Err(error) => Box::new(std::iter::once(Err(PgWireError::ApiError(Box::new(error))))),
             },

@@ -12,14 +12,6 @@
 //! shortest round-trip form, `{:.Ne}` rounds exactly); only PostgreSQL's layout of
 //! them is ours.
 
-use std::sync::Arc;
-
-use pgwire::api::results::{FieldFormat, FieldInfo};
-use retina_query::datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
-use retina_query::datafusion::arrow::datatypes::{DataType, Field, Float32Type, Float64Type, Schema};
-use retina_query::datafusion::arrow::error::ArrowError;
-use retina_query::datafusion::arrow::record_batch::RecordBatch;
-
 /// Significant digits of `%g` at `extra_float_digits` 0: C's `DBL_DIG` and `FLT_DIG`.
 const FLOAT8_DIGITS: i32 = 15;
 const FLOAT4_DIGITS: i32 = 6;
@@ -112,54 +104,6 @@ fn general(rounded: impl Fn(usize) -> String, precision: i32) -> String {
     }
 }
 
-/// `batch` with each float column that goes out in text replaced by its values as
-/// PostgreSQL writes them (the column keeps its `float4`/`float8` type in `fields`);
-/// binary columns and other types are left as they are.
-pub fn floats_as_postgres_text(batch: RecordBatch, fields: &[FieldInfo]) -> Result<RecordBatch, ArrowError> {
-    let in_text = |index: usize| fields.get(index).is_some_and(|field| field.format() == FieldFormat::Text);
-    let is_float = |data_type: &DataType| matches!(data_type, DataType::Float32 | DataType::Float64);
-    let schema = batch.schema();
-    if !schema.fields().iter().enumerate().any(|(index, field)| is_float(field.data_type()) && in_text(index)) {
-        return Ok(batch);
-    }
-    let mut new_fields = Vec::with_capacity(schema.fields().len());
-    let mut columns = Vec::with_capacity(schema.fields().len());
-    for (index, (field, column)) in schema.fields().iter().zip(batch.columns()).enumerate() {
-        let extra = fields.get(index).map_or(1, |field| field.format_options().extra_float_digits);
-        let text: Option<ArrayRef> = match field.data_type() {
-            DataType::Float64 if in_text(index) => {
-                Some(text_column(column.as_ref(), |row| float8_text(column.as_primitive::<Float64Type>().value(row), extra)))
-            }
-            DataType::Float32 if in_text(index) => {
-                Some(text_column(column.as_ref(), |row| float4_text(column.as_primitive::<Float32Type>().value(row), extra)))
-            }
-            _ => None,
-        };
-        match text {
-            Some(text) => {
-                new_fields.push(Arc::new(Field::new(field.name(), DataType::Utf8, field.is_nullable())));
-                columns.push(text);
-            }
-            None => {
-                new_fields.push(Arc::clone(field));
-                columns.push(Arc::clone(column));
-            }
-        }
-    }
-    RecordBatch::try_new(Arc::new(Schema::new_with_metadata(new_fields, schema.metadata().clone())), columns)
-}
-
-fn text_column(column: &dyn Array, text: impl Fn(usize) -> String) -> ArrayRef {
-    let mut builder = StringBuilder::with_capacity(column.len(), column.len() * 8);
-    for row in 0..column.len() {
-        match column.is_null(row) {
-            true => builder.append_null(),
-            false => builder.append_value(text(row)),
-        }
-    }
-    Arc::new(builder.finish())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,32 +190,5 @@ mod tests {
         for &(value, want) in at_zero {
             assert_eq!(float4_text(value, 0), want, "{value:e}");
         }
-    }
-
-    /// Only float columns sent in text change; a binary one keeps its values.
-    #[test]
-    fn only_float_columns_in_text_are_replaced() {
-        use retina_query::datafusion::arrow::array::{Float64Array, Int32Array};
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("f", DataType::Float64, true),
-            Field::new("i", DataType::Int32, false),
-            Field::new("b", DataType::Float64, false),
-        ]));
-        let batch = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(Float64Array::from(vec![Some(2.0), None])),
-                Arc::new(Int32Array::from(vec![1, 2])),
-                Arc::new(Float64Array::from(vec![2.0, 3.0])),
-            ],
-        )
-        .expect("batch");
-        let field = |format| FieldInfo::new("x".into(), None, None, pgwire::api::Type::FLOAT8, format);
-        let fields = [field(FieldFormat::Text), field(FieldFormat::Text), field(FieldFormat::Binary)];
-        let out = floats_as_postgres_text(batch, &fields).expect("text");
-        let text = out.column(0).as_string::<i32>();
-        assert_eq!((text.value(0), text.is_null(1)), ("2", true));
-        assert_eq!(out.column(1).data_type(), &DataType::Int32);
-        assert_eq!(out.column(2).data_type(), &DataType::Float64);
     }
 }

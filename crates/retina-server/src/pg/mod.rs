@@ -9,8 +9,8 @@
 //! - [`copy_out`]: `COPY … TO STDOUT` in text, CSV or binary;
 //! - [`cursors`]: `DECLARE … CURSOR`, `FETCH` and `CLOSE`;
 //! - [`encode`]: Arrow batches to `DataRow`s with PostgreSQL type OIDs, under
-//!   the column names PostgreSQL would give ([`column_names`]), floats in text as
-//!   PostgreSQL writes them ([`float_text`]);
+//!   the column names PostgreSQL would give ([`column_names`]), floats, timestamps
+//!   and times in text as PostgreSQL writes them ([`text_values`]);
 //! - [`param_types`]: the parameter types a client declares, given to the plan;
 //! - [`params`]: bound parameters to DataFusion scalars, text or binary
 //!   ([`param_binary`]);
@@ -34,3 +34,5 @@ pub mod server;
 pub mod settings;
 pub mod startup;
 pub mod statement;
+pub mod text_values;
+pub mod time_text;
