@@ -33,9 +33,7 @@ impl QueryError {
             QueryError::Core(error) => core_sqlstate(error),
         }
     }
-}
 
-impl QueryError {
     /// The message a client should see: PostgreSQL's own for the data exceptions it
     /// words the same way every time (`division by zero`, `bigint out of range`),
     /// else this error's text.

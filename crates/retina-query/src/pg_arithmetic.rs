@@ -21,16 +21,16 @@ use datafusion::arrow::compute::kernels::numeric;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunction, AggregateFunctionParams, Cast, ScalarFunction, WindowFunction, WindowFunctionParams};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     cast, BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
     Volatility, WindowFunctionDefinition,
 };
 use datafusion::optimizer::AnalyzerRule;
+
+use crate::plan_rewrite::rewrite_expressions;
 
 /// `sum` of a bigint sums numerics of this type: PostgreSQL's `sum(int8)` is numeric.
 pub const BIGINT_SUM_TYPE: DataType = DataType::Decimal128(38, 0);
@@ -45,23 +45,8 @@ impl AnalyzerRule for PostgresArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        Ok(plan.transform_up_with_subqueries(rewrite_plan)?.data)
+        rewrite_expressions(plan, &checked)
     }
-}
-
-fn rewrite_plan(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
-    let mut schema = merge_schema(&plan.inputs());
-    if let LogicalPlan::TableScan(scan) = &plan {
-        schema.merge(&DFSchema::try_from_qualified_schema(scan.table_name.clone(), &scan.source.schema())?);
-    }
-    let names = NamePreserver::new(&plan);
-    let rewritten = plan.map_expressions(|expr| {
-        let name = names.save(&expr);
-        Ok(expr.transform_up(|expr| Ok(checked(expr, &schema)))?.update_data(|expr| name.restore(expr)))
-    })?;
-    // A sum below may have become numeric: every plan is typed again from its inputs,
-    // or one above would still describe the column as bigint.
-    rewritten.map_data(LogicalPlan::recompute_schema)
 }
 
 fn checked(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {

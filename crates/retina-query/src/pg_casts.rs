@@ -20,16 +20,15 @@
 
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, Result, ScalarValue};
 use datafusion::functions::math::expr_fn::{abs, round, trunc};
 use datafusion::logical_expr::expr::{Cast, TryCast};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{cast, lit, when, Expr, ExprSchemable, LogicalPlan};
 use datafusion::optimizer::AnalyzerRule;
 
 use crate::pg_literals::{date_of_timestamp, timestamp_with_seconds};
+use crate::plan_rewrite::rewrite_expressions;
 
 /// Rewrites the casts of a plan's expressions (see the module's documentation).
 #[derive(Debug, Default)]
@@ -41,24 +40,7 @@ impl AnalyzerRule for PostgresCasts {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        Ok(plan.transform_up_with_subqueries(rewrite_plan)?.data)
-    }
-}
-
-fn rewrite_plan(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
-    // The columns an expression of `plan` may read, as type coercion resolves them.
-    let mut schema = merge_schema(&plan.inputs());
-    if let LogicalPlan::TableScan(scan) = &plan {
-        schema.merge(&DFSchema::try_from_qualified_schema(scan.table_name.clone(), &scan.source.schema())?);
-    }
-    let names = NamePreserver::new(&plan);
-    let rewritten = plan.map_expressions(|expr| {
-        let name = names.save(&expr);
-        Ok(expr.transform_up(|expr| Ok(postgres_cast(expr, &schema)))?.update_data(|expr| name.restore(expr)))
-    })?;
-    match rewritten.transformed {
-        true => rewritten.map_data(LogicalPlan::recompute_schema),
-        false => Ok(rewritten),
+        rewrite_expressions(plan, &postgres_cast)
     }
 }
 

@@ -8,7 +8,8 @@
 //!   (`pg_casts`);
 //! - a number with an exponent, `1e20`, `1.5e3`: DataFusion reads it as a decimal of
 //!   negative scale, which no result can carry (`SELECT 1e20` failed); it is written
-//!   out (`1500.`) (`pg_rewrite`).
+//!   out (`1500.`) (`pg_rewrite`);
+//! - a `SIMILAR TO` pattern, as the regular expression it means (`pg_rewrite`).
 //!
 //! Hand-written: fixed shapes, which no parsing crate in the tree reads as
 //! PostgreSQL does.
@@ -50,6 +51,61 @@ pub fn exponent_literal(text: &str) -> Option<ExponentLiteral> {
         None if significant.len().max(scale as usize) <= WIDEST_DECIMAL_DIGITS => None,
         None => Some(ExponentLiteral::Float),
     }
+}
+
+/// The regular expression a `SIMILAR TO` pattern means, as PostgreSQL translates
+/// it (`similar_escape`): anchored at both ends, `%` any text, `_` any character,
+/// `.`, `^`, `$` and `\` literal, groups not capturing, and a character after
+/// `escape` taken literally. DataFusion took the pattern for a regular expression
+/// as it stood, unanchored: `'abc' SIMILAR TO 'a%'` was false. `None` when the
+/// pattern ends in the escape character (PostgreSQL refuses it; DataFusion's
+/// reading is kept).
+pub fn regex_of_similar_to(pattern: &str, escape: Option<char>) -> Option<String> {
+    let mut regex = String::with_capacity(pattern.len() + 8);
+    regex.push_str("^(?:");
+    let mut chars = pattern.chars().peekable();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        if Some(c) == escape {
+            let escaped = chars.next()?;
+            if !escaped.is_alphanumeric() {
+                regex.push('\\');
+            }
+            regex.push(escaped);
+        } else if in_class {
+            if c == '\\' || c == '[' {
+                regex.push('\\');
+            }
+            regex.push(c);
+            in_class = c != ']';
+        } else {
+            match c {
+                '[' => {
+                    regex.push('[');
+                    // A `]` first (after an optional `^`) is one of the class's characters.
+                    if chars.peek() == Some(&'^') {
+                        regex.push('^');
+                        chars.next();
+                    }
+                    if chars.peek() == Some(&']') {
+                        regex.push_str("\\]");
+                        chars.next();
+                    }
+                    in_class = true;
+                }
+                '%' => regex.push_str(".*"),
+                '_' => regex.push('.'),
+                '(' => regex.push_str("(?:"),
+                '.' | '^' | '$' | '\\' => {
+                    regex.push('\\');
+                    regex.push(c);
+                }
+                other => regex.push(other),
+            }
+        }
+    }
+    regex.push_str(")$");
+    Some(regex)
 }
 
 /// `text` as unit words when it is a time of day (with optional leading days):
@@ -129,6 +185,26 @@ fn time_after_date(text: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each pattern matched against texts as PostgreSQL 15 matches them.
+    #[test]
+    fn similar_to_patterns_mean_what_they_mean_in_postgresql() {
+        let matches = |text: &str, pattern: &str| {
+            let regex = regex_of_similar_to(pattern, Some('\\')).expect("a pattern");
+            regex::Regex::new(&regex).expect("a regex").is_match(text)
+        };
+        assert!(matches("abc", "a%"));
+        assert!(!matches("abc", "(a|b)c"));
+        assert!(matches("bc", "(a|b)c"));
+        assert!(matches("a.c", "a.c") && !matches("abc", "a.c"));
+        assert!(matches("abc", "%b%") && !matches("abc", "b%"));
+        assert!(matches("a_c", "a\\_c") && !matches("abc", "a\\_c"));
+        assert!(matches("ab", "[a-c]b") && matches("]b", "[]x]b") && !matches("xb", "[^a-z]b"));
+        assert!(matches("aaa", "a{2,3}") && !matches("aaaa", "a{2,3}"));
+        assert!(matches("$^", "$^"));
+        assert_eq!(regex_of_similar_to("a\\", Some('\\')), None, "a trailing escape");
+        assert_eq!(regex_of_similar_to("a#%", Some('#')), Some("^(?:a\\%)$".into()));
+    }
 
     #[test]
     fn numbers_with_exponents_are_written_out_or_read_as_floats() {

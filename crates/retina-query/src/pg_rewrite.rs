@@ -25,6 +25,8 @@
 //! - intervals written as times (`'01:30:00'`), respelled, and numbers with an
 //!   exponent (`1e20`) written out ([`crate::pg_literals`]);
 //! - `varchar(n)` and `char(n)` casts, which cut the text to n characters;
+//! - `x SIMILAR TO 'pattern'`: `x ~ 'regex'` with the regular expression
+//!   PostgreSQL reads the pattern as ([`crate::pg_literals`]);
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
 //!   field of `extract`/`date_part` (with its fraction in PostgreSQL);
 //! - `x AT TIME ZONE 'zone'`: `timezone('zone', x)`, PostgreSQL's function of that
@@ -117,6 +119,24 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
                 }
                 crate::pg_literals::ExponentLiteral::Float => parse(&format!("CAST('{text}' AS DOUBLE PRECISION)")),
             }
+        }
+        Expr::SimilarTo { negated, expr: subject, pattern, escape_char } => {
+            let Expr::Value(pattern) = pattern.as_ref() else { return None };
+            let Value::SingleQuotedString(pattern) = &pattern.value else { return None };
+            let escape = match escape_char.as_ref().map(|escape| &escape.value) {
+                None => Some('\\'),
+                Some(Value::SingleQuotedString(escape)) => {
+                    let mut chars = escape.chars();
+                    match (chars.next(), chars.next()) {
+                        (first, None) => first,
+                        _ => return None,
+                    }
+                }
+                Some(_) => return None,
+            };
+            let regex = crate::pg_literals::regex_of_similar_to(pattern, escape)?;
+            let operator = if *negated { "!~" } else { "~" };
+            parse(&format!("({subject}) {operator} {}", quote(&regex)))
         }
         // `varchar(n)` and `char(n)` cut a longer text to n characters, as in
         // PostgreSQL; DataFusion's text types have no length. (`char(n)` is not

@@ -74,13 +74,15 @@ pub fn with_postgres_literals(config: SessionConfig) -> SessionConfig {
     config.set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
 }
 
-/// PostgreSQL's casts and checked arithmetic (`pg_casts`, `pg_arithmetic`), after
-/// DataFusion's own analyzer rules; type coercion runs again to type what they add.
-/// Also for the plain DataFusion context Retina's answers are compared with.
+/// PostgreSQL's casts, checked arithmetic and interval order (`pg_casts`,
+/// `pg_arithmetic`, `pg_intervals`), after DataFusion's own analyzer rules; type
+/// coercion runs again to type what they add. Also for the plain DataFusion context
+/// Retina's answers are compared with.
 pub fn with_postgres_rules(state: SessionStateBuilder) -> SessionStateBuilder {
     state
         .with_analyzer_rule(Arc::new(crate::pg_casts::PostgresCasts))
         .with_analyzer_rule(Arc::new(crate::pg_arithmetic::PostgresArithmetic))
+        .with_analyzer_rule(Arc::new(crate::pg_intervals::PostgresIntervals))
         .with_analyzer_rule(Arc::new(datafusion::optimizer::analyzer::type_coercion::TypeCoercion::new()))
 }
 

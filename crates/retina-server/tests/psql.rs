@@ -556,6 +556,26 @@ fn character_lengths_exponents_and_float_rounding_read_as_in_postgresql() {
     assert_eq!(rounded, [["2", "4", "-2", "3", "2"]]);
 }
 
+/// Intervals compare and sort by their length, as in PostgreSQL (a month is 30
+/// days, a day 24 hours): Arrow compared months, then days, then nanoseconds, so
+/// `now() - t > interval '3 days'` was false for every row. A timestamp difference
+/// reads as days and a time. `SIMILAR TO` matches the whole text, `%` and `_` as
+/// wildcards (DataFusion took the pattern for an unanchored regular expression).
+#[test]
+fn intervals_compare_by_length_and_similar_to_matches_as_in_postgresql() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let sql = "SELECT interval '25 hours' > interval '1 day', interval '24 hours' = interval '1 day', interval '1 month' = interval '30 days', \
+               timestamp '2024-01-03 03:00' - timestamp '2024-01-01' > interval '2 days', \
+               timestamp '2024-01-03 03:00' - timestamp '2024-01-01', timestamp '2024-01-01' - timestamp '2024-01-03 03:00'";
+    assert_eq!(text_result(&mut client, sql).1, [["t", "t", "t", "t", "2 days 03:00:00", "-2 days -03:00:00"]]);
+    let sorted = "SELECT x FROM (VALUES (interval '25 hours'), (interval '1 day'), (interval '2 hours')) AS t(x) ORDER BY x DESC";
+    assert_eq!(text_result(&mut client, sorted).1, [["25:00:00"], ["1 day"], ["02:00:00"]]);
+    let similar = "SELECT 'abc' SIMILAR TO 'a%', 'abc' SIMILAR TO '(a|b)c', 'abc' SIMILAR TO 'a.c', 'abc' NOT SIMILAR TO 'b%', \
+                   (SELECT count(*) FROM shop.items WHERE name SIMILAR TO 'item 1_')";
+    assert_eq!(text_result(&mut client, similar).1, [["t", "f", "f", "t", "10"]]);
+}
+
 /// `EXISTS` in a select list (SQLAlchemy's `exists()`), correlated or not, answers
 /// true or false as in PostgreSQL; DataFusion refused it outside a filter.
 #[test]

@@ -192,15 +192,12 @@ fn rows_stream(state: Rows) -> impl Stream<Item = PgWireResult<CopyData>> + Send
             }
             match state.results.next().await {
                 Some(Ok(batch)) => {
-                    let batch = match state.binary {
-                        true => batch,
-                        false => match as_postgres_text(batch, &state.fields) {
-                            Ok(batch) => batch,
-                            Err(error) => {
-                                state.done = true;
-                                return Some((Err(PgWireError::ApiError(Box::new(error))), state));
-                            }
-                        },
+                    let batch = match as_postgres_text(batch, &state.fields) {
+                        Ok(batch) => batch,
+                        Err(error) => {
+                            state.done = true;
+                            return Some((Err(PgWireError::ApiError(Box::new(error))), state));
+                        }
                     };
                     let schema = batch.schema();
                     for row in 0..batch.num_rows() {

@@ -1,6 +1,6 @@
 //! Result values that PostgreSQL writes in text otherwise than pgwire does, written
-//! here before the rows are encoded: floats ([`super::float_text`]), timestamps and
-//! times ([`super::time_text`]). A replaced column keeps its PostgreSQL type in the
+//! here before the rows are encoded: floats ([`super::float_text`]), timestamps,
+//! times and durations ([`super::time_text`]). A replaced column keeps its PostgreSQL type in the
 //! row description; only its text changes. Columns sent in binary are left alone.
 
 use std::sync::Arc;
@@ -8,14 +8,15 @@ use std::sync::Arc;
 use pgwire::api::results::{FieldFormat, FieldInfo};
 use retina_query::datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
 use retina_query::datafusion::arrow::datatypes::{
-    DataType, Field, Float32Type, Float64Type, Schema, Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType,
-    TimeUnit, TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
+    DataType, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType, DurationSecondType, Field, Float32Type, Float64Type,
+    Schema, Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType, TimeUnit, TimestampMicrosecondType,
+    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
 };
 use retina_query::datafusion::arrow::error::ArrowError;
 use retina_query::datafusion::arrow::record_batch::RecordBatch;
 
 use super::float_text::{float4_text, float8_text};
-use super::time_text::{time_text, timestamp_text};
+use super::time_text::{duration_text, time_text, timestamp_text};
 
 /// `batch` with the columns that go out in text and that PostgreSQL writes
 /// otherwise replaced by their text.
@@ -44,7 +45,10 @@ pub fn as_postgres_text(batch: RecordBatch, fields: &[FieldInfo]) -> Result<Reco
 }
 
 fn rewritten_type(data_type: &DataType) -> bool {
-    matches!(data_type, DataType::Float32 | DataType::Float64 | DataType::Timestamp(..) | DataType::Time32(_) | DataType::Time64(_))
+    matches!(
+        data_type,
+        DataType::Float32 | DataType::Float64 | DataType::Timestamp(..) | DataType::Time32(_) | DataType::Time64(_) | DataType::Duration(_)
+    )
 }
 
 /// `column` as PostgreSQL's text; `None` for a type pgwire writes as PostgreSQL
@@ -78,6 +82,15 @@ fn text_of(column: &ArrayRef, extra_float_digits: i8) -> Option<ArrayRef> {
                 _ => column.as_primitive::<Time64MicrosecondType>().value_as_time(row),
             };
             time.map(time_text)
+        }),
+        DataType::Duration(unit) => texts(column, |row| {
+            let nanos = match unit {
+                TimeUnit::Second => i128::from(column.as_primitive::<DurationSecondType>().value(row)) * 1_000_000_000,
+                TimeUnit::Millisecond => i128::from(column.as_primitive::<DurationMillisecondType>().value(row)) * 1_000_000,
+                TimeUnit::Microsecond => i128::from(column.as_primitive::<DurationMicrosecondType>().value(row)) * 1_000,
+                TimeUnit::Nanosecond => i128::from(column.as_primitive::<DurationNanosecondType>().value(row)),
+            };
+            Some(duration_text(nanos))
         }),
         _ => None,
     }

@@ -1,7 +1,9 @@
 //! Timestamps and times in text as PostgreSQL writes them (ISO `DateStyle`): the
 //! seconds' fraction only when there is one, without trailing zeros (`10:00:00`,
 //! `10:00:00.5`), where pgwire writes six digits always (`10:00:00.000000`); a
-//! timestamptz in the session's zone, UTC, as `+00`; a year before 1 as `BC`.
+//! timestamptz in the session's zone, UTC, as `+00`; a year before 1 as `BC`. And
+//! a duration (the difference of two timestamps) as PostgreSQL's interval of whole
+//! days and a time (`2 days 03:00:00`), where pgwire writes hours only (`51:00:00`).
 
 use chrono::{Datelike, NaiveDateTime, NaiveTime, Timelike};
 
@@ -28,6 +30,28 @@ pub fn time_text(time: NaiveTime) -> String {
     format!("{:02}:{:02}:{:02}{fraction}", time.hour(), time.minute(), time.second())
 }
 
+/// A duration of `nanos` nanoseconds as PostgreSQL writes the interval a timestamp
+/// difference gives (`timestamp_mi` justifies hours into days): microseconds at most.
+pub fn duration_text(nanos: i128) -> String {
+    const NANOS_PER_DAY: u128 = 86_400_000_000_000;
+    let sign = if nanos < 0 { "-" } else { "" };
+    let length = nanos.unsigned_abs();
+    let (days, micros) = (length / NANOS_PER_DAY, length % NANOS_PER_DAY / 1_000);
+    let mut parts = Vec::with_capacity(2);
+    if days > 0 {
+        parts.push(format!("{sign}{days} {}", if days == 1 { "day" } else { "days" }));
+    }
+    if micros > 0 || days == 0 {
+        let seconds = micros / 1_000_000;
+        let fraction = match micros % 1_000_000 {
+            0 => String::new(),
+            fraction => format!(".{fraction:06}").trim_end_matches('0').to_string(),
+        };
+        parts.push(format!("{sign}{:02}:{:02}:{:02}{fraction}", seconds / 3600, seconds / 60 % 60, seconds % 60));
+    }
+    parts.join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::NaiveDate;
@@ -50,5 +74,20 @@ mod tests {
         let time = |h, m, s, micros| NaiveTime::from_hms_micro_opt(h, m, s, micros).expect("valid");
         assert_eq!(time_text(time(10, 0, 0, 0)), "10:00:00");
         assert_eq!(time_text(time(10, 0, 0, 123_400)), "10:00:00.1234");
+    }
+
+    /// Timestamp differences as PostgreSQL 15 writes them.
+    #[test]
+    fn durations_read_as_postgresql_writes_a_timestamp_difference() {
+        let (second, hour, day) = (1_000_000_000i128, 3_600_000_000_000i128, 86_400_000_000_000i128);
+        assert_eq!(duration_text(2 * day + 3 * hour), "2 days 03:00:00");
+        assert_eq!(duration_text(2 * day), "2 days");
+        assert_eq!(duration_text(-(2 * day + 3 * hour)), "-2 days -03:00:00");
+        assert_eq!(duration_text(second / 2), "00:00:00.5");
+        assert_eq!(duration_text(5 * hour), "05:00:00");
+        assert_eq!(duration_text(0), "00:00:00");
+        assert_eq!(duration_text(-(second + second / 4)), "-00:00:01.25");
+        assert_eq!(duration_text(day - second), "23:59:59");
+        assert_eq!(duration_text(day + 1), "1 day");
     }
 }
