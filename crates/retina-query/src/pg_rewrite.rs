@@ -19,6 +19,7 @@
 //! - a window extending a named one, `OVER (w ORDER BY …)`: spelled out (see
 //!   [`NamedWindowsMerged`]);
 //! - `FETCH FIRST n ROWS ONLY` (see [`FetchAsLimit`]);
+//! - the column of `generate_series(…)` in FROM (see [`SeriesColumnNamed`]);
 //! - `to_char`'s PostgreSQL date patterns (`YYYY-MM`) as chrono's
 //!   ([`crate::to_char_pattern`]);
 //! - `generate_series` and `EXISTS` in a select list ([`crate::pg_select_list`]);
@@ -37,7 +38,8 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, AccessExpr, CharacterLength, DataType as SqlDataType, DateTimeField, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
-    Fetch, LimitClause, NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableFactor, Value, VisitMut, VisitorMut, WindowSpec, WindowType,
+    Fetch, LimitClause, NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableAlias, TableAliasColumnDef, TableFactor, Value, VisitMut,
+    VisitorMut, WindowSpec, WindowType,
 };
 use datafusion::sql::sqlparser::ast::Statement;
 
@@ -54,6 +56,7 @@ pub const EXPAND_ARRAY_FUNCTION: &str = "retina_expandarray";
 pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut NamedWindowsMerged);
     let _ = statement.visit(&mut FetchAsLimit);
+    let _ = statement.visit(&mut SeriesColumnNamed);
     crate::pg_select_list::rewrite(statement);
     let _ = visit_expressions_mut(statement, |expr| {
         if let Some(replacement) = replacement(expr) {
@@ -230,6 +233,35 @@ impl VisitorMut for FetchAsLimit {
             Some(_) => return ControlFlow::Continue(()), // both LIMIT and FETCH: left for the planner to refuse
         }
         query.fetch = None;
+        ControlFlow::Continue(())
+    }
+}
+
+/// `generate_series(…)` in FROM names its column as PostgreSQL does: after the
+/// function (`SELECT generate_series FROM generate_series(1, 3)`), or after the
+/// alias a query gives it (`SELECT d FROM generate_series(…) d`), where DataFusion
+/// names it `value` and refused both.
+struct SeriesColumnNamed;
+
+impl VisitorMut for SeriesColumnNamed {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let TableFactor::Table { name, args: Some(_), alias, .. } = factor else { return ControlFlow::Continue(()) };
+        let is_series = name.0.last().and_then(|part| part.as_ident()).is_some_and(|ident| ident.value.eq_ignore_ascii_case("generate_series"));
+        match alias {
+            _ if !is_series => {}
+            Some(alias) if alias.columns.is_empty() => alias.columns = vec![TableAliasColumnDef::from_name(alias.name.value.clone())],
+            Some(_) => {}
+            None => {
+                *alias = Some(TableAlias {
+                    explicit: true,
+                    name: Ident::new("generate_series"),
+                    columns: vec![TableAliasColumnDef::from_name("generate_series")],
+                    at: None,
+                })
+            }
+        }
         ControlFlow::Continue(())
     }
 }

@@ -481,9 +481,10 @@ fn text_result(client: &mut PgClient, sql: &str) -> (Vec<String>, Vec<Vec<String
 
 /// `generate_series` in a select list gives a row per value, as in PostgreSQL
 /// (DataFusion's own gives one array), named after the function; in FROM it is a
-/// table as before.
+/// table whose column is named after the function or its alias (DataFusion named it
+/// `value`). `sign` is PostgreSQL's name for `signum`.
 #[test]
-fn generate_series_in_a_select_list_gives_rows() {
+fn generate_series_gives_rows_named_as_in_postgresql() {
     let fx = Fixture::new();
     let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
     assert_eq!(text_result(&mut client, "SELECT generate_series(1, 3)"), (vec!["generate_series".to_string()], vec![vec!["1".to_string()], vec!["2".into()], vec!["3".into()]]));
@@ -494,6 +495,13 @@ fn generate_series_in_a_select_list_gives_rows() {
     assert_eq!(doubled, [["10", "x"], ["20", "x"]]);
     let (_, from) = text_result(&mut client, "SELECT count(*) FROM generate_series(1, 5)");
     assert_eq!(from, [["5"]]);
+    // In FROM, its column is named after the function, or after the alias given it.
+    let (names, rows) = text_result(&mut client, "SELECT g, g * 2 FROM generate_series(1, 3) g");
+    assert_eq!((names, rows), (vec!["g".to_string(), "?column?".into()], vec![vec!["1".to_string(), "2".into()], vec!["2".into(), "4".into()], vec!["3".into(), "6".into()]]));
+    let (names, _) = text_result(&mut client, "SELECT * FROM generate_series(1, 2)");
+    assert_eq!(names, ["generate_series"]);
+    let (_, rows) = text_result(&mut client, "SELECT generate_series, sign(-3), sign(2.5) FROM generate_series(1, 1)");
+    assert_eq!(rows, [["1", "-1", "1"]]);
 }
 
 /// A cast of a fractional number to an integer rounds, as in PostgreSQL (DataFusion's
