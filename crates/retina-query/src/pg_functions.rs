@@ -42,6 +42,7 @@ pub fn register(context: &SessionContext, keys: Arc<KeyDefinitions>) {
     // `varchar(n)` casts cut their text with it (`pg_rewrite`): DataFusion's `left`
     // under a name the column namer looks through.
     context.register_udf(datafusion::functions::unicode::left().as_ref().clone().with_aliases([CUT_TEXT_FUNCTION]));
+    context.register_udf(ScalarUDF::from(crate::pg_age::Age::new()));
     // PostgreSQL's name for the sign of a number.
     context.register_udf(datafusion::functions::math::signum().as_ref().clone().with_aliases(["sign"]));
     context.register_udf(ScalarUDF::from(CurrentSetting::new(ClientSettings::default())));

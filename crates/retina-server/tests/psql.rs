@@ -504,6 +504,22 @@ fn generate_series_gives_rows_named_as_in_postgresql() {
     assert_eq!(rows, [["1", "-1", "1"]]);
 }
 
+/// `age()`, PostgreSQL's calendar difference of two timestamps, answers as
+/// PostgreSQL 15 does; DataFusion has no such function.
+#[test]
+fn age_gives_postgresql_calendar_differences() {
+    let fx = Fixture::new();
+    let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
+    let sql = "SELECT age(timestamp '2024-03-15', timestamp '2023-01-01'), age(date '2024-03-01', date '2024-01-31'), \
+               age(timestamp '2023-01-01', timestamp '2024-03-15 10:00'), age(timestamptz '2024-03-31 00:00+00', timestamptz '2024-02-29 12:00+00'), \
+               extract(year FROM age(timestamp '2024-03-15', timestamp '1990-06-01')), age(CAST(NULL AS timestamp), timestamp '2024-01-01')";
+    let (names, rows) = text_result(&mut client, sql);
+    assert_eq!(rows, [["1 year 2 mons 14 days", "1 mon 1 day", "-1 years -2 mons -14 days -10:00:00", "1 mon 1 day 12:00:00", "33", "NULL"]]);
+    assert_eq!(names[0], "age");
+    let (_, today) = text_result(&mut client, "SELECT age(current_date) = interval '0 days', age(current_date - 1) > interval '0 days'");
+    assert_eq!(today, [["t", "t"]]);
+}
+
 /// A cast of a fractional number to an integer rounds, as in PostgreSQL (DataFusion's
 /// truncated: `2.7::int` was 2); a bigint stays exact; names stay PostgreSQL's.
 #[test]
@@ -579,6 +595,9 @@ fn intervals_compare_by_length_and_similar_to_matches_as_in_postgresql() {
     assert_eq!(text_result(&mut client, sql).1, [["t", "t", "t", "t", "2 days 03:00:00", "-2 days -03:00:00"]]);
     let sorted = "SELECT x FROM (VALUES (interval '25 hours'), (interval '1 day'), (interval '2 hours')) AS t(x) ORDER BY x DESC";
     assert_eq!(text_result(&mut client, sorted).1, [["25:00:00"], ["1 day"], ["02:00:00"]]);
+    // A null interval is NULL (arrow-pg wrote 00:00:00).
+    let nulls = "SELECT CAST(NULL AS interval), x FROM (VALUES (interval '1 day'), (NULL)) AS t(x) ORDER BY x NULLS FIRST";
+    assert_eq!(text_result(&mut client, nulls).1, [["NULL", "NULL"], ["NULL", "1 day"]]);
     let similar = "SELECT 'abc' SIMILAR TO 'a%', 'abc' SIMILAR TO '(a|b)c', 'abc' SIMILAR TO 'a.c', 'abc' NOT SIMILAR TO 'b%', \
                    (SELECT count(*) FROM shop.items WHERE name SIMILAR TO 'item 1_')";
     assert_eq!(text_result(&mut client, similar).1, [["t", "f", "f", "t", "10"]]);

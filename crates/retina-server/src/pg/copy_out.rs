@@ -9,7 +9,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use arrow_pg::encoder::encode_value;
 use futures::{stream, Stream, StreamExt};
 use pgwire::api::portal::Format;
 use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyResponse, CopyTextOptions, FieldInfo};
@@ -23,7 +22,7 @@ use retina_query::datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use retina_query::datafusion::sql::sqlparser::parser::Parser;
 use retina_query::QueryStream;
 
-use super::encode::fields;
+use super::encode::{encode_cell, fields};
 use super::errors::{stream_error, user_error};
 use super::text_values::as_postgres_text;
 
@@ -202,7 +201,7 @@ fn rows_stream(state: Rows) -> impl Stream<Item = PgWireResult<CopyData>> + Send
                     let schema = batch.schema();
                     for row in 0..batch.num_rows() {
                         for (column, array) in batch.columns().iter().enumerate() {
-                            if let Err(error) = encode_value(&mut state.encoder, array, row, schema.field(column), &state.fields[column]) {
+                            if let Err(error) = encode_cell(&mut state.encoder, array, row, schema.field(column), &state.fields[column]) {
                                 state.done = true;
                                 return Some((Err(error), state));
                             }

@@ -2,18 +2,21 @@
 //! (arrow-pg): Int16/32/64 to int2/int4/int8, Float32/64 to float4/float8,
 //! Decimal128 to numeric, Utf8 to text, Boolean to bool, Date32 to date, Timestamp to
 //! timestamp or timestamptz, Binary to bytea. Floats, timestamps and times in text
-//! are written as PostgreSQL writes them ([`super::text_values`]).
+//! are written as PostgreSQL writes them ([`super::text_values`]), and nulls as SQL
+//! NULL whatever their type ([`encode_cell`]).
 
 use std::sync::Arc;
 
-use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
+use arrow_pg::datatypes::arrow_schema_to_pg_fields;
+use arrow_pg::encoder::{encode_value, Encoder};
 use futures::{stream, Stream, StreamExt};
 use pgwire::api::portal::Format;
-use pgwire::api::results::{FieldInfo, QueryResponse};
+use pgwire::api::results::{DataRowEncoder, FieldInfo, QueryResponse};
 use pgwire::error::{PgWireError, PgWireResult};
 use pgwire::messages::data::DataRow;
 use pgwire::types::format::FormatOptions;
-use retina_query::datafusion::arrow::datatypes::Schema;
+use retina_query::datafusion::arrow::array::{Array, ArrayRef};
+use retina_query::datafusion::arrow::datatypes::{Field, Schema};
 use retina_query::datafusion::arrow::record_batch::RecordBatch;
 use retina_query::pg_compat::numeric_typmod;
 use retina_query::QueryStream;
@@ -75,7 +78,7 @@ pub fn encode_batches(
     batches.flat_map(move |batch| {
         let rows: Box<dyn Iterator<Item = PgWireResult<DataRow>> + Send + Sync> = match batch {
             Ok(batch) => match as_postgres_text(batch, &fields) {
-                Ok(batch) => encode_recordbatch(Arc::clone(&fields), batch),
+                Ok(batch) => Box::new(data_rows(Arc::clone(&fields), batch)),
                 Err(error) => Box::new(std::iter::once(Err(PgWireError::ApiError(Box::new(error))))),
             },
             Err(error) => Box::new(std::iter::once(Err::<DataRow, PgWireError>(error))),
@@ -84,3 +87,25 @@ pub fn encode_batches(
     })
 }
 
+
+/// The rows of `batch`, each value through [`encode_cell`].
+fn data_rows(fields: Arc<Vec<FieldInfo>>, batch: RecordBatch) -> impl Iterator<Item = PgWireResult<DataRow>> + Send + Sync {
+    let mut encoder = DataRowEncoder::new(Arc::clone(&fields));
+    (0..batch.num_rows()).map(move |row| {
+        let schema = batch.schema_ref();
+        for (column, array) in batch.columns().iter().enumerate() {
+            encode_cell(&mut encoder, array, row, schema.field(column), &fields[column])?;
+        }
+        Ok(encoder.take_row())
+    })
+}
+
+/// One value of a result through arrow-pg's encoder, except a null: arrow-pg reads
+/// an interval's slot without checking it (a NULL interval went out as
+/// `00:00:00`), so every null is written here as SQL NULL, whatever its type.
+pub fn encode_cell<E: Encoder>(encoder: &mut E, array: &ArrayRef, row: usize, arrow_field: &Field, pg_field: &FieldInfo) -> PgWireResult<()> {
+    if array.is_null(row) {
+        return encoder.encode_field(&None::<i32>, pg_field);
+    }
+    encode_value(encoder, array, row, arrow_field, pg_field)
+}
