@@ -97,34 +97,24 @@ fn age(later: NaiveDateTime, earlier: NaiveDateTime) -> IntervalMonthDayNano {
     let negative = later < earlier;
     let sign = if negative { -1 } else { 1 };
     let [mut year, mut month, mut day, mut hour, mut minute, mut second, mut micros] = std::array::from_fn(|i| sign * (a[i] - b[i]));
-    while micros < 0 {
-        micros += 1_000_000;
-        second -= 1;
-    }
-    while second < 0 {
-        second += 60;
-        minute -= 1;
-    }
-    while minute < 0 {
-        minute += 60;
-        hour -= 1;
-    }
-    while hour < 0 {
-        hour += 24;
-        day -= 1;
-    }
+    carry(&mut micros, &mut second, 1_000_000);
+    carry(&mut second, &mut minute, 60);
+    carry(&mut minute, &mut hour, 60);
+    carry(&mut hour, &mut day, 24);
     // A day is borrowed from the month of the earlier timestamp.
     let (borrow_year, borrow_month) = if negative { (a[0], a[1]) } else { (b[0], b[1]) };
-    while day < 0 {
-        day += days_in_month(borrow_year, borrow_month);
-        month -= 1;
-    }
-    while month < 0 {
-        month += 12;
-        year -= 1;
-    }
+    carry(&mut day, &mut month, days_in_month(borrow_year, borrow_month));
+    carry(&mut month, &mut year, 12);
     let nanos = (((hour * 60 + minute) * 60 + second) * 1_000_000 + micros) * 1_000;
     IntervalMonthDayNano::new((sign * (year * 12 + month)) as i32, (sign * day) as i32, sign * nanos)
+}
+
+/// While `lower` is negative, borrows one `upper` worth `units` of it.
+fn carry(lower: &mut i64, upper: &mut i64, units: i64) {
+    while *lower < 0 {
+        *lower += units;
+        *upper -= 1;
+    }
 }
 
 fn days_in_month(year: i64, month: i64) -> i64 {
