@@ -27,7 +27,7 @@ pub mod pg_compat;
 pub mod pg_functions;
 mod pg_arithmetic;
 mod pg_casts;
-mod pg_intervals;
+pub mod pg_intervals;
 mod pg_literals;
 pub mod pg_keys;
 pub mod pg_overrides;

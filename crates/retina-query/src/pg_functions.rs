@@ -43,6 +43,8 @@ pub fn register(context: &SessionContext, keys: Arc<KeyDefinitions>) {
     // under a name the column namer looks through.
     context.register_udf(datafusion::functions::unicode::left().as_ref().clone().with_aliases([CUT_TEXT_FUNCTION]));
     context.register_udf(ScalarUDF::from(crate::pg_age::Age::new()));
+    context.register_udf(ScalarUDF::from(crate::pg_intervals::IntervalScaled::mul()));
+    context.register_udf(ScalarUDF::from(crate::pg_intervals::IntervalScaled::div()));
     // PostgreSQL's name for the sign of a number.
     context.register_udf(datafusion::functions::math::signum().as_ref().clone().with_aliases(["sign"]));
     context.register_udf(ScalarUDF::from(CurrentSetting::new(ClientSettings::default())));

@@ -9,14 +9,20 @@
 //! durations, which a timestamp difference is) compares their lengths, and a sort
 //! key of that type sorts by its length. `min`/`max` of intervals still take Arrow's
 //! order.
+//!
+//! Also PostgreSQL's `interval_mul` and `interval_div` ([`IntervalScaled`]), which
+//! `7 * interval '1 day'` and `interval '3 hours' / 2` become (`pg_rewrite`):
+//! DataFusion refused to multiply an interval by a number.
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, Decimal128Array};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, Decimal128Array, IntervalMonthDayNanoArray};
+use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{
-    DataType, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType, DurationSecondType, IntervalDayTimeType,
-    IntervalMonthDayNanoType, IntervalUnit, IntervalYearMonthType, TimeUnit,
+    DataType, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType, DurationSecondType, Float64Type, IntervalDayTimeType,
+    IntervalMonthDayNano, IntervalMonthDayNanoType, IntervalUnit, IntervalYearMonthType, TimeUnit,
 };
+use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
@@ -158,6 +164,24 @@ mod tests {
 
     use super::*;
 
+    /// Each as PostgreSQL 15 answers it.
+    #[test]
+    fn intervals_scale_as_in_postgresql() {
+        let hour = 3_600_000_000_000i64;
+        let cases = [
+            (IntervalMonthDayNano::new(0, 1, 0), 7.0, IntervalMonthDayNano::new(0, 7, 0)),
+            (IntervalMonthDayNano::new(0, 0, hour), 1.5, IntervalMonthDayNano::new(0, 0, 3 * hour / 2)),
+            (IntervalMonthDayNano::new(0, 0, 3 * hour), 0.5, IntervalMonthDayNano::new(0, 0, 3 * hour / 2)),
+            (IntervalMonthDayNano::new(1, 0, 0), 2.5, IntervalMonthDayNano::new(2, 15, 0)),
+            (IntervalMonthDayNano::new(0, 1, 0), 1.5, IntervalMonthDayNano::new(0, 1, 12 * hour)),
+            (IntervalMonthDayNano::new(1, 1, hour), -2.0, IntervalMonthDayNano::new(-2, -2, -2 * hour)),
+        ];
+        for (span, factor, want) in cases {
+            assert_eq!(interval_mul(span, factor).expect("in range"), want, "{span:?} * {factor}");
+        }
+        assert!(interval_mul(IntervalMonthDayNano::new(i32::MAX, 0, 0), 2.0).is_err());
+    }
+
     #[test]
     fn a_month_is_thirty_days_and_a_day_twenty_four_hours() {
         let hour = 3_600_000_000_000i64;
@@ -177,4 +201,104 @@ mod tests {
         let day = lengths.value(2);
         assert_eq!(super::lengths(&durations).expect("lengths").as_primitive::<datafusion::arrow::datatypes::Decimal128Type>().value(0), day);
     }
+}
+
+/// Names of PostgreSQL's functions behind `number * interval` and `interval / number`.
+pub const INTERVAL_MUL_FUNCTION: &str = "interval_mul";
+pub const INTERVAL_DIV_FUNCTION: &str = "interval_div";
+
+/// `interval_mul(interval, factor)` and `interval_div(interval, divisor)` as
+/// PostgreSQL computes them: the whole months and days scale, and their fractions
+/// cascade down (a month as 30 days, a day as 24 hours), never up.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct IntervalScaled {
+    divide: bool,
+    signature: Signature,
+}
+
+impl IntervalScaled {
+    pub fn mul() -> Self {
+        Self { divide: false, signature: Signature::any(2, Volatility::Immutable) }
+    }
+
+    pub fn div() -> Self {
+        Self { divide: true, signature: Signature::any(2, Volatility::Immutable) }
+    }
+}
+
+impl ScalarUDFImpl for IntervalScaled {
+    fn name(&self) -> &str {
+        if self.divide {
+            INTERVAL_DIV_FUNCTION
+        } else {
+            INTERVAL_MUL_FUNCTION
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match arg_types {
+            [DataType::Interval(_) | DataType::Null, factor] if factor.is_numeric() || factor.is_null() => {
+                Ok(DataType::Interval(IntervalUnit::MonthDayNano))
+            }
+            _ => Err(DataFusionError::Plan(format!("{} takes an interval and a number, not {arg_types:?}", self.name()))),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let scalars = args.args.iter().all(|arg| matches!(arg, ColumnarValue::Scalar(_)));
+        let [interval, factor] = args.args.as_slice() else {
+            return Err(DataFusionError::Internal(format!("{} takes two arguments", self.name())));
+        };
+        let interval = cast(&interval.to_array(rows)?, &DataType::Interval(IntervalUnit::MonthDayNano))?;
+        let factor = cast(&factor.to_array(rows)?, &DataType::Float64)?;
+        let (interval, factor) = (interval.as_primitive::<IntervalMonthDayNanoType>(), factor.as_primitive::<Float64Type>());
+        let mut scaled = Vec::with_capacity(rows);
+        for row in 0..rows {
+            if interval.is_null(row) || factor.is_null(row) {
+                scaled.push(None);
+                continue;
+            }
+            let factor = match (self.divide, factor.value(row)) {
+                (true, divisor) if divisor == 0.0 => return Err(DataFusionError::ArrowError(Box::new(ArrowError::DivideByZero), None)),
+                (true, divisor) => 1.0 / divisor,
+                (false, factor) => factor,
+            };
+            scaled.push(Some(interval_mul(interval.value(row), factor)?));
+        }
+        let scaled: ArrayRef = Arc::new(IntervalMonthDayNanoArray::from(scaled));
+        match scalars {
+            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&scaled, 0)?)),
+            false => Ok(ColumnarValue::Array(scaled)),
+        }
+    }
+}
+
+/// PostgreSQL's `interval_mul` (timestamp.c), on nanoseconds.
+fn interval_mul(span: IntervalMonthDayNano, factor: f64) -> Result<IntervalMonthDayNano> {
+    const SECONDS_PER_DAY: f64 = 86_400.0;
+    // PostgreSQL's TSROUND: to whole microseconds, so whole numbers come out whole.
+    let round_micros = |value: f64| (value * 1e6).round_ties_even() / 1e6;
+    let out_of_range = || DataFusionError::Execution("interval out of range".into());
+    let whole = |value: f64| if value.is_finite() && value.abs() <= f64::from(i32::MAX) { Ok(value.trunc() as i32) } else { Err(out_of_range()) };
+    let months = whole(f64::from(span.months) * factor)?;
+    let mut days = whole(f64::from(span.days) * factor)?;
+    let month_remainder_days = round_micros((f64::from(span.months) * factor - f64::from(months)) * DAYS_PER_MONTH as f64);
+    let mut second_remainder =
+        round_micros((f64::from(span.days) * factor - f64::from(days) + month_remainder_days - month_remainder_days.trunc()) * SECONDS_PER_DAY);
+    if second_remainder.abs() >= SECONDS_PER_DAY {
+        let whole_days = (second_remainder / SECONDS_PER_DAY).trunc();
+        days += whole_days as i32;
+        second_remainder -= whole_days * SECONDS_PER_DAY;
+    }
+    days += month_remainder_days.trunc() as i32;
+    let micros = ((span.nanoseconds as f64 / 1e3) * factor + second_remainder * 1e6).round_ties_even();
+    if !micros.is_finite() || micros.abs() >= 9.2e15 {
+        return Err(out_of_range());
+    }
+    Ok(IntervalMonthDayNano::new(months, days, micros as i64 * 1_000))
 }

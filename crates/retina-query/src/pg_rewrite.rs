@@ -26,6 +26,8 @@
 //! - intervals written as times (`'01:30:00'`), respelled, and numbers with an
 //!   exponent (`1e20`) written out ([`crate::pg_literals`]);
 //! - `varchar(n)` and `char(n)` casts, which cut the text to n characters;
+//! - `number * interval` and `interval / number`: PostgreSQL's `interval_mul` and
+//!   `interval_div` ([`crate::pg_intervals`]);
 //! - `x SIMILAR TO 'pattern'`: `x ~ 'regex'` with the regular expression
 //!   PostgreSQL reads the pattern as ([`crate::pg_literals`]);
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
@@ -37,7 +39,7 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_expressions, visit_expressions_mut, AccessExpr, CharacterLength, DataType as SqlDataType, DateTimeField, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
+    visit_expressions, visit_expressions_mut, AccessExpr, BinaryOperator, CharacterLength, DataType as SqlDataType, DateTimeField, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
     Fetch, LimitClause, NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableAlias, TableAliasColumnDef, TableFactor, Value, VisitMut,
     VisitorMut, WindowSpec, WindowType,
 };
@@ -122,6 +124,16 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
                 }
                 crate::pg_literals::ExponentLiteral::Float => parse(&format!("CAST('{text}' AS DOUBLE PRECISION)")),
             }
+        }
+        // `number * interval` and `interval / number`, which DataFusion refuses, as
+        // PostgreSQL's functions of those operators (`pg_intervals`), where one side
+        // is written as an interval.
+        Expr::BinaryOp { left, op: BinaryOperator::Multiply, right } if is_interval(right) || is_interval(left) => {
+            let (interval, factor) = if is_interval(right) { (right, left) } else { (left, right) };
+            parse(&format!("{}({interval}, {factor})", crate::pg_intervals::INTERVAL_MUL_FUNCTION))
+        }
+        Expr::BinaryOp { left, op: BinaryOperator::Divide, right } if is_interval(left) => {
+            parse(&format!("{}({left}, {right})", crate::pg_intervals::INTERVAL_DIV_FUNCTION))
         }
         Expr::SimilarTo { negated, expr: subject, pattern, escape_char } => {
             let Expr::Value(pattern) = pattern.as_ref() else { return None };
@@ -270,6 +282,15 @@ impl VisitorMut for SeriesColumnNamed {
 /// microseconds field holds the seconds and the fraction.
 fn seconds_with_fraction(source: &Expr) -> Option<Expr> {
     parse(&format!("date_part('microsecond', {source}) / CAST(1000000 AS DOUBLE PRECISION)"))
+}
+
+/// Whether `expr` is written as an interval: `interval '1 day'`, `'1 day'::interval`.
+fn is_interval(expr: &Expr) -> bool {
+    match expr {
+        Expr::Interval(_) | Expr::Cast { data_type: SqlDataType::Interval { .. }, .. } => true,
+        Expr::Nested(inner) => is_interval(inner),
+        _ => false,
+    }
 }
 
 /// For a character type (`varchar`, `char` and their long names): its length, if it

@@ -585,6 +585,7 @@ fn character_lengths_exponents_and_float_rounding_read_as_in_postgresql() {
 /// `now() - t > interval '3 days'` was false for every row. A timestamp difference
 /// reads as days and a time. `SIMILAR TO` matches the whole text, `%` and `_` as
 /// wildcards (DataFusion took the pattern for an unanchored regular expression).
+/// An interval times a number is PostgreSQL's `interval_mul`.
 #[test]
 fn intervals_compare_by_length_and_similar_to_matches_as_in_postgresql() {
     let fx = Fixture::new();
@@ -595,6 +596,14 @@ fn intervals_compare_by_length_and_similar_to_matches_as_in_postgresql() {
     assert_eq!(text_result(&mut client, sql).1, [["t", "t", "t", "t", "2 days 03:00:00", "-2 days -03:00:00"]]);
     let sorted = "SELECT x FROM (VALUES (interval '25 hours'), (interval '1 day'), (interval '2 hours')) AS t(x) ORDER BY x DESC";
     assert_eq!(text_result(&mut client, sorted).1, [["25:00:00"], ["1 day"], ["02:00:00"]]);
+    // An interval times or divided by a number, which DataFusion refused.
+    let scaled = "SELECT 7 * interval '1 day', interval '1 hour' * 1.5, interval '3 hours' / 2, 2.5 * interval '1 month', \
+                  max(qty * interval '1 minute'), count(*) FILTER (WHERE now() - 7 * interval '1 day' < now()) FROM shop.items";
+    let (names, rows) = text_result(&mut client, scaled);
+    assert_eq!(rows, [["7 days", "01:30:00", "01:30:00", "2 mons 15 days", "00:09:00", "500"]]);
+    assert_eq!(names[0], "?column?");
+    let stderr = fx.psql_error("SELECT interval '1 day' / 0");
+    assert!(stderr.contains("ERROR:  22012: division by zero"), "{stderr}");
     // A null interval is NULL (arrow-pg wrote 00:00:00).
     let nulls = "SELECT CAST(NULL AS interval), x FROM (VALUES (interval '1 day'), (NULL)) AS t(x) ORDER BY x NULLS FIRST";
     assert_eq!(text_result(&mut client, nulls).1, [["NULL", "NULL"], ["NULL", "1 day"]]);

@@ -12,6 +12,7 @@ use retina_query::datafusion::sql::sqlparser::ast::{
     DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr,
     Statement as SqlStatement, TrimWhereField,
 };
+use retina_query::pg_intervals::{INTERVAL_DIV_FUNCTION, INTERVAL_MUL_FUNCTION};
 use retina_query::pg_rewrite::CUT_TEXT_FUNCTION;
 
 /// The name PostgreSQL gives each result column of `statement`, where it can be
@@ -84,6 +85,12 @@ fn figured(expr: &Expr) -> Option<(String, u8)> {
             _ => Some((type_name(data_type), 1)),
         },
         Expr::TypedString(typed) => Some((type_name(&typed.data_type), 1)),
+        // An operator written as a function by `pg_rewrite` names no column, as the operator.
+        Expr::Function(function)
+            if matches!(last_name(&function.name).as_deref(), Some(INTERVAL_MUL_FUNCTION | INTERVAL_DIV_FUNCTION)) =>
+        {
+            None
+        }
         // The cut a `varchar(n)` cast was given (`pg_rewrite`) names as its text.
         Expr::Function(function) if last_name(&function.name).as_deref() == Some(CUT_TEXT_FUNCTION) => match &function.args {
             FunctionArguments::List(list) => match list.args.first() {
