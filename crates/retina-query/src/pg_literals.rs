@@ -4,8 +4,8 @@
 //! - an interval written as a time, `'01:30:00'`, `'1:30'`, `'2 days 04:05:06.5'`:
 //!   DataFusion reads only unit words (`1 hours 30 minutes`) (`pg_rewrite`);
 //! - a timestamp without seconds, `'2024-01-01 10:00'`: Arrow's parser wants them;
-//!   and a date written with a time, `'2024-01-05 10:00'`, read as a date
-//!   (`pg_casts`);
+//!   and a date written with a time, `'2024-01-05 10:00'`, read as a date; a zone
+//!   written after a `timestamp`'s time, ignored (`pg_casts`);
 //! - a number with an exponent, `1e20`, `1.5e3`: DataFusion reads it as a decimal of
 //!   negative scale, which no result can carry (`SELECT 1e20` failed); it is written
 //!   out (`1500.`) (`pg_rewrite`);
@@ -165,6 +165,24 @@ pub fn timestamp_with_seconds(text: &str) -> Option<String> {
     Some(format!("{}:00{}", &text[..cut], zone))
 }
 
+/// `text` as a `timestamp` (without time zone) reads it in PostgreSQL: a zone after
+/// the time (`+02`, `-05:30`, `Z`, ` UTC`) is ignored, where Arrow's parser moved the
+/// time to UTC (`'2024-01-01 03:00+02'::timestamp` was 01:00), and missing seconds
+/// are added; `None` when neither applies.
+pub fn wall_clock_timestamp(text: &str) -> Option<String> {
+    let rest = time_after_date(text)?;
+    let time_len = rest.bytes().take_while(|b| b.is_ascii_digit() || *b == b':' || *b == b'.').count();
+    let zone = &rest[time_len..];
+    let offset = zone.trim_start();
+    let is_zone = matches!(offset, "Z" | "z" | "UTC" | "GMT")
+        || (offset.len() > 1 && offset.starts_with(['+', '-']) && offset[1..].bytes().all(|b| b.is_ascii_digit() || b == b':'));
+    if zone.is_empty() || !is_zone {
+        return timestamp_with_seconds(text);
+    }
+    let wall = &text[..text.len() - zone.len()];
+    Some(timestamp_with_seconds(wall).unwrap_or_else(|| wall.to_string()))
+}
+
 /// The date of `text` when it is a date followed by a time (`2024-01-05 10:00`,
 /// `2024-01-05T10:00:00Z`), as PostgreSQL reads such text as a date; `None` otherwise.
 pub fn date_of_timestamp(text: &str) -> Option<String> {
@@ -204,6 +222,17 @@ mod tests {
         assert!(matches("$^", "$^"));
         assert_eq!(regex_of_similar_to("a\\", Some('\\')), None, "a trailing escape");
         assert_eq!(regex_of_similar_to("a#%", Some('#')), Some("^(?:a\\%)$".into()));
+    }
+
+    #[test]
+    fn a_timestamp_without_zone_ignores_the_zone_written() {
+        assert_eq!(wall_clock_timestamp("2024-01-01 03:00:00+02").as_deref(), Some("2024-01-01 03:00:00"));
+        assert_eq!(wall_clock_timestamp("2024-01-01 03:00-05:30").as_deref(), Some("2024-01-01 03:00:00"));
+        assert_eq!(wall_clock_timestamp("2024-01-01T03:00:00.5Z").as_deref(), Some("2024-01-01T03:00:00.5"));
+        assert_eq!(wall_clock_timestamp("2024-01-01 03:00 UTC").as_deref(), Some("2024-01-01 03:00:00"));
+        assert_eq!(wall_clock_timestamp("2024-01-01 03:00").as_deref(), Some("2024-01-01 03:00:00"), "seconds only");
+        assert_eq!(wall_clock_timestamp("2024-01-01 03:00:00"), None, "nothing to change");
+        assert_eq!(wall_clock_timestamp("2024-01-01 03:00:00 Europe/Paris"), None, "a named zone is left to Arrow");
     }
 
     #[test]
