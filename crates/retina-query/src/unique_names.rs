@@ -6,9 +6,10 @@
 //! require unique expression names"), and its names are not PostgreSQL's: a cast
 //! does not count, so `arrow_typeof(x::date)` and `arrow_typeof(x)` collide too. So
 //! a statement refused for that alone is planned again with every item of its select
-//! lists named uniquely ([`with_unique_names`]). Only the plan's names change: the
-//! PostgreSQL endpoint names result columns from the statement's text, not from the
-//! plan.
+//! lists named uniquely ([`with_unique_names`]), those of a CTE that lists its
+//! columns too (`WITH RECURSIVE fib(a, b) AS (SELECT 0::bigint, 0 …)`). Only the
+//! plan's names change: the PostgreSQL endpoint names result columns from the
+//! statement's text, not from the plan.
 
 use datafusion::error::DataFusionError;
 use datafusion::sql::parser::Statement;
@@ -33,6 +34,13 @@ pub(crate) fn with_unique_names(statement: &Statement) -> Option<Statement> {
 }
 
 fn name_query(query: &mut Query) {
+    if let Some(with) = &mut query.with {
+        // A CTE with a column list (`WITH t(a, b) AS (…)`) is read by those names,
+        // so its select lists may be named apart too; one without is read by them.
+        for cte in with.cte_tables.iter_mut().filter(|cte| !cte.alias.columns.is_empty()) {
+            name_query(&mut cte.query);
+        }
+    }
     name_body(&mut query.body);
 }
 
@@ -95,6 +103,14 @@ mod tests {
         assert_eq!(
             named("SELECT x, x FROM a UNION ALL SELECT y, y FROM b"),
             r#"SELECT x AS "x", x AS "x (2)" FROM a UNION ALL SELECT y AS "y", y AS "y (2)" FROM b"#
+        );
+    }
+
+    #[test]
+    fn a_cte_with_a_column_list_is_named_apart_and_one_without_is_not() {
+        assert_eq!(
+            named("WITH f(a, b) AS (SELECT 1, 1), g AS (SELECT 2, 2) SELECT * FROM f, g"),
+            r#"WITH f (a, b) AS (SELECT 1 AS "1", 1 AS "1 (2)"), g AS (SELECT 2, 2) SELECT * FROM f, g"#
         );
     }
 

@@ -441,6 +441,10 @@ fn result_columns_may_share_a_name_as_in_postgresql() {
     assert_eq!(fx.psql_ok("SELECT count(*), count(*) FROM shop.items"), "500|500");
     assert_eq!(fx.psql_ok("SELECT id, id, 1 AS a, 2 AS a FROM shop.items WHERE id = 3"), "3|3|1|2");
     assert_eq!(fx.psql_ok("SELECT arrow_typeof(id::int), arrow_typeof(id) FROM shop.items WHERE id = 3"), "Int32|Int64");
+    // A CTE's select list is read by its column list.
+    let fibonacci = "WITH RECURSIVE fib(a, b, n) AS (SELECT 0::bigint, 1::bigint, 1 UNION ALL SELECT b, a + b, n + 1 FROM fib WHERE n < 50) \
+                     SELECT max(a), count(*) FROM fib";
+    assert_eq!(fx.psql_ok(fibonacci), "7778742049|50");
     let mut client = PgClient::connect(&fx.addr().to_string(), "retina", "retina").expect("connect");
     for sql in ["SELECT count(*), count(*), id AS n, id AS \"N\", id AS n FROM shop.items WHERE id = 3 GROUP BY id ORDER BY id"] {
         let StatementOutcome::Rows(result) = client.query_params(sql, &[]).expect("query") else { panic!("expected rows") };
