@@ -20,8 +20,8 @@
 //!   [`NamedWindowsMerged`]);
 //! - `FETCH FIRST n ROWS ONLY` (see [`FetchAsLimit`]);
 //! - the column of `generate_series(…)` in FROM (see [`SeriesColumnNamed`]);
-//! - `to_char`'s PostgreSQL date patterns (`YYYY-MM`) as chrono's
-//!   ([`crate::to_char_pattern`]);
+//! - the PostgreSQL date patterns (`YYYY-MM`) of `to_char`, `to_date` and
+//!   `to_timestamp` as chrono's ([`crate::to_char_pattern`]);
 //! - `generate_series` and `EXISTS` in a select list ([`crate::pg_select_list`]);
 //! - intervals written as times (`'01:30:00'`), respelled, and numbers with an
 //!   exponent (`1e20`) written out ([`crate::pg_literals`]);
@@ -180,7 +180,8 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
         // PostgreSQL's seconds field keeps the fraction (12.5); DataFusion's is a
         // whole number.
         Expr::Extract { field: DateTimeField::Second | DateTimeField::Seconds, expr: source, .. } => seconds_with_fraction(source),
-        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("to_char") => {
+        // The same patterns read dates and timestamps: `to_date('05/07/2024', 'MM/DD/YYYY')`.
+        Expr::Function(function) if ["to_char", "to_date", "to_timestamp"].iter().any(|name| function.name.to_string().eq_ignore_ascii_case(name)) => {
             let FunctionArguments::List(list) = &mut function.args else { return None };
             let [_, FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(format)))] = list.args.as_mut_slice() else { return None };
             if let Value::SingleQuotedString(pattern) = &mut format.value {

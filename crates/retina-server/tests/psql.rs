@@ -424,13 +424,16 @@ fn fetch_first_rows_only_pages_like_limit() {
 /// pattern itself (`YYYY-MM`) for every row. Patterns written for DataFusion still
 /// work.
 #[test]
-fn to_char_reads_postgresql_date_patterns() {
+fn to_char_to_date_and_to_timestamp_read_postgresql_date_patterns() {
     let fx = Fixture::new();
     let out = fx.psql_ok(
         "SELECT to_char(TIMESTAMP '2024-03-05 14:07:09.123', 'YYYY-MM-DD HH24:MI:SS.MS'), to_char(DATE '2024-03-05', 'FMDD FMMonth YYYY'), \
          to_char(TIMESTAMP '2024-03-05 14:07:09', 'HH12:MI AM'), to_char(DATE '2024-03-05', '%Y/%m')",
     );
     assert_eq!(out, "2024-03-05 14:07:09.123|5 March 2024|02:07 PM|2024/03");
+    // The same patterns read text as dates and timestamps, as PostgreSQL's do.
+    let read = fx.psql_ok("SELECT to_date('05/07/2024', 'MM/DD/YYYY'), to_timestamp('2024-05-07 10:11', 'YYYY-MM-DD HH24:MI'), to_date('7 May 2024', 'DD Mon YYYY')");
+    assert_eq!(read, "2024-05-07|2024-05-07 10:11:00+00|2024-05-07");
 }
 
 /// PostgreSQL allows result columns that share a name; DataFusion's plan needs them
