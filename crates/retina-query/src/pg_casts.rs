@@ -8,12 +8,12 @@
 //! - **`round` of a float** rounds a tie to even too (`round(2.5::float8)` is 2),
 //!   where DataFusion's rounds it away from zero (3).
 //! - **Text to timestamps and dates**: a timestamp without seconds
-//!   (`'2024-01-01 10:00'`) gets them, and a date written with a time
-//!   (`'2024-01-05 10:00'::date`) is read by its date, where Arrow's parsers refuse
-//!   both. A zone written after a `timestamp`'s time (without time zone) is ignored,
-//!   as PostgreSQL ignores it, where Arrow's parser moved the time to UTC. This
-//!   covers the casts type coercion adds too:
-//!   `WHERE o_entry_d > '2024-01-01 10:00'`.
+//!   (`'2024-01-01 10:00'`) gets them, a date written with a time
+//!   (`'2024-01-05 10:00'::date`) is read by its date, and `'2024-1-5'` and
+//!   `'20240105'` are dates, where Arrow's parsers refuse them. A zone written after
+//!   a `timestamp`'s time (without time zone) is ignored, as PostgreSQL ignores it,
+//!   where Arrow's parser moved the time to UTC. This covers the casts type coercion
+//!   adds too: `WHERE o_entry_d > '2024-01-01 10:00'`.
 //!
 //! An analyzer rule, because only after type coercion are an operand's type and the
 //! casts coercion adds known (`CAST(x AS INT)` of a bigint column must stay exact,
@@ -29,7 +29,7 @@ use datafusion::logical_expr::expr::{Cast, TryCast};
 use datafusion::logical_expr::{cast, lit, when, Expr, ExprSchemable, LogicalPlan};
 use datafusion::optimizer::AnalyzerRule;
 
-use crate::pg_literals::{date_of_timestamp, timestamp_with_seconds, wall_clock_timestamp};
+use crate::pg_literals::{postgres_date, timestamp_with_seconds, wall_clock_timestamp};
 use crate::plan_rewrite::rewrite_expressions;
 
 /// Rewrites the casts of a plan's expressions (see the module's documentation).
@@ -58,7 +58,7 @@ fn postgres_cast(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
         DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 => rounded(operand, schema),
         DataType::Timestamp(_, None) => respelled_text(operand, wall_clock_timestamp),
         DataType::Timestamp(..) => respelled_text(operand, timestamp_with_seconds),
-        DataType::Date32 | DataType::Date64 => respelled_text(operand, date_of_timestamp),
+        DataType::Date32 | DataType::Date64 => respelled_text(operand, postgres_date),
         _ => None,
     };
     let Some(new_operand) = new_operand else { return Transformed::no(expr) };

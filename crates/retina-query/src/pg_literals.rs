@@ -4,8 +4,9 @@
 //! - an interval written as a time, `'01:30:00'`, `'1:30'`, `'2 days 04:05:06.5'`:
 //!   DataFusion reads only unit words (`1 hours 30 minutes`) (`pg_rewrite`);
 //! - a timestamp without seconds, `'2024-01-01 10:00'`: Arrow's parser wants them;
-//!   and a date written with a time, `'2024-01-05 10:00'`, read as a date; a zone
-//!   written after a `timestamp`'s time, ignored (`pg_casts`);
+//!   a date written with a time, `'2024-01-05 10:00'`, read as a date, and dates
+//!   written `2024-1-5` or `20240105`; a zone written after a `timestamp`'s time,
+//!   ignored (`pg_casts`);
 //! - a number with an exponent, `1e20`, `1.5e3`: DataFusion reads it as a decimal of
 //!   negative scale, which no result can carry (`SELECT 1e20` failed); it is written
 //!   out (`1500.`) (`pg_rewrite`);
@@ -190,6 +191,27 @@ pub fn date_of_timestamp(text: &str) -> Option<String> {
     time.starts_with(|c: char| c.is_ascii_digit()).then(|| text[..10].to_string())
 }
 
+/// `text` as PostgreSQL reads it as a date, where Arrow's parser wants `YYYY-MM-DD`
+/// alone: a date with a time is read by its date ([`date_of_timestamp`]), a month or
+/// day of one digit is padded (`2024-1-5`), and `YYYYMMDD` is split; `None` for text
+/// that needs none of these.
+pub fn postgres_date(text: &str) -> Option<String> {
+    if let Some(date) = date_of_timestamp(text) {
+        return Some(date);
+    }
+    let text = text.trim();
+    if text.len() == 8 && text.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(format!("{}-{}-{}", &text[..4], &text[4..6], &text[6..]));
+    }
+    let parts: Vec<&str> = text.split('-').collect();
+    let [year, month, day] = parts.as_slice() else { return None };
+    let digits = |part: &str, most: usize| (1..=most).contains(&part.len()) && part.bytes().all(|b| b.is_ascii_digit());
+    if year.len() != 4 || !digits(year, 4) || !digits(month, 2) || !digits(day, 2) || (month.len() == 2 && day.len() == 2) {
+        return None;
+    }
+    Some(format!("{year}-{month:0>2}-{day:0>2}"))
+}
+
 /// What follows `YYYY-MM-DD` and a space or `T` at the start of `text`.
 fn time_after_date(text: &str) -> Option<&str> {
     let bytes = text.as_bytes();
@@ -259,6 +281,17 @@ mod tests {
         assert_eq!(interval_from_time("2 days 04:05:06").as_deref(), Some("2 days 04 hours 05 minutes 06 seconds"));
         for other in ["1 hour", "10", "1:2", "a:30", "01:30:00:00", "1 week 01:00", "01:30:x", "", "1.5:30"] {
             assert_eq!(interval_from_time(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn dates_read_as_postgresql_reads_them() {
+        assert_eq!(postgres_date("2024-1-5").as_deref(), Some("2024-01-05"));
+        assert_eq!(postgres_date("2024-12-5").as_deref(), Some("2024-12-05"));
+        assert_eq!(postgres_date("20240105").as_deref(), Some("2024-01-05"));
+        assert_eq!(postgres_date("2024-01-05 10:00").as_deref(), Some("2024-01-05"));
+        for unchanged in ["2024-01-05", "24-1-5", "2024-1", "2024-x-5", "Jan 5 2024", "2024-123-5"] {
+            assert_eq!(postgres_date(unchanged), None, "{unchanged}");
         }
     }
 

@@ -568,6 +568,9 @@ fn floats_timestamps_and_times_are_written_in_text_as_postgresql_writes_them() {
     // A zone written in a timestamp without time zone is ignored, as PostgreSQL does.
     let zones = "SELECT timestamp '2024-01-01 03:00:00+02', CAST('2024-01-01 03:00-05:30' AS timestamp), timestamptz '2024-01-01 03:00:00+02'";
     assert_eq!(text_result(&mut client, zones).1, [["2024-01-01 03:00:00", "2024-01-01 03:00:00", "2024-01-01 01:00:00+00"]]);
+    // Dates written as PostgreSQL also reads them.
+    let dates = "SELECT '2024-1-5'::date, DATE '20240105', CAST('2024-01-05 10:00' AS date)";
+    assert_eq!(text_result(&mut client, dates).1, [["2024-01-05", "2024-01-05", "2024-01-05"]]);
     let copied = fx.psql_ok("COPY (SELECT 2::float8, CAST('inf' AS float8), 0.5::real, timestamp '2024-01-01 03:00') TO STDOUT WITH (FORMAT csv)");
     assert_eq!(copied.trim_end(), "2,Infinity,0.5,2024-01-01 03:00:00");
 }
