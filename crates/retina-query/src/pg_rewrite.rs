@@ -40,7 +40,7 @@ use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
     visit_expressions, visit_expressions_mut, AccessExpr, BinaryOperator, CharacterLength, DataType as SqlDataType, DateTimeField, ExactNumberInfo, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, GroupByExpr, Ident, JoinOperator,
-    Fetch, LimitClause, NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableAlias, TableAliasColumnDef, TableFactor, Value, VisitMut,
+    Fetch, LimitClause, NamedWindowDefinition, NamedWindowExpr, Query, SelectItem, SetExpr, TableAlias, TableAliasColumnDef, TableFactor, TimezoneInfo, Value, VisitMut,
     VisitorMut, WindowSpec, WindowType,
 };
 use datafusion::sql::sqlparser::ast::Statement;
@@ -113,6 +113,25 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
         }
         Expr::Cast { data_type: SqlDataType::Interval { .. }, expr: operand, .. } => {
             rewrite_string_literal(operand, crate::pg_literals::interval_from_time);
+            None
+        }
+        // A typed literal is read as the SQL is planned, before the analyzer's casts
+        // (`pg_casts`) could respell it: in a table function's arguments
+        // (`generate_series(timestamp '2024-01-01 03:00', …)`) too.
+        Expr::TypedString(typed) => {
+            let respelled: fn(&str) -> Option<String> = match &typed.data_type {
+                SqlDataType::Timestamp(_, TimezoneInfo::None | TimezoneInfo::WithoutTimeZone) | SqlDataType::TimestampNtz(_) => {
+                    crate::pg_literals::wall_clock_timestamp
+                }
+                SqlDataType::Timestamp(..) => crate::pg_literals::timestamp_with_seconds,
+                SqlDataType::Date => crate::pg_literals::postgres_date,
+                _ => return None,
+            };
+            if let Value::SingleQuotedString(text) = &mut typed.value.value {
+                if let Some(new_text) = respelled(text) {
+                    *text = new_text;
+                }
+            }
             None
         }
         Expr::Value(value) => {

@@ -507,6 +507,9 @@ fn generate_series_gives_rows_named_as_in_postgresql() {
     assert_eq!((names, rows), (vec!["g".to_string(), "?column?".into()], vec![vec!["1".to_string(), "2".into()], vec!["2".into(), "4".into()], vec!["3".into(), "6".into()]]));
     let (names, _) = text_result(&mut client, "SELECT * FROM generate_series(1, 2)");
     assert_eq!(names, ["generate_series"]);
+    // Its arguments are read as the query is planned: a timestamp without seconds too.
+    let hours = "SELECT * FROM generate_series(timestamp '2024-01-01', timestamp '2024-01-01 02:00', interval '1 hour')";
+    assert_eq!(text_result(&mut client, hours).1, [["2024-01-01 00:00:00"], ["2024-01-01 01:00:00"], ["2024-01-01 02:00:00"]]);
     let (_, rows) = text_result(&mut client, "SELECT generate_series, sign(-3), sign(2.5) FROM generate_series(1, 1)");
     assert_eq!(rows, [["1", "-1", "1"]]);
 }
