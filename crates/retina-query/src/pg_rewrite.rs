@@ -127,11 +127,7 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
                 SqlDataType::Date => crate::pg_literals::postgres_date,
                 _ => return None,
             };
-            if let Value::SingleQuotedString(text) = &mut typed.value.value {
-                if let Some(new_text) = respelled(text) {
-                    *text = new_text;
-                }
-            }
+            respell(&mut typed.value.value, respelled);
             None
         }
         Expr::Value(value) => {
@@ -240,10 +236,15 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
 /// Replaces the text of `expr` when it is a string literal that `respelled` reads.
 fn rewrite_string_literal(expr: &mut Expr, respelled: fn(&str) -> Option<String>) {
     if let Expr::Value(value) = expr {
-        if let Value::SingleQuotedString(text) = &mut value.value {
-            if let Some(new_text) = respelled(text) {
-                *text = new_text;
-            }
+        respell(&mut value.value, respelled);
+    }
+}
+
+/// Replaces the text of `value` when it is a string that `respelled` reads.
+fn respell(value: &mut Value, respelled: fn(&str) -> Option<String>) {
+    if let Value::SingleQuotedString(text) = value {
+        if let Some(new_text) = respelled(text) {
+            *text = new_text;
         }
     }
 }
