@@ -7,8 +7,8 @@
 //!
 //! An analyzer rule after type coercion: each comparison of intervals (or
 //! durations, which a timestamp difference is) compares their lengths, and a sort
-//! key of that type sorts by its length. `min`/`max` of intervals still take Arrow's
-//! order.
+//! key of that type sorts by its length, and `min`/`max` of intervals take the
+//! shortest and longest. (`GROUP BY` still tells `'24 hours'` from `'1 day'`.)
 //!
 //! Also PostgreSQL's `interval_mul` and `interval_div` ([`IntervalScaled`]), which
 //! `7 * interval '1 day'` and `interval '3 hours' / 2` become (`pg_rewrite`):
@@ -26,7 +26,8 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
-use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::functions_aggregate::first_last::first_value_udaf;
+use datafusion::logical_expr::expr::{AggregateFunction, AggregateFunctionParams, ScalarFunction, Sort as SortExpr};
 use datafusion::logical_expr::{
     BinaryExpr, ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
 };
@@ -62,6 +63,12 @@ fn length_of(expr: Expr) -> Expr {
 }
 
 fn compared_by_length(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
+    if let Expr::AggregateFunction(aggregate) = &expr {
+        return match longest_or_shortest(aggregate, schema) {
+            Some(replacement) => Transformed::yes(replacement),
+            None => Transformed::no(expr),
+        };
+    }
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &expr else { return Transformed::no(expr) };
     use Operator::{Eq, Gt, GtEq, IsDistinctFrom, IsNotDistinctFrom, Lt, LtEq, NotEq};
     if !matches!(op, Eq | NotEq | Lt | LtEq | Gt | GtEq | IsDistinctFrom | IsNotDistinctFrom) {
@@ -73,6 +80,24 @@ fn compared_by_length(expr: Expr, schema: &DFSchema) -> Transformed<Expr> {
     }
     let (left, right) = (length_of(left.as_ref().clone()), length_of(right.as_ref().clone()));
     Transformed::yes(Expr::BinaryExpr(BinaryExpr::new(Box::new(left), *op, Box::new(right))))
+}
+
+/// `max`/`min` of intervals as the longest or shortest one:
+/// `first_value(x ORDER BY length(x) DESC NULLS LAST)` (`ASC` for `min`).
+fn longest_or_shortest(aggregate: &AggregateFunction, schema: &DFSchema) -> Option<Expr> {
+    let AggregateFunction { func, params } = aggregate;
+    let shortest = match func.name() {
+        "max" => false,
+        "min" => true,
+        _ => return None,
+    };
+    let [arg] = params.args.as_slice() else { return None };
+    if params.distinct || !params.order_by.is_empty() || !matches!(arg.get_type(schema).ok()?, DataType::Interval(_)) {
+        return None;
+    }
+    let order_by = vec![SortExpr::new(length_of(arg.clone()), shortest, false)];
+    let params = AggregateFunctionParams { order_by, ..params.clone() };
+    Some(Expr::AggregateFunction(AggregateFunction { func: first_value_udaf(), params }))
 }
 
 /// A sort whose keys include an interval sorts by its length (the rows keep it).

@@ -612,6 +612,8 @@ fn intervals_compare_by_length_and_similar_to_matches_as_in_postgresql() {
     assert_eq!(text_result(&mut client, sql).1, [["t", "t", "t", "t", "2 days 03:00:00", "-2 days -03:00:00"]]);
     let sorted = "SELECT x FROM (VALUES (interval '25 hours'), (interval '1 day'), (interval '2 hours')) AS t(x) ORDER BY x DESC";
     assert_eq!(text_result(&mut client, sorted).1, [["25:00:00"], ["1 day"], ["02:00:00"]]);
+    let longest = "SELECT max(x), min(x), count(*) FROM (VALUES (interval '25 hours'), (interval '1 day'), (NULL), (interval '2 hours')) AS t(x)";
+    assert_eq!(text_result(&mut client, longest).1, [["25:00:00", "02:00:00", "4"]]);
     // An interval times or divided by a number, which DataFusion refused.
     let scaled = "SELECT 7 * interval '1 day', interval '1 hour' * 1.5, interval '3 hours' / 2, 2.5 * interval '1 month', \
                   max(qty * interval '1 minute'), count(*) FILTER (WHERE now() - 7 * interval '1 day' < now()) FROM shop.items";
