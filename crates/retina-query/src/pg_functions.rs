@@ -26,6 +26,7 @@ use crate::client_settings::ClientSettings;
 use crate::pg_compat::setting;
 use crate::pg_keys::KeyDefinitions;
 use crate::sql_catalog::DEFAULT_SCHEMA;
+use crate::pg_intervals::{Justify, JustifyFunction};
 use crate::pg_rewrite::{like_pattern_with_backslash, CUT_TEXT_FUNCTION, EXPAND_ARRAY_FUNCTION, LIKE_ESCAPE_FUNCTION};
 
 /// Registers every function of this module; `keys` describes the primary keys'
@@ -45,6 +46,9 @@ pub fn register(context: &SessionContext, keys: Arc<KeyDefinitions>) {
     context.register_udf(ScalarUDF::from(crate::pg_age::Age::new()));
     context.register_udf(ScalarUDF::from(crate::pg_intervals::IntervalScaled::mul()));
     context.register_udf(ScalarUDF::from(crate::pg_intervals::IntervalScaled::div()));
+    for justify in [Justify::Hours, Justify::Days, Justify::Interval] {
+        context.register_udf(ScalarUDF::from(JustifyFunction::new(justify)));
+    }
     // PostgreSQL's name for the sign of a number.
     context.register_udf(datafusion::functions::math::signum().as_ref().clone().with_aliases(["sign"]));
     context.register_udf(ScalarUDF::from(CurrentSetting::new(ClientSettings::default())));

@@ -12,7 +12,8 @@
 //!
 //! Also PostgreSQL's `interval_mul` and `interval_div` ([`IntervalScaled`]), which
 //! `7 * interval '1 day'` and `interval '3 hours' / 2` become (`pg_rewrite`):
-//! DataFusion refused to multiply an interval by a number.
+//! DataFusion refused to multiply an interval by a number; and its `justify_hours`,
+//! `justify_days` and `justify_interval` ([`JustifyFunction`]).
 
 use std::sync::Arc;
 
@@ -207,6 +208,20 @@ mod tests {
         assert!(interval_mul(IntervalMonthDayNano::new(i32::MAX, 0, 0), 2.0).is_err());
     }
 
+    /// Each as PostgreSQL 15 answers it.
+    #[test]
+    fn intervals_justify_as_in_postgresql() {
+        let hour = 3_600_000_000_000i64;
+        let span = |months, days, hours: i64| IntervalMonthDayNano::new(months, days, hours * hour);
+        assert_eq!(justify(span(0, 0, 27), Justify::Hours), span(0, 1, 3));
+        assert_eq!(justify(span(0, 1, -3), Justify::Hours), span(0, 0, 21));
+        assert_eq!(justify(span(0, 35, 0), Justify::Days), span(1, 5, 0));
+        assert_eq!(justify(span(1, -35, 0), Justify::Days), span(0, -5, 0));
+        assert_eq!(justify(span(1, -1, 0), Justify::Interval), span(0, 29, 0));
+        assert_eq!(justify(span(0, 29, 27), Justify::Interval), span(1, 0, 3));
+        assert_eq!(justify(span(-1, 0, 27), Justify::Interval), span(0, -28, -21));
+    }
+
     #[test]
     fn a_month_is_thirty_days_and_a_day_twenty_four_hours() {
         let hour = 3_600_000_000_000i64;
@@ -301,6 +316,120 @@ impl ScalarUDFImpl for IntervalScaled {
             false => Ok(ColumnarValue::Array(scaled)),
         }
     }
+}
+
+/// Which of PostgreSQL's `justify_*` functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Justify {
+    /// Whole 24 hours become days.
+    Hours,
+    /// Whole 30 days become months.
+    Days,
+    /// Both, with the signs of the parts made to agree.
+    Interval,
+}
+
+/// `justify_hours`, `justify_days` and `justify_interval` as in PostgreSQL.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct JustifyFunction {
+    justify: Justify,
+    signature: Signature,
+}
+
+impl JustifyFunction {
+    pub fn new(justify: Justify) -> Self {
+        Self { justify, signature: Signature::any(1, Volatility::Immutable) }
+    }
+}
+
+impl ScalarUDFImpl for JustifyFunction {
+    fn name(&self) -> &str {
+        match self.justify {
+            Justify::Hours => "justify_hours",
+            Justify::Days => "justify_days",
+            Justify::Interval => "justify_interval",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match arg_types {
+            [DataType::Interval(_) | DataType::Null] => Ok(DataType::Interval(IntervalUnit::MonthDayNano)),
+            _ => Err(DataFusionError::Plan(format!("{} takes an interval, not {arg_types:?}", self.name()))),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [value] = args.args.as_slice() else {
+            return Err(DataFusionError::Internal(format!("{} takes one interval", self.name())));
+        };
+        let intervals = cast(&value.to_array(args.number_rows)?, &DataType::Interval(IntervalUnit::MonthDayNano))?;
+        let intervals = intervals.as_primitive::<IntervalMonthDayNanoType>();
+        let justified: ArrayRef = Arc::new(intervals.iter().map(|span| span.map(|span| justify(span, self.justify))).collect::<IntervalMonthDayNanoArray>());
+        match value {
+            ColumnarValue::Scalar(_) => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&justified, 0)?)),
+            ColumnarValue::Array(_) => Ok(ColumnarValue::Array(justified)),
+        }
+    }
+}
+
+/// PostgreSQL's `interval_justify_hours`, `_days` and `_interval` (timestamp.c).
+fn justify(span: IntervalMonthDayNano, justify: Justify) -> IntervalMonthDayNano {
+    const NANOS: i64 = NANOS_PER_DAY as i64;
+    const MONTH: i32 = DAYS_PER_MONTH as i32;
+    let (mut months, mut days, mut time) = (span.months, span.days, span.nanoseconds);
+    let days_into_months = |months: &mut i32, days: &mut i32| {
+        *months += *days / MONTH;
+        *days %= MONTH;
+    };
+    let hours_into_days = |days: &mut i32, time: &mut i64| {
+        *days += (*time / NANOS) as i32;
+        *time %= NANOS;
+    };
+    let signs_agree = |days: &mut i32, time: &mut i64| {
+        if *days > 0 && *time < 0 {
+            *time += NANOS;
+            *days -= 1;
+        } else if *days < 0 && *time > 0 {
+            *time -= NANOS;
+            *days += 1;
+        }
+    };
+    match justify {
+        Justify::Hours => {
+            hours_into_days(&mut days, &mut time);
+            signs_agree(&mut days, &mut time);
+        }
+        Justify::Days => {
+            days_into_months(&mut months, &mut days);
+            if months > 0 && days < 0 {
+                days += MONTH;
+                months -= 1;
+            } else if months < 0 && days > 0 {
+                days -= MONTH;
+                months += 1;
+            }
+        }
+        Justify::Interval => {
+            if (days > 0 && time > 0) || (days < 0 && time < 0) {
+                days_into_months(&mut months, &mut days);
+            }
+            hours_into_days(&mut days, &mut time);
+            days_into_months(&mut months, &mut days);
+            if months > 0 && (days < 0 || (days == 0 && time < 0)) {
+                days += MONTH;
+                months -= 1;
+            } else if months < 0 && (days > 0 || (days == 0 && time > 0)) {
+                days -= MONTH;
+                months += 1;
+            }
+            signs_agree(&mut days, &mut time);
+        }
+    }
+    IntervalMonthDayNano::new(months, days, time)
 }
 
 /// PostgreSQL's `interval_mul` (timestamp.c), on nanoseconds.

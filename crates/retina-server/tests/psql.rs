@@ -612,6 +612,8 @@ fn intervals_compare_by_length_and_similar_to_matches_as_in_postgresql() {
     assert_eq!(text_result(&mut client, sql).1, [["t", "t", "t", "t", "2 days 03:00:00", "-2 days -03:00:00"]]);
     let sorted = "SELECT x FROM (VALUES (interval '25 hours'), (interval '1 day'), (interval '2 hours')) AS t(x) ORDER BY x DESC";
     assert_eq!(text_result(&mut client, sorted).1, [["25:00:00"], ["1 day"], ["02:00:00"]]);
+    let justified = "SELECT justify_hours(interval '27 hours'), justify_days(interval '35 days'), justify_interval(interval '1 mon -1 day')";
+    assert_eq!(text_result(&mut client, justified).1, [["1 day 03:00:00", "1 mon 5 days", "29 days"]]);
     let longest = "SELECT max(x), min(x), count(*) FROM (VALUES (interval '25 hours'), (interval '1 day'), (NULL), (interval '2 hours')) AS t(x)";
     assert_eq!(text_result(&mut client, longest).1, [["25:00:00", "02:00:00", "4"]]);
     // An interval times or divided by a number, which DataFusion refused.
