@@ -27,6 +27,7 @@ pub mod pg_compat;
 pub mod pg_functions;
 mod pg_arithmetic;
 mod pg_casts;
+pub mod pg_interval_functions;
 pub mod pg_intervals;
 mod pg_literals;
 pub mod pg_keys;

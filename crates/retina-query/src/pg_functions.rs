@@ -26,7 +26,7 @@ use crate::client_settings::ClientSettings;
 use crate::pg_compat::setting;
 use crate::pg_keys::KeyDefinitions;
 use crate::sql_catalog::DEFAULT_SCHEMA;
-use crate::pg_intervals::{Justify, JustifyFunction};
+use crate::pg_interval_functions::{Justify, JustifyFunction};
 use crate::pg_rewrite::{like_pattern_with_backslash, CUT_TEXT_FUNCTION, EXPAND_ARRAY_FUNCTION, LIKE_ESCAPE_FUNCTION};
 
 /// Registers every function of this module; `keys` describes the primary keys'
@@ -44,8 +44,8 @@ pub fn register(context: &SessionContext, keys: Arc<KeyDefinitions>) {
     // under a name the column namer looks through.
     context.register_udf(datafusion::functions::unicode::left().as_ref().clone().with_aliases([CUT_TEXT_FUNCTION]));
     context.register_udf(ScalarUDF::from(crate::pg_age::Age::new()));
-    context.register_udf(ScalarUDF::from(crate::pg_intervals::IntervalScaled::mul()));
-    context.register_udf(ScalarUDF::from(crate::pg_intervals::IntervalScaled::div()));
+    context.register_udf(ScalarUDF::from(crate::pg_interval_functions::IntervalScaled::mul()));
+    context.register_udf(ScalarUDF::from(crate::pg_interval_functions::IntervalScaled::div()));
     for justify in [Justify::Hours, Justify::Days, Justify::Interval] {
         context.register_udf(ScalarUDF::from(JustifyFunction::new(justify)));
     }

@@ -27,7 +27,7 @@
 //!   exponent (`1e20`) written out ([`crate::pg_literals`]);
 //! - `varchar(n)` and `char(n)` casts, which cut the text to n characters;
 //! - `number * interval` and `interval / number`: PostgreSQL's `interval_mul` and
-//!   `interval_div` ([`crate::pg_intervals`]);
+//!   `interval_div` ([`crate::pg_interval_functions`]);
 //! - `x SIMILAR TO 'pattern'`: `x ~ 'regex'` with the regular expression
 //!   PostgreSQL reads the pattern as ([`crate::pg_literals`]);
 //! - `float` (double precision in PostgreSQL, `real` in DataFusion) and the seconds
@@ -141,14 +141,14 @@ fn replacement(expr: &mut Expr) -> Option<Expr> {
             }
         }
         // `number * interval` and `interval / number`, which DataFusion refuses, as
-        // PostgreSQL's functions of those operators (`pg_intervals`), where one side
-        // is written as an interval.
+        // PostgreSQL's functions of those operators (`pg_interval_functions`), where
+        // one side is written as an interval.
         Expr::BinaryOp { left, op: BinaryOperator::Multiply, right } if is_interval(right) || is_interval(left) => {
             let (interval, factor) = if is_interval(right) { (right, left) } else { (left, right) };
-            parse(&format!("{}({interval}, {factor})", crate::pg_intervals::INTERVAL_MUL_FUNCTION))
+            parse(&format!("{}({interval}, {factor})", crate::pg_interval_functions::INTERVAL_MUL_FUNCTION))
         }
         Expr::BinaryOp { left, op: BinaryOperator::Divide, right } if is_interval(left) => {
-            parse(&format!("{}({left}, {right})", crate::pg_intervals::INTERVAL_DIV_FUNCTION))
+            parse(&format!("{}({left}, {right})", crate::pg_interval_functions::INTERVAL_DIV_FUNCTION))
         }
         Expr::SimilarTo { negated, expr: subject, pattern, escape_char } => {
             let Expr::Value(pattern) = pattern.as_ref() else { return None };

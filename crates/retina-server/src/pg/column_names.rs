@@ -12,7 +12,7 @@ use retina_query::datafusion::sql::sqlparser::ast::{
     DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr,
     Statement as SqlStatement, TrimWhereField,
 };
-use retina_query::pg_intervals::{INTERVAL_DIV_FUNCTION, INTERVAL_MUL_FUNCTION};
+use retina_query::pg_interval_functions::{INTERVAL_DIV_FUNCTION, INTERVAL_MUL_FUNCTION};
 use retina_query::pg_rewrite::CUT_TEXT_FUNCTION;
 
 /// The name PostgreSQL gives each result column of `statement`, where it can be
