@@ -49,6 +49,7 @@ pub mod split_statistics;
 mod sql_ast;
 pub mod system;
 mod to_char_pattern;
+mod udf_result;
 mod unique_names;
 
 pub use error::{QueryError, QueryResult};

@@ -14,6 +14,7 @@ use datafusion::arrow::array::{Array, ArrayRef, AsArray, IntervalMonthDayNanoArr
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, IntervalMonthDayNano, TimeUnit, TimestampMicrosecondType};
 use datafusion::common::{DataFusionError, Result, ScalarValue};
+use crate::udf_result::shaped_like_args;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility};
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -54,7 +55,6 @@ impl ScalarUDFImpl for Age {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let rows = args.number_rows;
-        let scalars = args.args.iter().all(|arg| matches!(arg, ColumnarValue::Scalar(_)));
         let today = || ColumnarValue::Scalar(ScalarValue::TimestampMicrosecond(midnight_today(), None));
         let (later, earlier) = match args.args.as_slice() {
             [a] => (today(), a.clone()),
@@ -69,11 +69,7 @@ impl ScalarUDFImpl for Age {
                 _ => None,
             })
             .collect();
-        let ages: ArrayRef = Arc::new(ages);
-        match scalars {
-            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&ages, 0)?)),
-            false => Ok(ColumnarValue::Array(ages)),
-        }
+        shaped_like_args(Arc::new(ages), &args.args)
     }
 }
 

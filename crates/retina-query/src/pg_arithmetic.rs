@@ -31,6 +31,7 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::AnalyzerRule;
 
 use crate::plan_rewrite::rewrite_expressions;
+use crate::udf_result::shaped_like_args;
 
 /// `sum` of a bigint sums numerics of this type: PostgreSQL's `sum(int8)` is numeric.
 pub const BIGINT_SUM_TYPE: DataType = DataType::Decimal128(38, 0);
@@ -141,7 +142,6 @@ impl ScalarUDFImpl for CheckedOperator {
         let [left, right] = args.args.as_slice() else {
             return Err(DataFusionError::Internal(format!("{} takes two operands", self.name)));
         };
-        let scalars = matches!((left, right), (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_)));
         let (left, right) = (operand(left)?, operand(right)?);
         let (left, right) = (left.as_ref(), right.as_ref());
         let result = match self.operation {
@@ -154,10 +154,7 @@ impl ScalarUDFImpl for CheckedOperator {
             ArrowError::ArithmeticOverflow(_) => out_of_range(left.get().0.data_type()),
             other => DataFusionError::from(other),
         })?;
-        match scalars {
-            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?)),
-            false => Ok(ColumnarValue::Array(result)),
-        }
+        shaped_like_args(result, &args.args)
     }
 }
 

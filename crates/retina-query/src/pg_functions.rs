@@ -28,6 +28,7 @@ use crate::pg_keys::KeyDefinitions;
 use crate::sql_catalog::DEFAULT_SCHEMA;
 use crate::pg_interval_functions::{Justify, JustifyFunction};
 use crate::pg_rewrite::{like_pattern_with_backslash, CUT_TEXT_FUNCTION, EXPAND_ARRAY_FUNCTION, LIKE_ESCAPE_FUNCTION};
+use crate::udf_result::shaped_like_args;
 
 /// Registers every function of this module; `keys` describes the primary keys'
 /// indexes and constraints.
@@ -257,12 +258,7 @@ impl ScalarUDFImpl for CurrentSetting {
                 }
             }
         }
-        let array: ArrayRef = Arc::new(out.finish());
-        Ok(if args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
-            ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
-        } else {
-            ColumnarValue::Array(array)
-        })
+        shaped_like_args(Arc::new(out.finish()), &args.args)
     }
 }
 
@@ -301,11 +297,7 @@ fn like_escape_udf() -> ScalarUDF {
                 };
                 out.append_value(like_pattern_with_backslash(patterns.value(row), escape).map_err(DataFusionError::Execution)?);
             }
-            let array: ArrayRef = Arc::new(out.finish());
-            Ok(match (pattern, escape) {
-                (ColumnarValue::Scalar(_), ColumnarValue::Scalar(_)) => ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?),
-                _ => ColumnarValue::Array(array),
-            })
+            shaped_like_args(Arc::new(out.finish()), args)
         }),
     )
 }

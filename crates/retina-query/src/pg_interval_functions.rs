@@ -10,14 +10,15 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, IntervalMonthDayNanoArray};
+use datafusion::arrow::array::{Array, AsArray, IntervalMonthDayNanoArray};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Float64Type, IntervalMonthDayNano, IntervalMonthDayNanoType, IntervalUnit};
 use datafusion::arrow::error::ArrowError;
-use datafusion::common::{DataFusionError, Result, ScalarValue};
+use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
 use crate::pg_intervals::{DAYS_PER_MONTH, NANOS_PER_DAY};
+use crate::udf_result::shaped_like_args;
 
 /// Names of PostgreSQL's functions behind `number * interval` and `interval / number`.
 pub const INTERVAL_MUL_FUNCTION: &str = "interval_mul";
@@ -66,7 +67,6 @@ impl ScalarUDFImpl for IntervalScaled {
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let rows = args.number_rows;
-        let scalars = args.args.iter().all(|arg| matches!(arg, ColumnarValue::Scalar(_)));
         let [interval, factor] = args.args.as_slice() else {
             return Err(DataFusionError::Internal(format!("{} takes two arguments", self.name())));
         };
@@ -86,11 +86,7 @@ impl ScalarUDFImpl for IntervalScaled {
             };
             scaled.push(Some(interval_mul(interval.value(row), factor)?));
         }
-        let scaled: ArrayRef = Arc::new(IntervalMonthDayNanoArray::from(scaled));
-        match scalars {
-            true => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&scaled, 0)?)),
-            false => Ok(ColumnarValue::Array(scaled)),
-        }
+        shaped_like_args(Arc::new(IntervalMonthDayNanoArray::from(scaled)), &args.args)
     }
 }
 
@@ -144,11 +140,8 @@ impl ScalarUDFImpl for JustifyFunction {
         };
         let intervals = cast(&value.to_array(args.number_rows)?, &DataType::Interval(IntervalUnit::MonthDayNano))?;
         let intervals = intervals.as_primitive::<IntervalMonthDayNanoType>();
-        let justified: ArrayRef = Arc::new(intervals.iter().map(|span| span.map(|span| justify(span, self.justify))).collect::<IntervalMonthDayNanoArray>());
-        match value {
-            ColumnarValue::Scalar(_) => Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&justified, 0)?)),
-            ColumnarValue::Array(_) => Ok(ColumnarValue::Array(justified)),
-        }
+        let justified = intervals.iter().map(|span| span.map(|span| justify(span, self.justify))).collect::<IntervalMonthDayNanoArray>();
+        shaped_like_args(Arc::new(justified), &args.args)
     }
 }
 

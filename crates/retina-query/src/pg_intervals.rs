@@ -20,7 +20,7 @@ use datafusion::arrow::datatypes::{
 };
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::Transformed;
-use datafusion::common::{DFSchema, DataFusionError, Result, ScalarValue};
+use datafusion::common::{DFSchema, DataFusionError, Result};
 use datafusion::functions_aggregate::first_last::first_value_udaf;
 use datafusion::logical_expr::expr::{AggregateFunction, AggregateFunctionParams, ScalarFunction, Sort as SortExpr};
 use datafusion::logical_expr::{
@@ -29,6 +29,7 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::AnalyzerRule;
 
 use crate::plan_rewrite::rewrite_expressions;
+use crate::udf_result::shaped_like_args;
 
 pub(crate) const NANOS_PER_DAY: i128 = 86_400_000_000_000;
 /// PostgreSQL's length of a month in an interval's arithmetic and comparisons.
@@ -140,13 +141,7 @@ impl ScalarUDFImpl for IntervalLength {
         let [value] = args.args.as_slice() else {
             return Err(DataFusionError::Internal("interval_length takes one interval".into()));
         };
-        match value {
-            ColumnarValue::Array(array) => Ok(ColumnarValue::Array(lengths(array)?)),
-            ColumnarValue::Scalar(scalar) => {
-                let lengths = lengths(&scalar.to_array()?)?;
-                Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&lengths, 0)?))
-            }
-        }
+        shaped_like_args(lengths(&value.to_array(args.number_rows)?)?, &args.args)
     }
 }
 

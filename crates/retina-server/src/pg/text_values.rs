@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pgwire::api::results::{FieldFormat, FieldInfo};
 use retina_query::datafusion::arrow::array::{Array, ArrayRef, AsArray, StringBuilder};
 use retina_query::datafusion::arrow::datatypes::{
-    DataType, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType, DurationSecondType, Field, Float32Type, Float64Type,
+    ArrowPrimitiveType, ArrowTemporalType, ArrowTimestampType, DataType, DurationMicrosecondType, DurationMillisecondType, DurationNanosecondType, DurationSecondType, Field, Float32Type, Float64Type,
     Schema, Time32MillisecondType, Time32SecondType, Time64MicrosecondType, Time64NanosecondType, TimeUnit, TimestampMicrosecondType,
     TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType,
 };
@@ -55,45 +55,51 @@ fn rewritten_type(data_type: &DataType) -> bool {
 /// does, or a value out of chrono's range (left to pgwire).
 fn text_of(column: &ArrayRef, extra_float_digits: i8) -> Option<ArrayRef> {
     match column.data_type() {
-        DataType::Float64 => texts(column, |row| Some(float8_text(column.as_primitive::<Float64Type>().value(row), extra_float_digits))),
-        DataType::Float32 => texts(column, |row| Some(float4_text(column.as_primitive::<Float32Type>().value(row), extra_float_digits))),
+        DataType::Float64 => {
+            let values = column.as_primitive::<Float64Type>();
+            texts(values, |row| Some(float8_text(values.value(row), extra_float_digits)))
+        }
+        DataType::Float32 => {
+            let values = column.as_primitive::<Float32Type>();
+            texts(values, |row| Some(float4_text(values.value(row), extra_float_digits)))
+        }
         DataType::Timestamp(unit, zone) => {
             let with_zone = zone.is_some();
-            texts(column, |row| {
-                let datetime = match unit {
-                    TimeUnit::Second => column.as_primitive::<TimestampSecondType>().value_as_datetime(row),
-                    TimeUnit::Millisecond => column.as_primitive::<TimestampMillisecondType>().value_as_datetime(row),
-                    TimeUnit::Microsecond => column.as_primitive::<TimestampMicrosecondType>().value_as_datetime(row),
-                    TimeUnit::Nanosecond => column.as_primitive::<TimestampNanosecondType>().value_as_datetime(row),
-                };
-                datetime.map(|datetime| timestamp_text(datetime, with_zone))
-            })
+            match unit {
+                TimeUnit::Second => timestamps::<TimestampSecondType>(column, with_zone),
+                TimeUnit::Millisecond => timestamps::<TimestampMillisecondType>(column, with_zone),
+                TimeUnit::Microsecond => timestamps::<TimestampMicrosecondType>(column, with_zone),
+                TimeUnit::Nanosecond => timestamps::<TimestampNanosecondType>(column, with_zone),
+            }
         }
-        DataType::Time32(unit) => texts(column, |row| {
-            let time = match unit {
-                TimeUnit::Second => column.as_primitive::<Time32SecondType>().value_as_time(row),
-                _ => column.as_primitive::<Time32MillisecondType>().value_as_time(row),
-            };
-            time.map(time_text)
-        }),
-        DataType::Time64(unit) => texts(column, |row| {
-            let time = match unit {
-                TimeUnit::Nanosecond => column.as_primitive::<Time64NanosecondType>().value_as_time(row),
-                _ => column.as_primitive::<Time64MicrosecondType>().value_as_time(row),
-            };
-            time.map(time_text)
-        }),
-        DataType::Duration(unit) => texts(column, |row| {
-            let nanos = match unit {
-                TimeUnit::Second => i128::from(column.as_primitive::<DurationSecondType>().value(row)) * 1_000_000_000,
-                TimeUnit::Millisecond => i128::from(column.as_primitive::<DurationMillisecondType>().value(row)) * 1_000_000,
-                TimeUnit::Microsecond => i128::from(column.as_primitive::<DurationMicrosecondType>().value(row)) * 1_000,
-                TimeUnit::Nanosecond => i128::from(column.as_primitive::<DurationNanosecondType>().value(row)),
-            };
-            Some(duration_text(nanos))
-        }),
+        DataType::Time32(TimeUnit::Second) => times::<Time32SecondType>(column),
+        DataType::Time32(_) => times::<Time32MillisecondType>(column),
+        DataType::Time64(TimeUnit::Nanosecond) => times::<Time64NanosecondType>(column),
+        DataType::Time64(_) => times::<Time64MicrosecondType>(column),
+        DataType::Duration(TimeUnit::Second) => durations::<DurationSecondType>(column, 1_000_000_000),
+        DataType::Duration(TimeUnit::Millisecond) => durations::<DurationMillisecondType>(column, 1_000_000),
+        DataType::Duration(TimeUnit::Microsecond) => durations::<DurationMicrosecondType>(column, 1_000),
+        DataType::Duration(TimeUnit::Nanosecond) => durations::<DurationNanosecondType>(column, 1),
         _ => None,
     }
+}
+
+fn timestamps<T: ArrowTimestampType>(column: &ArrayRef, with_zone: bool) -> Option<ArrayRef> {
+    let values = column.as_primitive::<T>();
+    texts(values, |row| values.value_as_datetime(row).map(|datetime| timestamp_text(datetime, with_zone)))
+}
+
+fn times<T: ArrowTemporalType>(column: &ArrayRef) -> Option<ArrayRef>
+where
+    i64: From<T::Native>,
+{
+    let values = column.as_primitive::<T>();
+    texts(values, |row| values.value_as_time(row).map(time_text))
+}
+
+fn durations<T: ArrowPrimitiveType<Native = i64>>(column: &ArrayRef, nanos_per_unit: i128) -> Option<ArrayRef> {
+    let values = column.as_primitive::<T>();
+    texts(values, |row| Some(duration_text(i128::from(values.value(row)) * nanos_per_unit)))
 }
 
 /// A text column of `text(row)` for each row that is not null; `None` if any is.
