@@ -24,13 +24,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "installing ${missing[*]} for the tests" >&2
     apt-get update -qq && apt-get install -y -qq "${missing[@]}"
 fi
-# retina-cdc's and the CLI's Kafka tests run the Kafka-protocol broker tansu (from
-# crates.io: no Kafka broker is packaged for Debian or PyPI); its SQLite storage
-# (libsql) is the one that keeps SCRAM users, for the SASL test.
-if ! command -v tansu >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/tansu" ]; then
-    echo "installing tansu (a Kafka-protocol broker) for the tests" >&2
-    cargo install tansu --version 0.6.0 --locked --features dynostore,libsql
-fi
+# Apache Kafka 4.4 (KRaft), Kafka Connect 4.3 with Debezium 3.6.1, and Spark 4.0.1 with
+# Delta Lake 4.0 and Iceberg 1.10 run from jars Maven resolves once into a cache outside
+# the clone (${RETINA_JARS:-$HOME/.cache/retina-jars}); they need a JDK 17 and Maven.
+command -v mvn >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq maven; }
+scripts/services/resolve.sh all >/dev/null
+scripts/services/resolve_spark.sh >/dev/null
 # The venv the client tests look for: <target dir>/py-clients.
 venv="${CARGO_TARGET_DIR:-target}/py-clients"
 # retina-storage's object-storage tests run moto's S3-compatible server from it too,

@@ -3,7 +3,7 @@
 //! records keyed by primary key, a one-partition transaction topic), replayed by the
 //! ingest driver `retina serve --source kafka://…` runs until every transaction is
 //! visible and checkpointed. Without a broker address the benchmark starts its own
-//! `tansu` broker. [`kafka_freshness`] is `retina bench freshness --source kafka`.
+//! Apache Kafka broker. [`kafka_freshness`] is `retina bench freshness --source kafka`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -41,12 +41,12 @@ const MAX_IDLE_RUNS: u32 = 20;
 /// Where the Kafka benchmarks' stream goes and how the source reads it.
 #[derive(Clone, Debug)]
 pub struct KafkaBenchConfig {
-    /// A running broker `HOST:PORT`; `None`: the benchmark starts its own tansu.
+    /// A running broker `HOST:PORT`; `None`: the benchmark starts its own Apache Kafka.
     pub broker: Option<String>,
     /// Partitions of each table's topic.
     pub partitions: i32,
-    /// The `kafka://` URI's options (`fetch_wait_ms=` matters with tansu 0.6, which
-    /// answers a waiting fetch when its wait is over, not when a record arrives).
+    /// The `kafka://` URI's options (`fetch_wait_ms=` matters with brokers that
+    /// answer a waiting fetch when its wait is over, not when a record arrives).
     pub source_options: Option<String>,
 }
 
@@ -574,8 +574,8 @@ mod tests {
         assert_eq!(split_keyed(r#"{"value":1}"#), None, "another layout is parsed instead");
     }
 
-    /// A small run against the benchmark's own broker (tansu, as the Kafka tests
-    /// install it): every produced change is replayed, the bare fetch reads every
+    /// A small run against the benchmark's own broker (Apache Kafka, as the Kafka
+    /// tests run it): every produced change is replayed, the bare fetch reads every
     /// record, and the CPU of the mirror and of the broker during the replay is read.
     #[test]
     fn a_small_replay_through_its_own_broker_reports_where_the_cpu_went() {
@@ -588,7 +588,7 @@ mod tests {
         };
         let kafka = KafkaBenchConfig { broker: None, partitions: 2, source_options: None };
         let dir = tempfile::tempdir().expect("temp dir");
-        let report = replay_kafka(&config, &kafka, dir.path()).expect("replay through tansu (scripts/test.sh installs it)");
+        let report = replay_kafka(&config, &kafka, dir.path()).expect("replay through Apache Kafka (scripts/test.sh resolves its jars)");
         assert!(report.row_changes >= 20_000, "{report:?}");
         assert!(report.messages > report.row_changes, "BEGIN and END markers are records too: {report:?}");
         assert!(report.fetch_only_records_per_s > 0.0);

@@ -1,4 +1,4 @@
-//! The Kafka source against a real Kafka-protocol broker (`tansu`, from crates.io),
+//! The Kafka source against a real Apache Kafka 4.4 broker (KRaft, from Maven Central jars),
 //! with records produced by `kafka-python` (PyPI) as Kafka Connect lays them out: a
 //! topic per table, several partitions keyed by primary key, and a transaction topic.
 

@@ -26,6 +26,7 @@ pub mod scan;
 pub mod schema;
 pub mod schema_evolution;
 pub mod source_apply;
+pub mod redact;
 pub mod source_status;
 pub mod storage;
 pub mod table;

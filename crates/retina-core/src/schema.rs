@@ -13,8 +13,8 @@ pub const CREATE_TS_COLUMN: &str = "_create_ts";
 
 /// A table's schema.
 ///
-/// Invariants (checked by [`TableSchema::new`]): at least one column, no column is
-/// named [`CREATE_TS_COLUMN`], every primary-key index is in range and distinct, and
+/// Invariants (checked by [`TableSchema::new`]): at least one column, column names
+/// distinct, non-empty and without NUL, no column is named [`CREATE_TS_COLUMN`], every primary-key index is in range and distinct, and
 /// every column type is one the write buffer can store ([`is_supported_type`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TableSchema {
@@ -30,7 +30,13 @@ impl TableSchema {
         if columns.fields().is_empty() {
             return Err(invalid("a table needs at least one column".into()));
         }
-        for field in columns.fields() {
+        for (at, field) in columns.fields().iter().enumerate() {
+            if field.name().is_empty() || field.name().contains('\0') {
+                return Err(invalid(format!("column #{} has the name {:?}: a column name must be non-empty and hold no NUL", at + 1, field.name())));
+            }
+            if columns.fields()[..at].iter().any(|earlier| earlier.name() == field.name()) {
+                return Err(invalid(format!("column {} appears twice", field.name())));
+            }
             if field.name() == CREATE_TS_COLUMN {
                 return Err(invalid(format!("column name {CREATE_TS_COLUMN} is reserved")));
             }
@@ -189,5 +195,20 @@ mod tests {
         assert!(unsupported.expect_err("unsupported").to_string().contains("column l"));
         let no_key = TableSchema::new("t", Schema::new(vec![Field::new("id", DataType::Int64, false)]), vec![]);
         assert!(no_key.is_err());
+    }
+
+    /// A column named twice, or with a NUL (which breaks RowDescription), is refused
+    /// when the table is created, naming table and column.
+    #[test]
+    fn rejects_duplicate_empty_and_nul_column_names() {
+        let twice = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false), ("id", DataType::Utf8, true)], &["id"]);
+        let message = twice.expect_err("a duplicate").to_string();
+        assert!(message.contains("s.t") && message.contains("column id appears twice"), "{message}");
+        let nul = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false), ("a\0b", DataType::Utf8, true)], &["id"]);
+        assert!(nul.expect_err("a NUL").to_string().contains("column #2"));
+        let empty = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false), ("", DataType::Utf8, true)], &["id"]);
+        assert!(empty.is_err());
+        let cases = TableSchema::from_columns("s.t", &[("id", DataType::Int64, false), ("ID", DataType::Utf8, true)], &["id"]);
+        assert!(cases.is_ok(), "PostgreSQL's quoted \"ID\" beside id is two columns; only publication refuses it");
     }
 }

@@ -63,7 +63,7 @@ impl PgSourceOptions {
         let rest = uri
             .strip_prefix("postgres://")
             .or_else(|| uri.strip_prefix("postgresql://"))
-            .ok_or_else(|| PgSourceError::Config(format!("'{uri}' does not start with postgres://")))?;
+            .ok_or_else(|| PgSourceError::Config(format!("'{}' does not start with postgres://", retina_core::redact::RedactedUri::new(uri))))?;
         let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (authority, database) = main.split_once('/').unwrap_or((main, ""));
         let (credentials, host_port) = match authority.rsplit_once('@') {
@@ -79,12 +79,12 @@ impl PgSourceOptions {
         };
         let (host, port) = match host_port.rsplit_once(':') {
             Some((host, port)) => {
-                (host, port.parse::<u16>().map_err(|_| PgSourceError::Config(format!("bad port '{port}' in '{uri}'")))?)
+                (host, port.parse::<u16>().map_err(|_| PgSourceError::Config(format!("bad port '{port}' in '{}'", retina_core::redact::RedactedUri::new(uri))))?)
             }
             None => (host_port, 5432),
         };
         if host.is_empty() {
-            return Err(PgSourceError::Config(format!("'{uri}' names no host")));
+            return Err(PgSourceError::Config(format!("'{}' names no host", retina_core::redact::RedactedUri::new(uri))));
         }
         let database = if database.is_empty() { user.clone() } else { percent_decode(database)? };
         let mut options = Self {

@@ -15,6 +15,19 @@ pub enum QueryError {
     #[error("Retina is read-only over SQL: {statement} is not supported (tables change only by replaying their sources)")]
     ReadOnly { statement: String },
 
+    /// Something SQL may never do here: read the server's files, run a plan node
+    /// nobody has judged safe.
+    #[error("permission denied: {statement} is not allowed over SQL (Retina's SQL reads its tables only)")]
+    NotPermitted { statement: String },
+
+    /// SQL text longer than the session allows.
+    #[error("statement too long: {bytes} bytes, at most {limit} are accepted")]
+    StatementTooLong { bytes: usize, limit: usize },
+
+    /// A statement whose tree would be deeper than the server's stacks hold.
+    #[error("statement too complex: {reason}; split it, or write long lists with IN (…) or a VALUES list")]
+    TooComplex { reason: String },
+
     #[error("{0}")]
     Core(#[from] CoreError),
 
@@ -29,6 +42,9 @@ impl QueryError {
         match self {
             QueryError::DataFusion(error) => datafusion_sqlstate(error),
             QueryError::ReadOnly { .. } => "25006",        // read_only_sql_transaction
+            QueryError::NotPermitted { .. } => "42501",    // insufficient_privilege
+            QueryError::TooComplex { .. } => "54001",      // statement_too_complex
+            QueryError::StatementTooLong { .. } => "54000", // program_limit_exceeded
             QueryError::StatementCount { .. } => "42601",  // syntax_error
             QueryError::Core(error) => core_sqlstate(error),
         }
@@ -89,7 +105,11 @@ fn core_sqlstate(error: &CoreError) -> &'static str {
 fn datafusion_sqlstate(error: &DataFusionError) -> &'static str {
     use datafusion::arrow::error::ArrowError;
     use datafusion::common::SchemaError;
+    use datafusion::sql::sqlparser::parser::ParserError;
     match error.find_root() {
+        // The parser's nesting limit (parentheses, subqueries): the statement is
+        // well formed, only too deep, as PostgreSQL's "stack depth limit exceeded".
+        DataFusionError::SQL(error, _) if matches!(error.as_ref(), ParserError::RecursionLimitExceeded) => "54001",
         DataFusionError::SQL(..) => "42601",
         DataFusionError::SchemaError(schema_error, _) => match schema_error.as_ref() {
             SchemaError::FieldNotFound { .. } => "42703", // undefined_column

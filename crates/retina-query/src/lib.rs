@@ -38,6 +38,8 @@ pub mod pg_time_zone;
 mod plan_rewrite;
 pub mod provider;
 mod result_types;
+pub mod statement_limits;
+pub mod statement_policy;
 pub mod scan_context;
 pub mod session;
 pub mod snapshot;

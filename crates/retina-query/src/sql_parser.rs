@@ -63,6 +63,7 @@ impl SqlParser {
     /// Splits `sql` into statements. What the emulation's parser refuses goes to
     /// DataFusion's own parser (its statements and its error messages).
     pub fn parse(&self, sql: &str) -> QueryResult<Vec<Statement>> {
+        crate::statement_limits::check_complexity(sql)?;
         if let Some(statements) = self.parse_user_queries(sql) {
             return Ok(statements);
         }

@@ -13,6 +13,9 @@ pub enum ServerError {
     #[error("the password file {path} has no password on its first line: write the password (or a SCRAM-SHA-256 verifier) there")]
     EmptyPasswordFile { path: String },
 
+    #[error("{reason}")]
+    Config { reason: String },
+
     #[error("the password file {path} starts like a verifier but is {source}")]
     BadVerifier { path: String, source: crate::pg::scram::ScramError },
 }

@@ -148,19 +148,10 @@ pub fn is_url(location: &str) -> bool {
     location.contains("://")
 }
 
-/// `location` with the values of its query options hidden when they may be
-/// credentials, for error messages and status output.
+/// `location` with its credentials hidden, for error messages and status output
+/// (the one redaction every command uses: [`retina_core::redact`]).
 pub fn redacted(location: &str) -> String {
-    let Some((base, query)) = location.split_once('?') else { return location.to_string() };
-    let secret = |key: &str| ["secret", "token", "key", "password", "sas", "signature", "credential"].iter().any(|word| key.contains(word));
-    let shown: Vec<String> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some((key, _)) if secret(&key.to_ascii_lowercase()) => format!("{key}=***"),
-            _ => pair.to_string(),
-        })
-        .collect();
-    format!("{base}?{}", shown.join("&"))
+    retina_core::redact::redacted(location)
 }
 
 fn open_local(dir: &std::path::Path, location: &str, create: bool) -> Result<Opened, StorageError> {

@@ -1,74 +1,178 @@
-//! A Kafka-protocol broker for tests: `tansu` (plain TCP), optionally behind a TLS
-//! front, with kafka-python as the independent producer and offset reader.
+//! Apache Kafka for tests: a real Apache Kafka 4.4 broker (KRaft, one node that is
+//! both broker and controller) run from the jars `scripts/services/resolve.sh`
+//! fetches with Maven, with kafka-python as the independent producer, admin client
+//! and offset reader.
 
+use std::ffi::OsString;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::{free_port, ServerProcess, ServiceError};
+use super::{ServerProcess, ServiceError};
 
-/// A Kafka-protocol broker (`tansu`, from crates.io: `cargo install tansu --locked
-/// --features dynostore,libsql`) on a free loopback port with in-memory storage, stopped on
-/// drop. Records are produced by `kafka-python` (PyPI; in the venv `scripts/test.sh`
-/// makes), whose default partitioner hashes keys as Kafka Connect's does.
+/// How long a broker may take from the JVM's start until it serves requests
+/// (~4 s on two idle cores; more while a build runs beside it).
+const START_LIMIT: Duration = Duration::from_secs(60);
+
+/// The cluster id every test broker is formatted with (what `StorageTool
+/// random-uuid` prints: 16 bytes, here `retina-test-kafk`, in URL-safe base64
+/// without padding). Each broker is a cluster of its own in its own directory.
+const CLUSTER_ID: &str = "cmV0aW5hLXRlc3Qta2Fmaw";
+
+/// An Apache Kafka 4.4 broker on free loopback ports, in KRaft mode as a single node
+/// (broker and controller in one JVM), with its log directory in a temporary
+/// directory; killed and removed on drop. It has three listeners on 127.0.0.1:
+/// `CLIENT` ([`Self::bootstrap`]: plain TCP, TLS or SASL), `INTERNAL` (plain TCP,
+/// between the broker and itself, and where this type creates and deletes topics)
+/// and `CONTROLLER`. Topics are created on first use too (`auto.create.topics.enable`,
+/// one partition). Records are produced by `kafka-python` (PyPI; in the venv
+/// `scripts/test.sh` makes), whose default partitioner hashes keys as Kafka
+/// Connect's does.
+///
+/// Needs a Java 17+ runtime (`$JAVA_HOME/bin/java`, else `java` on `PATH`) and
+/// Kafka's jars in `${RETINA_JARS:-$HOME/.cache/retina-jars}/kafka`
+/// (`scripts/services/resolve.sh`). Starting one takes a few seconds: a JVM formats
+/// its log directory, then another runs the broker.
 pub struct LocalKafkaBroker {
+    /// The broker's JVM; `port` is the `CLIENT` listener's. Declared first: it is
+    /// killed before its directory is removed.
     process: ServerProcess,
-    tls: Option<TlsFront>,
+    /// The plain-TCP `INTERNAL` listener's port.
+    internal_port: u16,
+    /// The `CLIENT` listener speaks TLS, with `tls/ca.pem` in `dir` as its CA.
+    tls: bool,
     sasl: Option<SaslUser>,
-    /// The folder of its SQLite storage, when it has one (dropped after the process).
-    _storage: Option<tempfile::TempDir>,
+    /// `server.properties`, `log4j2.properties`, `kafka.log` (the JVM's output),
+    /// `data/` (the log directory) and, with TLS, `tls/`.
+    dir: tempfile::TempDir,
 }
 
-/// The user a SASL broker knows (tansu's in-memory and object-store storage keep no
-/// SCRAM credentials: a SASL broker has SQLite storage).
+/// The user a SASL broker knows.
 struct SaslUser {
     mechanism: &'static str,
     username: String,
     password: String,
 }
 
-/// TLS in front of the broker (tansu 0.6 takes `--cert`/`--key` but serves plain
-/// TCP): a Python asyncio proxy terminating TLS with a certificate for 127.0.0.1 made
-/// by `openssl`, on the port the broker advertises, so every client (metadata,
-/// fetches, group commits) reaches the broker through it.
-struct TlsFront {
-    process: ServerProcess,
-    /// Holds `ca.pem` (the CA clients trust), the broker's `cert.pem` and keys.
-    dir: tempfile::TempDir,
+/// What the `CLIENT` listener speaks.
+enum ClientListener {
+    Plain,
+    /// TLS with a certificate for 127.0.0.1, in a PEM key store.
+    Tls,
+    /// SASL SCRAM over plain TCP, knowing one user.
+    Sasl(SaslUser),
 }
 
 /// Command-line arguments: literal words, then paths (and words) as `OsString`s.
-fn args(words: &[&str], rest: &[std::path::PathBuf]) -> Vec<std::ffi::OsString> {
-    words.iter().map(std::ffi::OsString::from).chain(rest.iter().map(|p| p.clone().into_os_string())).collect()
+fn args(words: &[&str], rest: &[PathBuf]) -> Vec<OsString> {
+    words.iter().map(OsString::from).chain(rest.iter().map(|p| p.clone().into_os_string())).collect()
 }
 
-/// The TLS proxy: `LISTEN_PORT TARGET_PORT CERT KEY`.
-const TLS_PROXY: &str = r#"
-import asyncio, ssl, sys
-listen, target, cert, key = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-async def pipe(reader, writer):
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError, ssl.SSLError):
-        pass
-    finally:
-        writer.close()
-async def handle(client_reader, client_writer):
-    try:
-        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", target)
-    except OSError:
-        client_writer.close()
-        return
-    await asyncio.gather(pipe(client_reader, upstream_writer), pipe(upstream_reader, client_writer))
-async def main():
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server = await asyncio.start_server(handle, "127.0.0.1", listen, ssl=context)
-    async with server:
-        await server.serve_forever()
-asyncio.run(main())
-"#;
+/// The folder holding Apache Kafka's jars: `$RETINA_JARS/kafka`, else
+/// `$HOME/.cache/retina-jars/kafka`, where `scripts/services/resolve.sh` puts them.
+fn kafka_jars() -> Result<PathBuf, ServiceError> {
+    let root = std::env::var_os("RETINA_JARS")
+        .filter(|root| !root.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache/retina-jars")));
+    let Some(jars) = root.map(|root| root.join("kafka")) else {
+        return Err(ServiceError::new(
+            "kafka",
+            "neither RETINA_JARS nor HOME is set: run scripts/services/resolve.sh (scripts/test.sh runs it) to fetch Apache Kafka's jars with Maven".into(),
+        ));
+    };
+    let has_kafka = std::fs::read_dir(&jars)
+        .map(|entries| entries.flatten().any(|entry| entry.file_name().to_string_lossy().starts_with("kafka_2.13-")))
+        .unwrap_or(false);
+    if !has_kafka {
+        return Err(ServiceError::new(
+            "kafka",
+            format!(
+                "no Apache Kafka jars (kafka_2.13-*.jar) in {}: run scripts/services/resolve.sh (scripts/test.sh runs it) to fetch Apache Kafka's jars with Maven",
+                jars.display()
+            ),
+        ));
+    }
+    Ok(jars)
+}
+
+/// `$JAVA_HOME/bin/java` when `JAVA_HOME` is set, else `java`.
+fn java() -> OsString {
+    match std::env::var_os("JAVA_HOME").filter(|home| !home.is_empty()) {
+        Some(home) => Path::new(&home).join("bin/java").into_os_string(),
+        None => "java".into(),
+    }
+}
+
+/// `java` with a heap of `heap`, Kafka's jars on the class path and its logging
+/// configured by `dir/log4j2.properties`.
+fn java_command(jars: &Path, dir: &Path, heap: &str) -> Command {
+    let mut class_path = jars.as_os_str().to_os_string();
+    class_path.push("/*");
+    let mut log4j = OsString::from("-Dlog4j2.configurationFile=");
+    log4j.push(dir.join("log4j2.properties"));
+    let mut logs_dir = OsString::from("-Dkafka.logs.dir=");
+    logs_dir.push(dir);
+    let mut command = Command::new(java());
+    command.arg(heap).arg("-Djava.awt.headless=true").arg(log4j).arg(logs_dir).arg("-cp").arg(class_path);
+    command
+}
+
+/// Three distinct free loopback ports (held together while they are picked).
+fn free_ports() -> Result<[u16; 3], ServiceError> {
+    let bind = || {
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| Ok((listener.local_addr()?.port(), listener)))
+            .map_err(|e| ServiceError::new("kafka", format!("no free port: {e}")))
+    };
+    let (a, _held_a) = bind()?;
+    let (b, _held_b) = bind()?;
+    let (c, _held_c) = bind()?;
+    Ok([a, b, c])
+}
+
+/// Whether a Kafka broker answers an ApiVersions request (version 0) on the plain-TCP
+/// `port`: it does once it serves requests.
+fn answers_api_versions(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    if stream.set_read_timeout(Some(Duration::from_secs(1))).is_err() {
+        return false;
+    }
+    let client_id = b"retina-test";
+    let mut request = Vec::new();
+    request.extend_from_slice(&18i16.to_be_bytes()); // ApiVersions
+    request.extend_from_slice(&0i16.to_be_bytes()); // version 0
+    request.extend_from_slice(&1i32.to_be_bytes()); // correlation id
+    request.extend_from_slice(&(client_id.len() as i16).to_be_bytes());
+    request.extend_from_slice(client_id);
+    let mut framed = (request.len() as i32).to_be_bytes().to_vec();
+    framed.extend_from_slice(&request);
+    // The answer starts with its size and the request's correlation id.
+    let mut answer = [0u8; 8];
+    stream.write_all(&framed).is_ok() && stream.read_exact(&mut answer).is_ok() && answer[4..] == 1i32.to_be_bytes()[..]
+}
+
+/// The last `lines` lines of the text file at `path` (empty when it cannot be read).
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read(path).map(|bytes| String::from_utf8_lossy(&bytes).into_owned()).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Kafka's logging: warnings and errors, to the JVM's standard output.
+const LOG4J2: &str = "status = warn
+appender.out.type = Console
+appender.out.name = out
+appender.out.target = SYSTEM_OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = out
+";
 
 /// One record to produce: topic, key and value as raw bytes of text (`None` = a
 /// null key or value, e.g. a tombstone), and a partition when the test places it.
@@ -118,9 +222,8 @@ consumer.close()
 "#;
 
 /// What reads a consumer group's committed offsets: kafka-python's consumer, one
-/// `topic partition offset` line per partition with a commit. (Its admin client's
-/// `list_consumer_group_offsets` asks for all partitions at once, an OffsetFetch
-/// tansu 0.6 answers in a form kafka-python cannot decode.)
+/// `topic partition offset` line per partition with a commit (internal topics such
+/// as `__consumer_offsets` left out).
 const GROUP_OFFSETS: &str = r#"
 import sys
 from kafka import KafkaConsumer, TopicPartition
@@ -133,134 +236,223 @@ for topic in sorted(consumer.topics()):
 consumer.close(autocommit=False)
 "#;
 
+/// What creates a topic (`NAME PARTITIONS [KEY=VALUE…]`, replication factor 1) with
+/// kafka-python's admin client, then waits until every partition has its leader, so
+/// that the next client finds the topic ready.
+const CREATE_TOPIC: &str = r#"
+import sys, time
+from kafka.admin import KafkaAdminClient, NewTopic
+name, partitions = sys.argv[2], int(sys.argv[3])
+config = dict(pair.split("=", 1) for pair in sys.argv[4:])
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+admin.create_topics([NewTopic(name, partitions, 1, topic_configs=config)])
+deadline = time.monotonic() + 30
+while True:
+    described = admin.describe_topics([name])
+    if any(t["topic"] == name and t["error_code"] == 0 and len(t["partitions"]) == partitions and all(p["leader"] >= 0 for p in t["partitions"]) for t in described):
+        break
+    if time.monotonic() > deadline:
+        sys.exit(f"topic {name} has not got a leader for each of its {partitions} partitions within 30 s: {described}")
+    time.sleep(0.05)
+admin.close()
+"#;
+
+/// What deletes a topic with kafka-python's admin client, then waits until the
+/// broker no longer lists it.
+const DELETE_TOPIC: &str = r#"
+import sys, time
+from kafka.admin import KafkaAdminClient
+name = sys.argv[2]
+admin = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+admin.delete_topics([name])
+deadline = time.monotonic() + 30
+while name in admin.list_topics():
+    if time.monotonic() > deadline:
+        sys.exit(f"topic {name} is still listed 30 s after its deletion")
+    time.sleep(0.05)
+admin.close()
+"#;
+
 impl LocalKafkaBroker {
-    /// Starts the broker and waits until it listens; fails saying what to install
-    /// when `tansu` is missing.
+    /// Starts the broker (plain TCP) and waits until it serves requests; fails saying
+    /// what to install or run when Java or Kafka's jars are missing.
     pub fn start() -> Result<Self, ServiceError> {
-        let port = free_port("tansu")?;
-        Ok(Self { process: Self::start_tansu(port, port, "memory://tansu/", false, None)?, tls: None, sasl: None, _storage: None })
+        Self::launch(ClientListener::Plain, None)
     }
 
-    /// A broker on tansu's SQLite storage whose maintenance runs every `maintenance`:
-    /// it then deletes the records of a topic created with `cleanup.policy=delete`
-    /// whose timestamp is older than the topic's `retention.ms` (see
-    /// [`Self::create_topic_with_config`], [`Self::produce_at`]), as Kafka's retention
-    /// does. (Unlike Kafka, which drops whole segments from the log's start, tansu
-    /// deletes record by record, so a test keeps timestamps in offset order.)
+    /// A broker whose retention check runs every `maintenance`: Kafka then deletes,
+    /// in a topic created with `cleanup.policy=delete` and a `retention.ms` (see
+    /// [`Self::create_topic_with_config`]), the records whose timestamp (see
+    /// [`Self::produce_at`]) is older than `retention.ms`.
+    ///
+    /// Kafka deletes whole log segments from the log's start, never single records:
+    /// a segment goes once its newest timestamp is past retention, and not while an
+    /// earlier segment stays. So that records produced at different times can go at
+    /// different times, this broker rolls a new segment (`log.roll.ms` =
+    /// `maintenance`) when a record batch's timestamp lies more than `maintenance`
+    /// after the first timestamp of the segment it would join; records whose
+    /// timestamps are closer together than that go together, and a record older than
+    /// retention stays as long as a newer one in its segment or before it in the log
+    /// does (a topic's own `segment.ms` overrides `log.roll.ms`). It also takes timestamps any distance in the
+    /// future (Kafka's default refuses those more than an hour ahead), and runs its
+    /// first retention check at once instead of 30 s after starting.
     pub fn start_with_retention(maintenance: Duration) -> Result<Self, ServiceError> {
-        let error = |reason: String| ServiceError::new("tansu", reason);
-        let storage = tempfile::tempdir().map_err(|e| error(format!("temp dir: {e}")))?;
-        let engine = format!("sqlite://tansu.db?maintenance_interval={}ms", maintenance.as_millis());
-        let port = free_port("tansu")?;
-        let process = Self::start_tansu(port, port, &engine, false, Some(storage.path()))
-            .map_err(|e| error(format!("{e} (retention needs tansu's SQLite storage: cargo install tansu --locked --features dynostore,libsql)")))?;
-        Ok(Self { process, tls: None, sasl: None, _storage: Some(storage) })
+        Self::launch(ClientListener::Plain, Some(maintenance))
     }
 
     /// A broker that requires SASL SCRAM (`mechanism` `SCRAM-SHA-256` or
-    /// `SCRAM-SHA-512`) from every client, knowing one user. tansu 0.6 creates users
-    /// and topics only through an unauthenticated connection, so it first runs
-    /// without authentication to make the user and `topics` (name, partitions),
-    /// then again, on the same storage, with it.
+    /// `SCRAM-SHA-512`) from every client on [`Self::bootstrap`], knowing one user
+    /// (made when its log directory is formatted), with `topics` (name, partitions)
+    /// created. The user's name and password may not hold `,` or `"` (Kafka's
+    /// format tool reads them from a comma-separated list).
     pub fn start_sasl(mechanism: &'static str, username: &str, password: &str, topics: &[(&str, u32)]) -> Result<Self, ServiceError> {
-        let error = |reason: String| ServiceError::new("tansu", reason);
-        let storage = tempfile::tempdir().map_err(|e| error(format!("temp dir: {e}")))?;
-        // tansu reads `sqlite://` paths relative to its working directory.
-        let engine = "sqlite://tansu.db";
-        let tansu_mechanism = match mechanism {
-            "SCRAM-SHA-256" => "scram256",
-            "SCRAM-SHA-512" => "scram512",
-            other => return Err(error(format!("no SASL mechanism {other} in tansu (SCRAM-SHA-256, SCRAM-SHA-512)"))),
+        if !matches!(mechanism, "SCRAM-SHA-256" | "SCRAM-SHA-512") {
+            return Err(ServiceError::new("kafka", format!("no SASL mechanism {mechanism} here (SCRAM-SHA-256, SCRAM-SHA-512)")));
+        }
+        if [username, password].iter().any(|text| text.contains([',', '"'])) {
+            return Err(ServiceError::new("kafka", format!("the SASL user {username:?} or its password holds `,` or `\"`, which Kafka's format tool cannot take")));
+        }
+        let user = SaslUser { mechanism, username: username.to_string(), password: password.to_string() };
+        let broker = Self::launch(ClientListener::Sasl(user), None)?;
+        for (topic, partitions) in topics {
+            broker.create_topic(topic, *partitions)?;
+        }
+        Ok(broker)
+    }
+
+    /// [`Self::start`] reachable only over TLS on [`Self::bootstrap`] (a certificate
+    /// for IP 127.0.0.1 signed by a CA made for it); clients trust [`Self::tls_ca`].
+    pub fn start_tls() -> Result<Self, ServiceError> {
+        Self::launch(ClientListener::Tls, None)
+    }
+
+    /// Formats a log directory for a broker with this `listener` (and `retention`
+    /// check interval), starts the broker and waits until it serves requests.
+    fn launch(listener: ClientListener, retention: Option<Duration>) -> Result<Self, ServiceError> {
+        let error = |reason: String| ServiceError::new("kafka", reason);
+        let jars = kafka_jars()?;
+        let dir = tempfile::tempdir().map_err(|e| error(format!("temp dir: {e}")))?;
+        let [client_port, internal_port, controller_port] = free_ports()?;
+        let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).map_err(|e| error(format!("{name}: {e}")));
+        let (protocol, mut extra) = match &listener {
+            ClientListener::Plain => ("PLAINTEXT", String::new()),
+            ClientListener::Tls => {
+                let key_store = make_certificates(&dir.path().join("tls"))?;
+                ("SSL", format!("ssl.keystore.type=PEM\nssl.keystore.location={}\n", key_store.display()))
+            }
+            ClientListener::Sasl(user) => (
+                "SASL_PLAINTEXT",
+                format!(
+                    "sasl.enabled.mechanisms={mechanism}\n\
+                     listener.name.client.{lower}.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;\n",
+                    mechanism = user.mechanism,
+                    lower = user.mechanism.to_lowercase()
+                ),
+            ),
         };
-        let port = free_port("tansu")?;
-        let needs_sqlite = |e: ServiceError| error(format!("{e} (SASL users need tansu's SQLite storage: cargo install tansu --locked --features dynostore,libsql)"));
-        let setup =
-            Self { process: Self::start_tansu(port, port, engine, false, Some(storage.path())).map_err(needs_sqlite)?, tls: None, sasl: None, _storage: None };
-        let output = Command::new(Self::tansu())
-            .args(["user", "create", username, password, "--mechanism", tansu_mechanism, "--broker", &setup.admin_address()])
-            .output()
-            .map_err(|e| error(format!("user create: {e}")))?;
+        if let Some(maintenance) = retention {
+            let ms = maintenance.as_millis().max(1);
+            extra.push_str(&format!(
+                "log.retention.check.interval.ms={ms}\n\
+                 log.initial.task.delay.ms=0\n\
+                 log.roll.ms={ms}\n\
+                 log.message.timestamp.after.max.ms=9223372036854775807\n"
+            ));
+        }
+        let (client, internal, controller) =
+            (format!("127.0.0.1:{client_port}"), format!("127.0.0.1:{internal_port}"), format!("127.0.0.1:{controller_port}"));
+        let properties = format!(
+            "process.roles=broker,controller\n\
+             node.id=1\n\
+             controller.quorum.bootstrap.servers={controller}\n\
+             listeners=CLIENT://{client},INTERNAL://{internal},CONTROLLER://{controller}\n\
+             advertised.listeners=CLIENT://{client},INTERNAL://{internal},CONTROLLER://{controller}\n\
+             listener.security.protocol.map=CLIENT:{protocol},INTERNAL:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+             controller.listener.names=CONTROLLER\n\
+             inter.broker.listener.name=INTERNAL\n\
+             log.dirs={data}\n\
+             auto.create.topics.enable=true\n\
+             num.partitions=1\n\
+             default.replication.factor=1\n\
+             offsets.topic.replication.factor=1\n\
+             offsets.topic.num.partitions=1\n\
+             transaction.state.log.replication.factor=1\n\
+             transaction.state.log.min.isr=1\n\
+             share.coordinator.state.topic.replication.factor=1\n\
+             share.coordinator.state.topic.min.isr=1\n\
+             group.initial.rebalance.delay.ms=0\n\
+             {extra}",
+            data = dir.path().join("data").display()
+        );
+        write("server.properties", &properties)?;
+        write("log4j2.properties", LOG4J2)?;
+        let server_properties = dir.path().join("server.properties");
+        let cannot_run = |e: std::io::Error| {
+            error(format!(
+                "cannot run {} ({e}): install a Java 17+ runtime (apt-get install -y openjdk-17-jre-headless) or set JAVA_HOME",
+                java().to_string_lossy()
+            ))
+        };
+
+        // A short-lived JVM: compile little, collect simply.
+        let mut format_tool = java_command(&jars, dir.path(), "-Xmx256m");
+        format_tool.args(["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "kafka.tools.StorageTool", "format", "-t", CLUSTER_ID, "-c"]);
+        format_tool.arg(&server_properties).arg("--standalone");
+        let sasl = match listener {
+            ClientListener::Sasl(user) => {
+                format_tool.arg("--add-scram").arg(format!("{}=[name=\"{}\",password=\"{}\"]", user.mechanism, user.username, user.password));
+                Some(user)
+            }
+            ClientListener::Plain | ClientListener::Tls => None,
+        };
+        let output = format_tool.output().map_err(cannot_run)?;
         if !output.status.success() {
             return Err(error(format!(
-                "user create {username}: {} (a tansu without SQLite storage keeps no users: cargo install tansu --locked --features dynostore,libsql)",
+                "formatting its log directory failed ({}): {}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stdout),
                 String::from_utf8_lossy(&output.stderr)
             )));
         }
-        for (topic, partitions) in topics {
-            setup.create_topic(topic, *partitions)?;
-        }
-        drop(setup);
-        let sasl = SaslUser { mechanism, username: username.to_string(), password: password.to_string() };
-        let process = Self::start_tansu(port, port, engine, true, Some(storage.path()))?;
-        Ok(Self { process, tls: None, sasl: Some(sasl), _storage: Some(storage) })
-    }
 
-    /// [`Self::start`] reachable only over TLS ([`Self::bootstrap`] is the TLS
-    /// port); clients trust [`Self::tls_ca`].
-    pub fn start_tls() -> Result<Self, ServiceError> {
-        let error = |reason: String| ServiceError::new("openssl", reason);
-        let (port, front_port) = (free_port("tansu")?, free_port("tls proxy")?);
-        let dir = tempfile::tempdir().map_err(|e| error(format!("temp dir: {e}")))?;
-        // A CA, and the broker's certificate for 127.0.0.1 signed by it (webpki takes
-        // no CA certificate as a server's own).
-        let path = |name: &str| dir.path().join(name);
-        std::fs::write(path("leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-            .map_err(|e| error(format!("leaf.ext: {e}")))?;
-        let steps: [Vec<std::ffi::OsString>; 3] = [
-            args(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=retina-test-ca", "-keyout"], &[path("ca.key"), "-out".into(), path("ca.pem")]),
-            args(&["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout"], &[path("key.pem"), "-out".into(), path("leaf.csr")]),
-            args(
-                &["x509", "-req", "-days", "1", "-CAcreateserial", "-in"],
-                &[path("leaf.csr"), "-CA".into(), path("ca.pem"), "-CAkey".into(), path("ca.key"), "-extfile".into(), path("leaf.ext"), "-out".into(), path("cert.pem")],
-            ),
-        ];
-        for step in steps {
-            let output = Command::new("openssl").args(&step).output().map_err(|e| error(format!("cannot run it ({e}): apt-get install openssl")))?;
-            if !output.status.success() {
-                return Err(error(format!("making the certificates failed: {}", String::from_utf8_lossy(&output.stderr))));
+        let log_path = dir.path().join("kafka.log");
+        let log = std::fs::File::create(&log_path).map_err(|e| error(format!("kafka.log: {e}")))?;
+        let log_too = log.try_clone().map_err(|e| error(format!("kafka.log: {e}")))?;
+        let started = Instant::now();
+        let child = java_command(&jars, dir.path(), "-Xmx512m")
+            .arg("kafka.Kafka")
+            .arg(&server_properties)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_too)
+            .spawn()
+            .map_err(cannot_run)?;
+        // Killed (by drop) when it does not come up.
+        let mut process = ServerProcess { child, port: client_port };
+        let failed = |what: String| error(format!("{what}; the end of its output ({}):\n{}", log_path.display(), tail(&log_path, 30)));
+        loop {
+            if let Ok(Some(status)) = process.child.try_wait() {
+                return Err(failed(format!("the broker exited ({status}) before serving requests")));
             }
+            // Its ports may accept connections a little before it serves requests.
+            if TcpStream::connect(("127.0.0.1", client_port)).is_ok() && answers_api_versions(internal_port) {
+                break;
+            }
+            if started.elapsed() > START_LIMIT {
+                return Err(failed(format!("the broker did not serve requests on port {internal_port} within {} s", START_LIMIT.as_secs())));
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        let (cert, key) = (path("cert.pem"), path("key.pem"));
-        let process = Self::start_tansu(port, front_port, "memory://tansu/", false, None)?;
-        let proxy = Command::new(crate::venv_python())
-            .args(["-c", TLS_PROXY, &front_port.to_string(), &port.to_string()])
-            .arg(&cert)
-            .arg(&key)
-            .stdout(Stdio::null())
-            .spawn()
-            .map_err(|e| ServiceError::new("python3", format!("cannot start the TLS proxy: {e}")))?;
-        let front = ServerProcess::listening(proxy, front_port, "tls proxy", Duration::from_secs(20))?;
-        Ok(Self { process, tls: Some(TlsFront { process: front, dir }), sasl: None, _storage: None })
-    }
-
-    /// tansu listening on `port` with `storage`, telling clients to connect to
-    /// `advertised`; requiring SASL when `authentication`; run in `dir` when given.
-    fn start_tansu(port: u16, advertised: u16, storage: &str, authentication: bool, dir: Option<&std::path::Path>) -> Result<ServerProcess, ServiceError> {
-        let (listener, advertised) = (format!("tcp://127.0.0.1:{port}"), format!("tcp://127.0.0.1:{advertised}"));
-        let mut command = Command::new(Self::tansu());
-        command.args(["broker", "--listener-url", &listener, "--advertised-listener-url", &advertised, "--storage-engine", storage]);
-        if authentication {
-            command.arg("--authentication");
-        }
-        if let Some(dir) = dir {
-            command.current_dir(dir);
-        }
-        let child = command
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| {
-                ServiceError::new("tansu", format!("cannot start it ({e}): run scripts/test.sh, or cargo install tansu --locked --features dynostore,libsql"))
-            })?;
-        ServerProcess::listening(child, port, "tansu", Duration::from_secs(20))
+        let tls = matches!(protocol, "SSL");
+        Ok(Self { process, internal_port, tls, sasl, dir })
     }
 
     /// The certificate a TLS broker's clients trust (`None` without TLS).
-    pub fn tls_ca(&self) -> Option<std::path::PathBuf> {
-        self.tls.as_ref().map(|front| front.dir.path().join("ca.pem"))
+    pub fn tls_ca(&self) -> Option<PathBuf> {
+        self.tls.then(|| self.dir.path().join("tls/ca.pem"))
     }
 
-    /// kafka-python with this broker's connection settings.
+    /// kafka-python with this broker's connection settings, on [`Self::bootstrap`].
     fn python(&self, script: &str) -> Command {
         let mut command = Command::new(crate::venv_python());
         command.args(["-c", &format!("{CONNECTION}{script}"), &self.bootstrap()]);
@@ -273,58 +465,49 @@ impl LocalKafkaBroker {
         command
     }
 
-    fn tansu() -> std::ffi::OsString {
-        let cargo_bin = std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".cargo/bin/tansu"));
-        match cargo_bin.filter(|path| path.exists()) {
-            Some(path) => path.into_os_string(),
-            None => "tansu".into(),
+    /// Runs a kafka-python admin `script` against the plain `INTERNAL` listener with
+    /// `arguments`, for `what`.
+    fn admin(&self, script: &str, arguments: &[String], what: &str) -> Result<(), ServiceError> {
+        let output = Command::new(crate::venv_python())
+            .args(["-c", script, &format!("127.0.0.1:{}", self.internal_port)])
+            .args(arguments)
+            .output()
+            .map_err(|e| {
+                ServiceError::new("kafka-python", format!("cannot run Python ({e}): run scripts/test.sh, which installs kafka-python into <target dir>/py-clients"))
+            })?;
+        if !output.status.success() {
+            return Err(ServiceError::new("kafka", format!("{what}: {}", String::from_utf8_lossy(&output.stderr))));
         }
+        Ok(())
     }
 
-    /// `127.0.0.1:PORT` where clients connect (the TLS port with TLS).
-    /// The broker process's id, for reading what CPU it used (`/proc/{pid}/stat`).
+    /// The broker process's id (the JVM's), for reading what CPU it used
+    /// (`/proc/{pid}/stat`).
     pub fn pid(&self) -> u32 {
         self.process.child.id()
     }
 
+    /// `127.0.0.1:PORT` where clients connect (TLS or SASL when the broker was
+    /// started so).
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.tls.as_ref().map_or(self.process.port, |front| front.process.port))
-    }
-
-    /// The broker's own plain-TCP address (its admin CLI connects there).
-    fn admin_address(&self) -> String {
-        format!("tcp://127.0.0.1:{}", self.process.port)
+        format!("127.0.0.1:{}", self.process.port)
     }
 
     pub fn create_topic(&self, name: &str, partitions: u32) -> Result<(), ServiceError> {
         self.create_topic_with_config(name, partitions, &[])
     }
 
-    /// Creates topic `name` with topic configs (`("retention.ms", "60000")`, …).
+    /// Creates topic `name` with topic configs (`("retention.ms", "60000")`,
+    /// `("segment.ms", "1000")`, …), waiting until each partition has its leader.
     pub fn create_topic_with_config(&self, name: &str, partitions: u32, config: &[(&str, &str)]) -> Result<(), ServiceError> {
-        let mut command = Command::new(Self::tansu());
-        command.args(["topic", "create", name, "--partitions", &partitions.to_string(), "--broker", &self.admin_address()]);
-        for (key, value) in config {
-            command.arg("--config").arg(format!("{key}={value}"));
-        }
-        let output = command
-            .output()
-            .map_err(|e| ServiceError::new("tansu", format!("topic create {name}: {e}")))?;
-        if !output.status.success() {
-            return Err(ServiceError::new("tansu", format!("topic create {name}: {}", String::from_utf8_lossy(&output.stderr))));
-        }
-        Ok(())
+        let arguments: Vec<String> =
+            [name.to_string(), partitions.to_string()].into_iter().chain(config.iter().map(|(key, value)| format!("{key}={value}"))).collect();
+        self.admin(CREATE_TOPIC, &arguments, &format!("topic create {name}"))
     }
 
+    /// Deletes topic `name`, waiting until the broker no longer lists it.
     pub fn delete_topic(&self, name: &str) -> Result<(), ServiceError> {
-        let output = Command::new(Self::tansu())
-            .args(["topic", "delete", name, "--broker", &self.admin_address()])
-            .output()
-            .map_err(|e| ServiceError::new("tansu", format!("topic delete {name}: {e}")))?;
-        if !output.status.success() {
-            return Err(ServiceError::new("tansu", format!("topic delete {name}: {}", String::from_utf8_lossy(&output.stderr))));
-        }
-        Ok(())
+        self.admin(DELETE_TOPIC, &[name.to_string()], &format!("topic delete {name}"))
     }
 
     /// Produces `records` in order with kafka-python (acks=all), waiting until all
@@ -369,8 +552,8 @@ impl LocalKafkaBroker {
         self.offsets_script(EARLIEST_OFFSETS, topic, "reading earliest offsets", |fields| Some((fields.next()?.parse().ok()?, fields.next()?.parse().ok()?)))
     }
 
-    /// The offsets committed to consumer `group`, as kafka-python's admin client
-    /// reads them (an independent client): (topic, partition) → offset.
+    /// The offsets committed to consumer `group`, as kafka-python's consumer reads
+    /// them (an independent client): (topic, partition) → offset.
     pub fn committed_offsets(&self, group: &str) -> Result<std::collections::BTreeMap<(String, i32), i64>, ServiceError> {
         self.offsets_script(GROUP_OFFSETS, group, "reading committed offsets", |fields| {
             Some(((fields.next()?.to_string(), fields.next()?.parse().ok()?), fields.next()?.parse().ok()?))
@@ -397,6 +580,36 @@ impl LocalKafkaBroker {
         let text = String::from_utf8_lossy(&output.stdout);
         text.lines().map(|line| parse(&mut line.split_whitespace()).ok_or_else(|| error(format!("unexpected line {line:?}")))).collect()
     }
+}
+
+/// Makes, with `openssl` in `dir`, a CA (`ca.pem`, what clients trust) and the
+/// broker's certificate for IP 127.0.0.1 signed by it (webpki takes no CA
+/// certificate as a server's own); returns the PEM key store Kafka reads: the
+/// broker's private key (PKCS#8, unencrypted) followed by its certificate.
+fn make_certificates(dir: &Path) -> Result<PathBuf, ServiceError> {
+    let error = |reason: String| ServiceError::new("openssl", reason);
+    std::fs::create_dir_all(dir).map_err(|e| error(format!("{}: {e}", dir.display())))?;
+    let path = |name: &str| dir.join(name);
+    std::fs::write(path("leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").map_err(|e| error(format!("leaf.ext: {e}")))?;
+    let steps: [Vec<OsString>; 4] = [
+        args(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=retina-test-ca", "-keyout"], &[path("ca.key"), "-out".into(), path("ca.pem")]),
+        args(&["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout"], &[path("key.pem"), "-out".into(), path("leaf.csr")]),
+        args(
+            &["x509", "-req", "-days", "1", "-CAcreateserial", "-in"],
+            &[path("leaf.csr"), "-CA".into(), path("ca.pem"), "-CAkey".into(), path("ca.key"), "-extfile".into(), path("leaf.ext"), "-out".into(), path("cert.pem")],
+        ),
+        args(&["pkcs8", "-topk8", "-nocrypt", "-in"], &[path("key.pem"), "-out".into(), path("key.pk8.pem")]),
+    ];
+    for step in steps {
+        let output = Command::new("openssl").args(&step).output().map_err(|e| error(format!("cannot run it ({e}): apt-get install openssl")))?;
+        if !output.status.success() {
+            return Err(error(format!("making the certificates failed: {}", String::from_utf8_lossy(&output.stderr))));
+        }
+    }
+    let read = |name: &str| std::fs::read_to_string(path(name)).map_err(|e| error(format!("{name}: {e}")));
+    let key_store = path("keystore.pem");
+    std::fs::write(&key_store, read("key.pk8.pem")? + &read("cert.pem")?).map_err(|e| error(format!("keystore.pem: {e}")))?;
+    Ok(key_store)
 }
 
 /// A record as the producer script reads it (JSON strings escaped by hand: this

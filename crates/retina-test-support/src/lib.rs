@@ -2,11 +2,15 @@
 //! directories and stopped on drop. A missing service is an error that says what to
 //! install, never a skipped test.
 
+mod connect;
 mod flaky_proxy;
 mod kafka;
+pub mod spark;
 
+pub use connect::KafkaConnect;
 pub use flaky_proxy::FlakyHttpProxy;
 pub use kafka::{KafkaRecord, LocalKafkaBroker};
+pub use spark::{SparkAnswer, SparkSession};
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};

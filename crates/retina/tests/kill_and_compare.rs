@@ -8,8 +8,8 @@
 //! did not hold may have been acknowledged to the source: against a driver that
 //! acknowledged what was merely visible, the NATS runs end with transfers missing.
 //!
-//! NATS runs need `nats-server` (Debian package `nats-server`); Kafka runs the
-//! `tansu` broker (crates.io) and `kafka-python` (PyPI), as `scripts/test.sh` installs.
+//! NATS runs need `nats-server` (Debian package `nats-server`); Kafka runs Apache
+//! Kafka 4.4 (jars from Maven Central) and `kafka-python` (PyPI), as `scripts/test.sh` installs.
 
 use std::collections::BTreeMap;
 use std::path::Path;

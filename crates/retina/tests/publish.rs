@@ -7,7 +7,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-const RETINA: &str = env!("CARGO_BIN_EXE_retina");
+mod support;
+use support::{debezium_event as event, RETINA};
 
 fn ingest(data_dir: &Path, uri: &str, flags: &[&str]) -> Output {
     Command::new(RETINA).args(["ingest", "--data-dir"]).arg(data_dir).arg(uri).args(flags).output().expect("run retina ingest")
@@ -17,22 +18,6 @@ fn sql(data_dir: &Path, query: &str) -> Vec<String> {
     let output = Command::new(RETINA).args(["sql", "--format", "csv", "--data-dir"]).arg(data_dir).args(["-c", query]).output().expect("retina sql");
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).lines().skip(1).map(str::to_string).collect()
-}
-
-/// A Debezium event with its schema envelope, as Kafka Connect writes by default.
-fn event(table: &str, op: &str, id: i64, name: Option<&str>, tx: u64) -> String {
-    let row = |n: Option<&str>| n.map_or_else(|| format!(r#"{{"id":{id},"name":null}}"#), |n| format!(r#"{{"id":{id},"name":"{n}"}}"#));
-    let (before, after) = match op {
-        "d" => (format!(r#"{{"id":{id},"name":null}}"#), "null".to_string()),
-        _ => ("null".to_string(), row(name)),
-    };
-    let fields = r#"[{"type":"int64","optional":false,"field":"id"},{"type":"string","optional":true,"field":"name"}]"#;
-    let schema = format!(
-        r#"{{"type":"struct","fields":[{{"type":"struct","fields":{fields},"optional":true,"name":"db.public.{table}.Value","field":"before"}},{{"type":"struct","fields":{fields},"optional":true,"name":"db.public.{table}.Value","field":"after"}},{{"type":"struct","fields":[{{"type":"string","optional":false,"field":"connector"}},{{"type":"string","optional":false,"field":"schema"}},{{"type":"string","optional":false,"field":"table"}},{{"type":"int64","optional":true,"field":"txId"}},{{"type":"int64","optional":true,"field":"lsn"}}],"optional":false,"name":"io.debezium.connector.postgresql.Source","field":"source"}},{{"type":"string","optional":false,"field":"op"}},{{"type":"int64","optional":true,"field":"ts_ms"}}],"optional":false,"name":"db.public.{table}.Envelope"}}"#
-    );
-    format!(
-        r#"{{"schema":{schema},"payload":{{"before":{before},"after":{after},"source":{{"connector":"postgresql","schema":"public","table":"{table}","txId":{tx},"lsn":{tx}}},"op":"{op}","ts_ms":2}}}}"#
-    )
 }
 
 /// Every table of the lake's latest cut, read by each Delta and Iceberg reader.

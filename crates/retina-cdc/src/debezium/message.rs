@@ -82,6 +82,16 @@ struct DataCollection<'a> {
 
 /// serde_json counts lines inside the message; the stream position is named by the
 /// caller, so only the column is kept.
+/// The fields of a JSON object. serde reads a struct from a JSON array too (its
+/// elements as the fields in order), so `[{…event…}]` or `[1]` decoded as a message
+/// of no fields and was dropped without a word: only an object is read.
+fn fields_of(text: &str) -> Result<Fields<'_>, DecodeError> {
+    if text.trim_start().starts_with('[') {
+        return Err(DecodeError::MalformedJson("a JSON array, where a message is a JSON object".into()));
+    }
+    serde_json::from_str(text).map_err(malformed)
+}
+
 fn malformed(error: serde_json::Error) -> DecodeError {
     let text = error.to_string();
     let reason = text.rsplit_once(" at line ").map_or(text.as_str(), |(reason, _)| reason);
@@ -210,7 +220,7 @@ fn decode_full_line<'a>(line: &'a str, default_table: Option<&str>) -> Result<Me
     if let Some(payload) = scan::payload(trimmed) {
         return decode_payload(payload, None, None, None, default_table);
     }
-    let fields: Fields = serde_json::from_str(line).map_err(malformed)?;
+    let fields = fields_of(line)?;
     let wrapped = (fields.key.is_some() || fields.value.is_some()) && fields.op.is_none() && fields.status.is_none();
     if !wrapped {
         return decode_value(fields, None, None, default_table);
@@ -224,7 +234,7 @@ fn decode_full_line<'a>(line: &'a str, default_table: Option<&str>) -> Result<Me
     let (key, key_schema) = match fields.key.filter(|k| k.get() != "null") {
         None => (None, None),
         Some(key) => {
-            let key_fields: Fields = serde_json::from_str(key.get()).map_err(malformed)?;
+            let key_fields = fields_of(key.get())?;
             match key_fields.payload {
                 Some(payload) if key_fields.schema.is_some() => (Some(payload), known_schema(key_fields.schema)),
                 // `{"payload":{…}}` without a schema member (TiCDC with
@@ -235,7 +245,7 @@ fn decode_full_line<'a>(line: &'a str, default_table: Option<&str>) -> Result<Me
             }
         }
     };
-    let inner: Fields = serde_json::from_str(value.get()).map_err(malformed)?;
+    let inner = fields_of(value.get())?;
     decode_value(inner, key, key_schema, default_table)
 }
 
@@ -276,7 +286,7 @@ fn decode_value<'a>(
             return Ok(Message::Tombstone);
         };
         let schema = known_schema(fields.schema);
-        let inner: Fields = serde_json::from_str(payload.get()).map_err(malformed)?;
+        let inner = fields_of(payload.get())?;
         return decode_payload(inner, schema, key, key_schema, default_table);
     }
     decode_payload(fields, None, key, key_schema, default_table)
@@ -593,6 +603,16 @@ mod tests {
         let error = decode_line(mongo).map(|_| ()).expect_err("mongo").to_string();
         assert!(error.contains("MongoDB events are not supported"), "{error}");
         assert_eq!(change(decode_line(&bare_key).expect("bare key")).key.map(|k| k.get()), Some(r#"{"id":1}"#));
+    }
+
+    /// serde read a struct from a JSON array: `[{…event…}]` and `[1]` decoded as a
+    /// message of no fields and were dropped without a word.
+    #[test]
+    fn a_json_array_is_an_error_not_a_message_of_no_fields() {
+        for line in [format!("[{PG_UPDATE}]"), "[1]".to_string(), "[]".to_string(), format!(r#"{{"key":{{"id":1}},"value":[{PG_UPDATE}]}}"#)] {
+            let error = decode_line(&line).map(|_| ()).expect_err("an array is no message").to_string();
+            assert!(error.contains("JSON array"), "{line}: {error}");
+        }
     }
 
     #[test]

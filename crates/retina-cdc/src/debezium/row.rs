@@ -107,6 +107,10 @@ impl TablePlan {
                 return Err(DecodeError::bad_value(name.as_ref(), format!("is not a column of table {}", self.table)));
             };
             let column = &self.columns[index];
+            if seen.contains(index) {
+                // `{"id":1,"id":2}`: which one the source meant is unknown.
+                return Err(DecodeError::bad_value(name.as_ref(), "appears twice in the image: which value the source meant is unknown"));
+            }
             seen.insert(index);
             if is_unavailable(&column.kind, scalar) {
                 unavailable.push(index);
@@ -281,6 +285,12 @@ mod tests {
         assert_eq!(row, vec![Value::Int64(1), Value::Utf8("a\"b".into()), Value::Int32(3)]);
         let row = plan().decode_row_json(&raw(r#"{"id":1,"qty":3}"#)).expect("missing nullable column is null");
         assert_eq!(row[1], Value::Null);
+    }
+
+    #[test]
+    fn a_column_named_twice_in_an_image_is_an_error() {
+        let error = plan().decode_row_json(&raw(r#"{"id":1,"name":"a","id":2}"#)).expect_err("duplicate").to_string();
+        assert!(error.contains("id") && error.contains("appears twice"), "{error}");
     }
 
     #[test]

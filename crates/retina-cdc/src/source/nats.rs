@@ -50,7 +50,7 @@ pub struct NatsSource {
 impl NatsSource {
     /// Connects and creates (or reuses) the durable consumer `durable` on `stream`.
     pub fn connect(server: &str, stream: &str, durable: &str) -> CdcResult<Self> {
-        let name = format!("nats://{server}/{stream}");
+        let name = crate::source::uri::redacted(&format!("nats://{server}/{stream}"));
         let error = |reason: String| CdcError::Source { source_name: name.clone(), reason };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

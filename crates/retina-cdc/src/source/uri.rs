@@ -160,19 +160,12 @@ pub fn parse_source_uri_with_options(uri: &str) -> CdcResult<(SourceSpec, ApplyO
     Err(invalid("expected file:PATH, -, nats://HOST:PORT/STREAM, kafka://BROKER/TOPIC_PREFIX or generator:chbench?rate=N"))
 }
 
-/// `uri` with secrets (`sasl_password=`) replaced by `***`: the name positions are
-/// recorded under and `retina.sources` shows, so a password never reaches a data
-/// dir, a log or a query result.
+/// `uri` with its secrets (a URL's password, `sasl_password=`, tokens) replaced by
+/// `***`: the name positions are recorded under and `retina.sources` shows, so a
+/// password never reaches a data dir, a log or a query result. The one redaction
+/// every command uses: [`retina_core::redact`].
 pub fn redacted(uri: &str) -> String {
-    let Some((base, query)) = uri.split_once('?') else { return uri.to_string() };
-    let pairs: Vec<String> = query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            Some(("sasl_password", _)) => "sasl_password=***".to_string(),
-            _ => pair.to_string(),
-        })
-        .collect();
-    format!("{base}?{}", pairs.join("&"))
+    retina_core::redact::redacted(uri)
 }
 
 fn query_pairs(query: &str) -> impl Iterator<Item = (&str, &str)> {

@@ -8,7 +8,7 @@ mod commit_window;
 mod embedded;
 mod snapshot_registry;
 
-pub use embedded::EmbeddedTransactionService;
+pub use embedded::{EmbeddedTransactionService, DEFAULT_SNAPSHOT_SLOTS};
 pub use snapshot_registry::{Snapshot, SnapshotRegistry};
 
 use crate::error::CoreResult;

@@ -102,6 +102,13 @@ pub struct Cursors {
     open: Mutex<HashMap<String, Cursor>>,
 }
 
+/// The most cursors one connection may hold open. Each holds a query snapshot (and
+/// keeps the low watermark, so memory GC, behind it); the engine has a fixed number
+/// of snapshot slots for everyone, and 4,096 cursors in one transaction took them all:
+/// every other query failed and publication froze. With the connection limit this
+/// keeps every session's cursors within the slots ([`crate::ServerLimits::check`]).
+pub const MAX_CURSORS_PER_CONNECTION: usize = 32;
+
 /// The cursors of `client`'s connection.
 pub fn cursors_of<C: ClientInfo>(client: &C) -> Arc<Cursors> {
     client.session_extensions().get_or_insert_with(Cursors::default)
@@ -117,6 +124,12 @@ impl Cursors {
         let mut open = self.open.lock().await;
         if open.contains_key(&name) {
             return Err(user_error("42P03", format!("cursor \"{name}\" already exists")));
+        }
+        if open.len() >= MAX_CURSORS_PER_CONNECTION {
+            return Err(user_error(
+                "53000",
+                format!("too many open cursors: a connection may hold {MAX_CURSORS_PER_CONNECTION}; CLOSE one first"),
+            ));
         }
         open.insert(name, Cursor { results, pending: None, column_names, hold });
         Ok(Tag::new("DECLARE CURSOR"))

@@ -16,9 +16,10 @@
 //!   ([`param_binary`]);
 //! - [`errors`]: query errors to `ErrorResponse` with their SQLSTATE;
 //! - [`settings`]: what a connection sets (`search_path`, `statement_timeout`);
-//! - [`server`]: the accept loop.
+//! - [`server`]: the accept loop, under [`connection_limit`].
 
 pub mod column_names;
+pub mod connection_limit;
 pub mod copy_out;
 pub mod cursors;
 pub mod encode;

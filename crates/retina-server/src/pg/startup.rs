@@ -29,6 +29,9 @@ use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 
 use super::scram::{ScramError, ScramExchange, ScramVerifier, MECHANISM};
 
+/// How long a failed authentication waits before its error goes out.
+const FAILED_AUTHENTICATION_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How clients of a server authenticate.
 #[derive(Clone, Debug, Default)]
 pub enum ClientAuthentication {
@@ -149,7 +152,14 @@ impl StartupHandler for RetinaStartup {
                 }
             }
             (PgWireFrontendMessage::PasswordMessageFamily(message), ClientAuthentication::ScramSha256(verifier)) => {
-                let (response, authenticated) = self.scram_step(client, verifier, message)?;
+                let stepped = self.scram_step(client, verifier, message);
+                if stepped.is_err() {
+                    // As PostgreSQL's auth_delay: a guesser gets one answer a second per
+                    // connection (300 guesses took 1.2 s), and the connection cap bounds
+                    // how many connections guess at once.
+                    tokio::time::sleep(FAILED_AUTHENTICATION_DELAY).await;
+                }
+                let (response, authenticated) = stepped?;
                 client.send(PgWireBackendMessage::Authentication(response)).await?;
                 if authenticated {
                     self.admit(client).await?;

@@ -107,12 +107,37 @@ pub(crate) struct Remove {
 
 /// The protocol of a published table: deletion vectors (and `timestampNtz` when a
 /// column needs it) are table features, so reader 3 / writer 7.
+///
+/// A column declared `nullable: false` (a primary key) is a NOT NULL constraint,
+/// which Delta enforces as an invariant: Delta's reference reader (Spark) refuses a
+/// table whose metadata needs `invariants` unless the protocol lists that (writer-only)
+/// feature (`DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH`); delta-rs, Polars and DuckDB
+/// do not check.
 pub(crate) fn protocol(schema: &TableSchema) -> Protocol {
     let mut features = vec!["deletionVectors".to_string()];
-    if schema.columns().fields().iter().any(|f| matches!(f.data_type(), DataType::Timestamp(TimeUnit::Microsecond, None))) {
+    let fields = schema.columns().fields();
+    if fields.iter().any(|f| matches!(f.data_type(), DataType::Timestamp(TimeUnit::Microsecond, None))) {
         features.push("timestampNtz".into());
     }
-    Protocol { min_reader_version: 3, min_writer_version: 7, reader_features: features.clone(), writer_features: features }
+    let mut writer_features = features.clone();
+    if fields.iter().any(|f| !f.is_nullable() && declared(f.data_type())) {
+        writer_features.push("invariants".into());
+    }
+    Protocol { min_reader_version: 3, min_writer_version: 7, reader_features: features, writer_features }
+}
+
+/// Whether a column of this type is declared in the Delta schema (see [`metadata`]).
+fn declared(data_type: &DataType) -> bool {
+    undeclared_kind(data_type).is_none()
+}
+
+/// Why a column of this type is left out of the Delta schema, if it is.
+fn undeclared_kind(data_type: &DataType) -> Option<&'static str> {
+    match data_type {
+        DataType::Time64(_) => Some("time of day"),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => Some("timestamp in nanoseconds"),
+        _ => None,
+    }
 }
 
 /// The table's metadata: its user columns, and the table property that turns on
@@ -125,15 +150,11 @@ pub(crate) fn protocol(schema: &TableSchema) -> Protocol {
 /// types) declares it. Declaring a nanosecond column as `timestamp` would not do:
 /// Spark refuses Parquet's `TIMESTAMP(NANOS)` under a microsecond type.
 pub(crate) fn metadata(id: &str, schema: &TableSchema, created_ms: i64) -> Result<Metadata, StorageError> {
+    check_names_apart(schema)?;
     let mut fields = Vec::new();
     let mut left_out = Vec::new();
     for field in schema.columns().fields() {
-        let undeclared = match field.data_type() {
-            DataType::Time64(_) => Some("time of day"),
-            DataType::Timestamp(TimeUnit::Nanosecond, _) => Some("timestamp in nanoseconds"),
-            _ => None,
-        };
-        if let Some(kind) = undeclared {
+        if let Some(kind) = undeclared_kind(field.data_type()) {
             left_out.push(format!("{} ({kind})", field.name()));
             continue;
         }
@@ -159,6 +180,27 @@ pub(crate) fn metadata(id: &str, schema: &TableSchema, created_ms: i64) -> Resul
         created_time: created_ms,
         description,
     })
+}
+
+/// Delta Lake resolves column names case-insensitively (Spark, Trino, Delta's own
+/// checks): a table with `ID` beside `id` fails in every Delta reader, so it is not
+/// published, and the error names both columns.
+pub(crate) fn check_names_apart(schema: &TableSchema) -> Result<(), StorageError> {
+    let fields = schema.columns().fields();
+    for (at, field) in fields.iter().enumerate() {
+        if let Some(earlier) = fields[..at].iter().find(|earlier| earlier.name().eq_ignore_ascii_case(field.name())) {
+            return Err(StorageError::Publication {
+                reason: format!(
+                    "table {}: columns {} and {} differ only in case, which Delta Lake and Iceberg readers cannot tell \
+                     apart; the table is not published",
+                    schema.name(),
+                    earlier.name(),
+                    field.name()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Delta's name for an Arrow type as Retina stores it in Parquet.
@@ -240,6 +282,25 @@ mod tests {
         assert!(matches!(other, Action::Other(_)));
         let info = serde_json::to_string(&Action::CommitInfo(json!({"a": 1}))).expect("json");
         assert_eq!(info, r#"{"commitInfo":{"a":1}}"#);
+    }
+
+    /// Spark refuses a table whose NOT NULL column is not backed by the protocol's
+    /// `invariants` writer feature; readers need no such feature.
+    #[test]
+    fn a_not_null_column_lists_the_invariants_writer_feature() {
+        let keyed = TableSchema::from_columns("s.k", &[("id", DataType::Int64, false), ("v", DataType::Utf8, true)], &["id"]).expect("schema");
+        let protocol_of_keyed = protocol(&keyed);
+        assert!(protocol_of_keyed.writer_features.contains(&"invariants".to_string()), "{protocol_of_keyed:?}");
+        assert!(!protocol_of_keyed.reader_features.contains(&"invariants".to_string()), "a writer-only feature");
+        let nullable = TableSchema::from_columns("s.n", &[("id", DataType::Int64, true)], &["id"]).expect("schema");
+        assert!(!protocol(&nullable).writer_features.contains(&"invariants".to_string()));
+    }
+
+    #[test]
+    fn columns_that_differ_only_in_case_are_not_published() {
+        let schema = TableSchema::from_columns("s.c", &[("id", DataType::Int64, false), ("ID", DataType::Utf8, true)], &["id"]).expect("schema");
+        let error = metadata("x", &schema, 0).expect_err("refused").to_string();
+        assert!(error.contains("table s.c") && error.contains("columns id and ID"), "{error}");
     }
 
     #[test]

@@ -68,9 +68,11 @@ pub(super) fn commit_table(
         "retinaTs": ts.0,
         "isBlindAppend": false,
     }))];
-    if published.version.is_none() {
-        head.push(Action::Protocol(delta_log::protocol(schema)));
-    }
+    // Restated in every commit: the features a schema needs change with it (a
+    // `timestamp_ntz` or NOT NULL column added later needs `timestampNtz` or
+    // `invariants`, which Spark and delta-kernel check at every version), and a table
+    // published before `invariants` was listed heals at its next commit.
+    head.push(Action::Protocol(delta_log::protocol(schema)));
     if published.version.is_none() || schema_changed {
         head.push(Action::MetaData(delta_log::metadata(&published.delta_id, schema, now_ms)?));
     }

@@ -43,7 +43,7 @@ pub struct FreshnessArgs {
 #[derive(Args)]
 pub struct KafkaBenchArgs {
     /// With --source kafka: a running broker HOST:PORT (default: the benchmark
-    /// starts its own `tansu` broker).
+    /// starts its own Apache Kafka broker).
     #[arg(long, value_name = "HOST:PORT")]
     kafka: Option<String>,
     /// With --source kafka: partitions of each table's topic.

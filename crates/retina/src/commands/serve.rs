@@ -46,6 +46,13 @@ pub struct ServeArgs {
     /// SCRAM-SHA-256 verifier. Without it, any user connects without a password.
     #[arg(long)]
     pub password_file: Option<PathBuf>,
+    /// Listen beyond loopback without --password-file (anyone who reaches the port
+    /// reads every table): refused unless this says it is meant.
+    #[arg(long)]
+    pub insecure_no_password: bool,
+    /// SQL clients served at once; one more is refused with SQLSTATE 53300.
+    #[arg(long, default_value_t = retina_server::pg::connection_limit::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// Seconds between checkpoints: a crash loses nothing, but replays what came
     /// after the latest one, and sources are acknowledged only up to it.
     #[arg(long, default_value_t = 5.0)]
@@ -107,7 +114,7 @@ impl Instance {
         let session = Arc::new(RetinaSession::new(Arc::clone(&engine), registry.clone(), options));
         let mut sources = Vec::new();
         for uri in source_uris {
-            eprintln!("retina serve: replaying {uri}");
+            eprintln!("retina serve: replaying {}", retina_core::redact::RedactedUri::new(&uri));
             sources.push(ServedSource::start(uri, Arc::clone(&engine), registry.clone())?);
         }
         Ok(Self { engine, session, sources })
@@ -134,11 +141,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => scram_from_password_file(path)?,
         None => ClientAuthentication::Trust,
     };
+    if args.password_file.is_none() && !args.insecure_no_password && !is_loopback(&args.listen) {
+        anyhow::bail!(
+            "--listen {} reaches beyond this machine, and without --password-file anyone who reaches it reads every \
+             table: give --password-file PATH, or --insecure-no-password if that is meant",
+            args.listen
+        );
+    }
     let config = EngineConfig { checkpoint_interval: Some(checkpoint_interval(args.checkpoint_seconds)?), ..EngineConfig::default() };
     let publish = args.publish.options()?;
     let instance = Instance::start(&args.data_dir, &args.sources, args.query_memory_mb, config, publish, args.compression.goal())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
-    let endpoints = Endpoints { listen: &args.listen, metrics_listen: &args.metrics_listen, authentication };
+    let endpoints =
+        Endpoints { listen: &args.listen, metrics_listen: &args.metrics_listen, authentication, max_connections: args.max_connections };
     let served = runtime.block_on(serve(Arc::clone(&instance.session), endpoints, args.seconds));
     // Connection tasks hold the session; end them before the engine goes.
     runtime.shutdown_timeout(Duration::from_secs(2));
@@ -159,12 +174,22 @@ pub struct Endpoints<'a> {
     pub listen: &'a str,
     pub metrics_listen: &'a str,
     pub authentication: ClientAuthentication,
+    pub max_connections: usize,
+}
+
+/// Whether `listen` (HOST:PORT) is a loopback address; a name that does not parse
+/// (`localhost` aside) is not assumed to be one.
+fn is_loopback(listen: &str) -> bool {
+    let host = listen.rsplit_once(':').map_or(listen, |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Serves until a signal (or `seconds`); prints how to connect.
 pub async fn serve(session: Arc<RetinaSession>, endpoints: Endpoints<'_>, seconds: Option<f64>) -> anyhow::Result<()> {
     let password = matches!(endpoints.authentication, ClientAuthentication::ScramSha256(_));
-    let sql = PgServer::start_with_authentication(endpoints.listen, Arc::clone(&session), endpoints.authentication).await?;
+    let sql =
+        PgServer::start_with_limit(endpoints.listen, Arc::clone(&session), endpoints.authentication, endpoints.max_connections).await?;
     let metrics = MetricsServer::start(endpoints.metrics_listen, session).await?;
     let addr = sql.local_addr();
     println!("retina serve: SQL (PostgreSQL protocol) on {addr}; metrics on http://{}/metrics", metrics.local_addr());
@@ -199,5 +224,20 @@ async fn wait_for_stop(seconds: Option<f64>) {
         _ = timer => {}
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback;
+
+    #[test]
+    fn only_loopback_addresses_count_as_loopback() {
+        for listen in ["127.0.0.1:5433", "127.0.0.2:1", "[::1]:5433", "localhost:5433"] {
+            assert!(is_loopback(listen), "{listen}");
+        }
+        for listen in ["0.0.0.0:5433", "[::]:5433", "10.0.0.1:5433", "db.example.com:5433", "5433"] {
+            assert!(!is_loopback(listen), "{listen}");
+        }
     }
 }

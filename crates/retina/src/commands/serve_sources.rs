@@ -14,6 +14,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use retina_cdc::ingest::{drive, open_source, options_for_uri, DriveOptions, StopWhen};
 use retina_cdc::{parse_source_uri, SinkOptions};
+use retina_core::redact::RedactedUri;
 use retina_core::Engine;
 use retina_postgres::{PgSource, PgSourceOptions};
 use retina_query::{SourceRegistry, SourceStatus};
@@ -29,9 +30,9 @@ impl ServedSource {
     /// engine starts.
     pub fn validate(uri: &str) -> anyhow::Result<()> {
         if is_postgres(uri) {
-            PgSourceOptions::parse(uri).with_context(|| format!("--source {uri}"))?;
+            PgSourceOptions::parse(uri).with_context(|| format!("--source {}", RedactedUri::new(uri)))?;
         } else {
-            parse_source_uri(uri).with_context(|| format!("--source {uri}"))?;
+            parse_source_uri(uri).with_context(|| format!("--source {}", RedactedUri::new(uri)))?;
         }
         Ok(())
     }
@@ -42,7 +43,7 @@ impl ServedSource {
         if is_postgres(uri) {
             return Self::start_postgres(uri, engine, registry);
         }
-        parse_source_uri(uri).with_context(|| format!("--source {uri}"))?;
+        parse_source_uri(uri).with_context(|| format!("--source {}", RedactedUri::new(uri)))?;
         let stop = Arc::new(AtomicBool::new(false));
         let (ready, started) = mpsc::channel::<Result<(), String>>();
         let thread = {
@@ -57,11 +58,11 @@ impl ServedSource {
             Ok(Ok(())) => Ok(served),
             Ok(Err(reason)) => {
                 served.stop();
-                Err(anyhow!("source {uri}: {reason}"))
+                Err(anyhow!("source {}: {reason}", RedactedUri::new(uri)))
             }
             Err(_) => {
                 served.stop();
-                Err(anyhow!("source {uri}: the source thread ended before it started"))
+                Err(anyhow!("source {}: the source thread ended before it started", RedactedUri::new(uri)))
             }
         }
     }
@@ -69,7 +70,7 @@ impl ServedSource {
     /// Replicates a PostgreSQL database on one thread while another publishes its
     /// status (phase, counts, WAL and time lag) every 100 ms.
     fn start_postgres(uri: &str, engine: Arc<Engine>, registry: SourceRegistry) -> anyhow::Result<Self> {
-        let options = PgSourceOptions::parse(uri).with_context(|| format!("--source {uri}"))?;
+        let options = PgSourceOptions::parse(uri).with_context(|| format!("--source {}", RedactedUri::new(uri)))?;
         let source = PgSource::new(options);
         let stop = source.stop_flag();
         let shared = source.status();
@@ -135,6 +136,6 @@ fn replay(uri: &str, engine: &Engine, registry: &SourceRegistry, stop: Arc<Atomi
     let _ = ready.send(Ok(()));
     let options = DriveOptions { sink, stop: StopWhen::on_flag(stop), status: Some(registry.clone()) };
     if let Err(error) = drive(engine, uri, source.as_mut(), options) {
-        eprintln!("retina serve: source {uri} stopped: {error}");
+        eprintln!("retina serve: source {} stopped: {error}", RedactedUri::new(uri));
     }
 }

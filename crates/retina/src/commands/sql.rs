@@ -94,7 +94,8 @@ impl Embedded {
             Engine::open(config, Arc::new(store)).with_context(|| format!("opening the lakehouse in {shown}"))?,
         );
         let session = Arc::new(RetinaSession::new(Arc::clone(&engine), SourceRegistry::new(), SessionOptions::default()));
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+        // Deep statements plan on deep stacks, as in the server (retina-server's CONNECTION_STACK_BYTES).
+        let runtime = tokio::runtime::Builder::new_multi_thread().thread_stack_size(64 << 20).enable_all().build()?;
         Ok(Self { runtime, session: Some(session), engine: Some(engine) })
     }
 }

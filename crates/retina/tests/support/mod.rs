@@ -41,3 +41,20 @@ pub fn spawn_serve(dir: &Path, args: &[&str]) -> Spawned {
     std::thread::spawn(move || for _ in lines {}); // keep draining stdout
     Spawned { child, sql, metrics }
 }
+
+/// A Debezium event with its schema envelope, as Kafka Connect writes by default.
+pub fn debezium_event(table: &str, op: &str, id: i64, name: Option<&str>, tx: u64) -> String {
+    let row = |n: Option<&str>| n.map_or_else(|| format!(r#"{{"id":{id},"name":null}}"#), |n| format!(r#"{{"id":{id},"name":"{n}"}}"#));
+    let (before, after) = match op {
+        "d" => (format!(r#"{{"id":{id},"name":null}}"#), "null".to_string()),
+        _ => ("null".to_string(), row(name)),
+    };
+    let fields = r#"[{"type":"int64","optional":false,"field":"id"},{"type":"string","optional":true,"field":"name"}]"#;
+    let schema = format!(
+        r#"{{"type":"struct","fields":[{{"type":"struct","fields":{fields},"optional":true,"name":"db.public.{table}.Value","field":"before"}},{{"type":"struct","fields":{fields},"optional":true,"name":"db.public.{table}.Value","field":"after"}},{{"type":"struct","fields":[{{"type":"string","optional":false,"field":"connector"}},{{"type":"string","optional":false,"field":"schema"}},{{"type":"string","optional":false,"field":"table"}},{{"type":"int64","optional":true,"field":"txId"}},{{"type":"int64","optional":true,"field":"lsn"}}],"optional":false,"name":"io.debezium.connector.postgresql.Source","field":"source"}},{{"type":"string","optional":false,"field":"op"}},{{"type":"int64","optional":true,"field":"ts_ms"}}],"optional":false,"name":"db.public.{table}.Envelope"}}"#
+    );
+    format!(
+        r#"{{"schema":{schema},"payload":{{"before":{before},"after":{after},"source":{{"connector":"postgresql","schema":"public","table":"{table}","txId":{tx},"lsn":{tx}}},"op":"{op}","ts_ms":2}}}}"#
+    )
+}
+

@@ -51,6 +51,8 @@ use reassembly::Reassembly;
 const FETCHED_QUEUE: usize = 8;
 /// How often a running source looks for new topics (new tables).
 const TOPIC_REFRESH: Duration = Duration::from_secs(5);
+/// How often it looks while events wait for the transaction topic to appear.
+const TRANSACTION_TOPIC_REFRESH: Duration = Duration::from_millis(200);
 /// How long connecting to the brokers may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where recent messages came from, for error messages.
@@ -222,7 +224,7 @@ impl KafkaSource {
         let paused = Arc::new(AtomicBool::new(false));
         self.paused.push(Arc::clone(&paused));
         self.heads.push(Head::default());
-        let kind = if reassembly.has_transaction_topic() && partition == 0 {
+        let kind = if reassembly.transaction_partition() == Some(partition) {
             RecordKind::Transactions
         } else {
             RecordKind::Changes { table: serde_json::to_string(&self.spec.table_of(&topic)).unwrap_or_else(|_| "null".to_string()) }
@@ -298,9 +300,10 @@ impl KafkaSource {
     fn apply_back_pressure(&self) {
         let Some(reassembly) = &self.reassembly else { return };
         let over = reassembly.held_bytes() > self.spec.memory_budget;
-        let first_data = usize::from(reassembly.has_transaction_topic());
-        for (partition, paused) in self.paused.iter().enumerate().skip(first_data) {
-            paused.store(over && reassembly.runs_ahead(partition), Relaxed);
+        for (partition, paused) in self.paused.iter().enumerate() {
+            if reassembly.transaction_partition() != Some(partition) {
+                paused.store(over && reassembly.runs_ahead(partition), Relaxed);
+            }
         }
     }
 
@@ -324,7 +327,13 @@ impl KafkaSource {
             waiting.detail,
             waiting.first_seen.elapsed().as_secs_f64()
         );
-        if !waiting.has_end {
+        if reassembly.transaction_partition().is_none() {
+            reason.push_str(&format!(
+                "; its events carry transaction metadata, but the transaction topic {} does not exist (name it with \
+                 transaction_topic= if Debezium's topic.transaction differs)",
+                self.spec.transaction_topic
+            ));
+        } else if !waiting.has_end {
             reason.push_str(&format!("; the transaction topic {} has no END for it", self.spec.transaction_topic));
         }
         if over_budget {
@@ -341,11 +350,14 @@ impl KafkaSource {
     /// New topics (new tables) join while running; a known topic whose partition
     /// count changed is an error (its keys now hash elsewhere: order is lost).
     fn refresh_topics(&mut self) -> CdcResult<()> {
-        if self.last_refresh.elapsed() < TOPIC_REFRESH {
+        let awaited = self.reassembly.as_ref().is_some_and(Reassembly::awaits_transaction_topic);
+        let due = if awaited { TRANSACTION_TOPIC_REFRESH } else { TOPIC_REFRESH };
+        if self.last_refresh.elapsed() < due {
             return Ok(());
         }
         self.last_refresh = Instant::now();
         let topics = self.list_topics()?;
+        self.join_transaction_topic(&topics)?;
         let Some(reassembly) = &self.reassembly else { return Ok(()) };
         let mut known: BTreeMap<String, usize> = BTreeMap::new();
         for p in 0..reassembly.partitions() {
@@ -375,6 +387,38 @@ impl KafkaSource {
     }
 }
 
+impl KafkaSource {
+    /// Starts reading the transaction topic once it exists, from its first record:
+    /// Debezium creates it at the first transaction it streams, which may be after
+    /// this source started (events naming a transaction wait for it meanwhile).
+    fn join_transaction_topic(&mut self, topics: &BTreeMap<String, Vec<i32>>) -> CdcResult<()> {
+        if self.reassembly.as_ref().is_none_or(|r| r.transaction_partition().is_some()) {
+            return Ok(());
+        }
+        let Some(numbers) = topics.get(&self.spec.transaction_topic) else { return Ok(()) };
+        let partition = single_transaction_partition(&self.spec.transaction_topic, numbers).map_err(|reason| self.error(reason))?;
+        let topic = self.spec.transaction_topic.clone();
+        let floor = self.checked_start(&topic, partition, 0, false)?;
+        let Some(reassembly) = self.reassembly.as_mut() else { return Ok(()) };
+        let index = reassembly.add_transaction_partition((topic.clone(), partition), PartitionResume { floor, applied_above: Vec::new() });
+        self.notes.retain(|note| !note.starts_with("no transaction topic"));
+        self.spawn_fetcher(index)
+    }
+}
+
+/// The transaction topic's one partition: its order is the order transactions are
+/// applied in, so it must have exactly one.
+fn single_transaction_partition(topic: &str, numbers: &[i32]) -> Result<i32, String> {
+    match numbers {
+        [one] => Ok(*one),
+        _ => Err(format!(
+            "the transaction topic {topic} has {} partitions: its order is the order transactions are applied in, so it \
+             must have exactly one",
+            numbers.len()
+        )),
+    }
+}
+
 impl MessageSource for KafkaSource {
     fn start(&mut self, recorded: Option<&SinkPosition>) -> CdcResult<()> {
         let resume = match recorded {
@@ -396,18 +440,13 @@ impl MessageSource for KafkaSource {
         let has_transaction_topic = transaction_partitions.is_some();
         let mut partitions: Vec<(String, i32)> = Vec::new();
         match transaction_partitions {
-            Some(numbers) if numbers.len() != 1 => {
-                return Err(self.error(format!(
-                    "the transaction topic {} has {} partitions: its order is the order transactions are applied in, \
-                     so it must have exactly one",
-                    self.spec.transaction_topic,
-                    numbers.len()
-                )));
+            Some(numbers) => {
+                let partition = single_transaction_partition(&self.spec.transaction_topic, numbers).map_err(|reason| self.error(reason))?;
+                partitions.push((self.spec.transaction_topic.clone(), partition));
             }
-            Some(numbers) => partitions.extend(numbers.iter().map(|p| (self.spec.transaction_topic.clone(), *p))),
             None => self.notes.push(format!(
-                "no transaction topic {}: no transaction metadata (provide.transaction.metadata=false), so every event \
-                 is its own transaction",
+                "no transaction topic {} yet: events without transaction metadata apply one by one; events that name a \
+                 transaction wait for the topic (Debezium creates it at the first transaction it streams)",
                 self.spec.transaction_topic
             )),
         }
@@ -545,7 +584,10 @@ impl MessageSource for KafkaSource {
         status.held_bytes_peak = Some(reassembly.held_bytes_peak() as u64);
         status.lag_transactions = None;
         let group = self.group.as_ref().map(GroupCommitter::describe);
-        let notes: Vec<&str> = self.notes.iter().map(String::as_str).chain(group.as_deref()).collect();
+        let duplicates = (reassembly.duplicates() > 0).then(|| {
+            format!("{} records were second copies (a connector restart sends again what it had not flushed) and were dropped", reassembly.duplicates())
+        });
+        let notes: Vec<&str> = self.notes.iter().map(String::as_str).chain(group.as_deref()).chain(duplicates.as_deref()).collect();
         status.detail = (!notes.is_empty()).then(|| notes.join("; "));
     }
 }

@@ -22,6 +22,32 @@ struct Block<'a> {
     id: &'a RawValue,
 }
 
+/// A change event's place in its transaction: the id (as [`transaction_key`] reads
+/// it) and `total_order`, the event's number in the transaction, when written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventTransaction {
+    pub id: String,
+    pub total_order: Option<u64>,
+}
+
+/// [`transaction_id`] with the event's `total_order`: after a Kafka Connect restart
+/// Debezium sends events again, and their numbers tell a second copy from a new event.
+pub fn transaction(value: &[u8]) -> Result<Option<EventTransaction>, String> {
+    Ok(transaction_id(value)?.map(|id| EventTransaction { id, total_order: total_order(value) }))
+}
+
+/// `total_order` of the envelope's transaction block, found after its last
+/// `"transaction":` key as [`transaction_id`] finds the block; `None` when it is not
+/// written plainly (the events are then counted, not told apart).
+fn total_order(value: &[u8]) -> Option<u64> {
+    const KEY: &[u8] = b"\"total_order\":";
+    let block = memchr::memmem::rfind(value, b"\"transaction\":")?;
+    let rest = &value[block..];
+    let at = memchr::memmem::find(rest, KEY)? + KEY.len();
+    let digits: Vec<u8> = rest[at..].iter().copied().skip_while(u8::is_ascii_whitespace).take_while(u8::is_ascii_digit).collect();
+    std::str::from_utf8(&digits).ok()?.parse().ok()
+}
+
 /// The transaction of a change event value (its id as [`transaction_key`] reads
 /// it), `None` without transaction metadata.
 pub fn transaction_id(value: &[u8]) -> Result<Option<String>, String> {
@@ -124,6 +150,17 @@ mod tests {
         // An id with an escape, or a number, goes through the parser.
         assert_eq!(transaction_id(br#"{"op":"c","transaction":{"id":"a\"b","total_order":1}}"#), Ok(Some("a\"b".into())));
         assert_eq!(transaction_id(br#"{"op":"c","transaction":{"id":12,"total_order":1}}"#), Ok(Some("12".into())));
+    }
+
+    #[test]
+    fn an_events_total_order_is_read_beside_its_id() {
+        let event = transaction(WITH_SCHEMA.as_bytes()).expect("read").expect("a transaction");
+        assert_eq!(event, EventTransaction { id: "571".into(), total_order: Some(1) });
+        let spaced = br#"{"op":"c","transaction":{"id":"9:1","total_order": 42,"data_collection_order":3}}"#;
+        assert_eq!(transaction(spaced).expect("read").and_then(|t| t.total_order), Some(42));
+        let without = br#"{"op":"c","transaction":{"id":"9:1"}}"#;
+        assert_eq!(transaction(without).expect("read").and_then(|t| t.total_order), None);
+        assert_eq!(transaction(br#"{"op":"c","transaction":null}"#), Ok(None));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use rskafka::record::RecordAndOffset;
 
-use super::peek;
+use super::peek::{self, EventTransaction};
 use super::reassembly::Marker;
 use crate::debezium::elision::NotUtf8;
 use crate::debezium::{KnownSchemas, Line, SchemaElider};
@@ -29,8 +29,8 @@ pub(super) struct ReadyRecord {
 pub(super) enum Content {
     /// A transaction-topic record (without a value: nothing to take in).
     Marker(Option<(Marker, Line)>),
-    /// A change event's transaction id and line (no line: a tombstone).
-    Event(Option<String>, Option<Line>),
+    /// A change event's transaction and line (no line: a tombstone).
+    Event(Option<EventTransaction>, Option<Line>),
 }
 
 /// What a partition's records are.
@@ -90,7 +90,7 @@ fn marker(value: Option<Vec<u8>>) -> Result<Option<(Marker, Line)>, String> {
 
 fn event(elider: &mut SchemaElider, scratch: &mut Line, table: &str, key: Option<&[u8]>, value: &[u8]) -> Result<Content, String> {
     wrap(elider, scratch, table, key, value).map_err(|NotUtf8 { valid_up_to }| not_utf8(valid_up_to))?;
-    let transaction = peek::transaction_id(value)?;
+    let transaction = peek::transaction(value)?;
     // Held until its transaction completes: a copy of exactly its size.
     Ok(Content::Event(transaction, Some(scratch.clone())))
 }
@@ -172,8 +172,8 @@ mod tests {
         let ready = preparer.prepare(vec![record(3, Some(value)), record(4, None), record(5, Some(b"{\"a\":\"\xff\"}"))]);
         assert_eq!(ready.iter().map(|r| r.offset).collect::<Vec<_>>(), vec![3, 4, 5]);
         match &ready[0].content {
-            Ok(Content::Event(Some(id), Some(line))) => {
-                assert_eq!(id, "7");
+            Ok(Content::Event(Some(transaction), Some(line))) => {
+                assert_eq!(transaction, &EventTransaction { id: "7".into(), total_order: Some(1) });
                 assert!(line.text().starts_with(r#"{"table":"s.t","value":{"payload""#), "{}", line.text());
             }
             _ => panic!("a change event with its transaction"),
