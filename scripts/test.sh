@@ -29,7 +29,6 @@ fi
 # the clone (${RETINA_JARS:-$HOME/.cache/retina-jars}); they need a JDK 17 and Maven.
 command -v mvn >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq maven; }
 scripts/services/resolve.sh all >/dev/null
-scripts/services/resolve_spark.sh >/dev/null
 # The venv the client tests look for: <target dir>/py-clients.
 venv="${CARGO_TARGET_DIR:-target}/py-clients"
 # retina-storage's object-storage tests run moto's S3-compatible server from it too,

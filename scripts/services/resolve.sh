@@ -3,7 +3,8 @@
 #   ${RETINA_JARS:-$HOME/.cache/retina-jars}/kafka/                            Apache Kafka 4.4.0 broker (KRaft) + tools
 #   ${RETINA_JARS:-$HOME/.cache/retina-jars}/connect/                          Kafka Connect 4.3.0 worker
 #   ${RETINA_JARS:-$HOME/.cache/retina-jars}/connect-plugins/debezium-postgres/ Debezium PostgreSQL 3.6.1.Final plugin
-# Usage: resolve.sh [kafka|connect|all]   (default all). Prints the cache dir. Idempotent: a component whose
+#   ${RETINA_JARS:-$HOME/.cache/retina-jars}/spark/                            Spark 4.0.1 + Delta 4.0 + Iceberg 1.10 (resolve_spark.sh)
+# Usage: resolve.sh [kafka|connect|spark|all]   (default all). Prints the cache dir. Idempotent: a component whose
 # .resolved marker exists is skipped. Uses Maven Central through mvn, local repo ~/.m2 (Maven's default).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -28,9 +29,11 @@ what="${1:-all}"
 case "$what" in
     kafka) copy kafka "$cache/kafka" ;;
     connect) copy connect "$cache/connect"; copy debezium-postgres "$cache/connect-plugins/debezium-postgres" ;;
+    spark) "$here/resolve_spark.sh" >/dev/null ;;
     all) copy kafka "$cache/kafka"
          copy connect "$cache/connect"
-         copy debezium-postgres "$cache/connect-plugins/debezium-postgres" ;;
-    *) echo "usage: $0 [kafka|connect|all]" >&2; exit 2 ;;
+         copy debezium-postgres "$cache/connect-plugins/debezium-postgres"
+         "$here/resolve_spark.sh" >/dev/null ;;
+    *) echo "usage: $0 [kafka|connect|spark|all]" >&2; exit 2 ;;
 esac
 echo "$cache"

@@ -88,7 +88,7 @@ pub fn parse_source_uri(uri: &str) -> CdcResult<SourceSpec> {
 
 /// [`parse_source_uri`] with the URI's [`ApplyOptions`].
 pub fn parse_source_uri_with_options(uri: &str) -> CdcResult<(SourceSpec, ApplyOptions)> {
-    let invalid = |reason: &str| CdcError::InvalidUri { uri: uri.to_string(), reason: reason.to_string() };
+    let invalid = |reason: &str| CdcError::InvalidUri { uri: redacted(uri), reason: reason.to_string() };
     let mut apply = ApplyOptions::default();
     if uri == "-" {
         return Ok((SourceSpec::Stdin, apply));
