@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
 use retina_server::client::{ClientError, PgClient, StatementOutcome};
+use retina_server::PgServer;
 
 mod support;
 use support::{row, send_startup, Fixture};
