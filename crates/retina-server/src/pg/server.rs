@@ -60,7 +60,7 @@ impl PgServer {
             .map_err(|e| ServerError::Config { reason: format!("cannot start the SQL runtime: {e}") })?;
         let spawner = connections.handle().clone();
         let handlers = Arc::new(RetinaHandlers::new(session, authentication));
-        let accept = AcceptLoop::bind(listen, move |socket| {
+        let bound = AcceptLoop::bind(listen, move |socket| {
             let handlers = Arc::clone(&handlers);
             let slot = slots.take();
             spawner.spawn(async move {
@@ -70,7 +70,15 @@ impl PgServer {
                 let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
             });
         })
-        .await?;
+        .await;
+        let accept = match bound {
+            Ok(accept) => accept,
+            Err(error) => {
+                // Inside an async context a runtime may not block as it drops.
+                connections.shutdown_background();
+                return Err(error);
+            }
+        };
         Ok(Self { accept: Some(accept), connections: Some(connections) })
     }
 
