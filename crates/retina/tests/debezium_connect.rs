@@ -123,7 +123,12 @@ fn postgres_through_debezium_on_kafka_connect_is_mirrored_exactly_across_a_worke
             assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    // The kill lands once part of the load has committed (or, on a fast machine, right
+    // after all of it: the unflushed minute of offsets is resent either way).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pg.psql("SELECT count(*) FROM transfers").trim().parse::<i64>().unwrap_or(0) <= 250 && !load.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     check_invariant(&mut snapshots_checked);
     connect.kill();
     load.join().expect("the load");

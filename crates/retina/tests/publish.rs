@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 mod support;
-use support::{debezium_event as event, RETINA};
+use support::{debezium_event as event, two_table_capture, RETINA};
 
 fn ingest(data_dir: &Path, uri: &str, flags: &[&str]) -> Output {
     Command::new(RETINA).args(["ingest", "--data-dir"]).arg(data_dir).arg(uri).args(flags).output().expect("run retina ingest")
@@ -31,20 +31,8 @@ fn read_cut(lake: &Path) -> serde_json::Value {
 #[test]
 fn an_ingest_is_published_as_delta_and_iceberg_tables_that_other_engines_read_exactly() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut lines = Vec::new();
-    for id in 0..200 {
-        lines.push(event("items", "c", id, Some(&format!("item {id}")), 1000 + id as u64));
-        lines.push(event("orders", "c", id, None, 1000 + id as u64));
-    }
-    for id in (0..200).step_by(3) {
-        lines.push(event("items", "u", id, Some("changed"), 2000 + id as u64));
-    }
-    for id in (1..200).step_by(5) {
-        lines.push(event("items", "d", id, None, 3000 + id as u64));
-        lines.push(event("orders", "d", id, None, 3000 + id as u64));
-    }
     let capture = dir.path().join("capture.jsonl");
-    std::fs::write(&capture, lines.join("\n") + "\n").expect("write");
+    std::fs::write(&capture, two_table_capture(200)).expect("write");
     let lake = dir.path().join("lake");
     let keys = ["--primary-key", "public.items=id", "--primary-key", "public.orders=id"];
     let run = ingest(&lake, &format!("file:{}", capture.display()), &keys);

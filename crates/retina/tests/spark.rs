@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use retina_test_support::SparkSession;
 
 mod support;
-use support::{debezium_event, RETINA};
+use support::{two_table_capture, RETINA};
 
 fn ingest(data_dir: &Path, capture: &Path, flags: &[&str]) -> Output {
     Command::new(RETINA)
@@ -52,20 +52,8 @@ fn as_text(rows: &[Vec<serde_json::Value>]) -> Vec<Vec<String>> {
 #[test]
 fn spark_reads_every_published_table_at_the_cut_as_retina_shows_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut lines = Vec::new();
-    for id in 0..300 {
-        lines.push(debezium_event("items", "c", id, Some(&format!("item {id}")), 1000 + id as u64));
-        lines.push(debezium_event("orders", "c", id, None, 1000 + id as u64));
-    }
-    for id in (0..300).step_by(3) {
-        lines.push(debezium_event("items", "u", id, Some("changed"), 2000 + id as u64));
-    }
-    for id in (1..300).step_by(5) {
-        lines.push(debezium_event("items", "d", id, None, 3000 + id as u64));
-        lines.push(debezium_event("orders", "d", id, None, 3000 + id as u64));
-    }
     let capture = dir.path().join("capture.jsonl");
-    std::fs::write(&capture, lines.join("\n") + "\n").expect("write");
+    std::fs::write(&capture, two_table_capture(300)).expect("write");
     let lake = dir.path().join("lake");
     let keys = ["--primary-key", "public.items=id", "--primary-key", "public.orders=id"];
     let run = ingest(&lake, &capture, &keys);

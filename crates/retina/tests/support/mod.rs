@@ -58,3 +58,22 @@ pub fn debezium_event(table: &str, op: &str, id: i64, name: Option<&str>, tx: u6
     )
 }
 
+
+/// Inserts, updates and deletes of `rows` rows over two tables (`public.items`,
+/// `public.orders`), as Debezium JSON lines with schemas: the capture the publication
+/// tests ingest, so every reader meets deletion vectors.
+pub fn two_table_capture(rows: i64) -> String {
+    let mut lines = Vec::new();
+    for id in 0..rows {
+        lines.push(debezium_event("items", "c", id, Some(&format!("item {id}")), 1000 + id as u64));
+        lines.push(debezium_event("orders", "c", id, None, 1000 + id as u64));
+    }
+    for id in (0..rows).step_by(3) {
+        lines.push(debezium_event("items", "u", id, Some("changed"), 2000 + id as u64));
+    }
+    for id in (1..rows).step_by(5) {
+        lines.push(debezium_event("items", "d", id, None, 3000 + id as u64));
+        lines.push(debezium_event("orders", "d", id, None, 3000 + id as u64));
+    }
+    lines.join("\n") + "\n"
+}
