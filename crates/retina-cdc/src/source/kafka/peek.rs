@@ -13,7 +13,6 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::reassembly::Marker;
 use crate::debezium::message::transaction_key;
 
 #[derive(Deserialize)]
@@ -122,6 +121,13 @@ fn id_text(id: &RawValue) -> Result<String, String> {
         Ok(serde_json::Value::Number(number)) => Ok(number.to_string()),
         _ => Err(format!("transaction.id must be a string, got {}", id.get())),
     }
+}
+
+/// A record of the transaction topic, as far as reassembly needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Marker {
+    Begin { id: String },
+    End { id: String, event_count: u64 },
 }
 
 /// What a transaction-topic record says, through the decoder every source uses.

@@ -14,8 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use rskafka::record::RecordAndOffset;
 
-use super::peek::{self, EventTransaction};
-use super::reassembly::Marker;
+use super::peek::{self, EventTransaction, Marker};
 use crate::debezium::elision::NotUtf8;
 use crate::debezium::{KnownSchemas, Line, SchemaElider};
 

@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use super::offsets::{PartitionLedger, PartitionResume, ResumeOffsets, Taken};
-use super::peek::EventTransaction;
+use super::peek::{EventTransaction, Marker};
 use crate::debezium::Line;
 
 /// How many released transactions are remembered to recognize their second copies:
@@ -33,13 +33,6 @@ impl From<&str> for EventTransaction {
     fn from(id: &str) -> Self {
         Self { id: id.to_string(), total_order: None }
     }
-}
-
-/// A record of the transaction topic, as far as reassembly needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Marker {
-    Begin { id: String },
-    End { id: String, event_count: u64 },
 }
 
 /// A line ready for the sink, with the partition and offset it came from and, when
