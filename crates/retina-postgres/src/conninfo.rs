@@ -6,11 +6,21 @@
 //! (default 2), `unsupported_types=error|text`, `no_identity=error|insert_only`,
 //! `slot_wait=SECONDS` (default 30: how long a restart waits for the server to release
 //! the slot from a previous connection).
+//!
+//! Security, as libpq spells it: `sslmode=disable|allow|prefer|require|verify-ca|verify-full`
+//! (default `prefer`), `sslrootcert=FILE|system`, `sslcert=FILE` and `sslkey=FILE`
+//! (a client certificate), `password_file=FILE` (its first line). Without a password
+//! in the URI, `PGPASSWORD` and the password file (`PGPASSFILE`, `~/.pgpass`) are
+//! read, and `PGSSLMODE`, `PGSSLROOTCERT`, `PGSSLCERT`, `PGSSLKEY` stand in for
+//! the options (see [`crate::credentials`]).
 
 use std::time::Duration;
 
+use std::path::PathBuf;
+
+use crate::credentials::{self, Environment, Target};
 use crate::error::{PgSourceError, PgSourceResult};
-use crate::wire::ConnectConfig;
+use crate::wire::{ConnectConfig, RootCertificates, SslMode, TlsOptions};
 
 /// Everything the source needs to know.
 #[derive(Clone, Debug)]
@@ -58,8 +68,61 @@ fn identifier(option: &str, value: &str) -> PgSourceResult<String> {
     Ok(value.to_string())
 }
 
+/// The security options of the URI, before the environment fills the gaps.
+#[derive(Default)]
+struct Security {
+    sslmode: Option<String>,
+    sslrootcert: Option<String>,
+    sslcert: Option<PathBuf>,
+    sslkey: Option<PathBuf>,
+    password_file: Option<PathBuf>,
+}
+
+impl Security {
+    /// TLS settings and password from the URI, else the environment, else libpq's
+    /// default files.
+    fn apply(self, connect: &mut ConnectConfig, environment: &Environment) -> PgSourceResult<()> {
+        let mode_text = self.sslmode.or_else(|| environment.sslmode.clone());
+        let mode = match mode_text {
+            Some(text) => SslMode::parse(&text).ok_or_else(|| {
+                PgSourceError::Config(format!(
+                    "bad value '{text}' for sslmode (use disable, allow, prefer, require, verify-ca or verify-full)"
+                ))
+            })?,
+            None => SslMode::default(),
+        };
+        let root_certificates = match self.sslrootcert.or_else(|| environment.sslrootcert.clone()) {
+            Some(text) if text == "system" => Some(RootCertificates::System),
+            Some(text) => Some(RootCertificates::File(PathBuf::from(text))),
+            None => environment.postgresql_file("root.crt").map(RootCertificates::File),
+        };
+        let certificate = self.sslcert.or_else(|| environment.sslcert.clone());
+        let key = self.sslkey.or_else(|| environment.sslkey.clone());
+        let client_certificate = match (certificate, key) {
+            (Some(certificate), Some(key)) => Some((certificate, key)),
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(PgSourceError::Config("sslcert and sslkey go together: give both or neither".into()))
+            }
+            (None, None) => environment.postgresql_file("postgresql.crt").zip(environment.postgresql_file("postgresql.key")),
+        };
+        connect.tls = TlsOptions { mode, root_certificates, client_certificate };
+        if connect.password.is_none() || self.password_file.is_some() {
+            let target = Target { host: &connect.host, port: connect.port, database: &connect.database, user: &connect.user };
+            connect.password = credentials::password(self.password_file.as_deref(), environment, &target)?;
+        }
+        Ok(())
+    }
+}
+
 impl PgSourceOptions {
+    /// Parses the URI; what it leaves out comes from the process environment as libpq
+    /// takes it.
     pub fn parse(uri: &str) -> PgSourceResult<Self> {
+        Self::parse_with(uri, &Environment::from_process())
+    }
+
+    /// [`parse`](Self::parse) with the environment given.
+    pub fn parse_with(uri: &str, environment: &Environment) -> PgSourceResult<Self> {
         let rest = uri
             .strip_prefix("postgres://")
             .or_else(|| uri.strip_prefix("postgresql://"))
@@ -96,6 +159,7 @@ impl PgSourceOptions {
                 database,
                 application_name: "retina".into(),
                 connect_timeout: Duration::from_secs(10),
+                tls: TlsOptions::default(),
             },
             publication: "retina".into(),
             slot: "retina_slot".into(),
@@ -106,6 +170,7 @@ impl PgSourceOptions {
             insert_only_without_identity: false,
             slot_wait: Duration::from_secs(30),
         };
+        let mut security = Security::default();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').ok_or_else(|| PgSourceError::Config(format!("option '{pair}' has no value")))?;
             let value = percent_decode(value)?;
@@ -136,9 +201,15 @@ impl PgSourceOptions {
                 },
                 "application_name" => options.connect.application_name = value,
                 "slot_wait" => options.slot_wait = Duration::from_secs(value.parse().map_err(|_| bad())?),
-                _ => return Err(PgSourceError::Config(format!("unknown option '{key}' (known: publication, slot, tables, protocol, copy_workers, unsupported_types, no_identity, slot_wait, application_name)"))),
+                "sslmode" => security.sslmode = Some(value),
+                "sslrootcert" => security.sslrootcert = Some(value),
+                "sslcert" => security.sslcert = Some(PathBuf::from(value)),
+                "sslkey" => security.sslkey = Some(PathBuf::from(value)),
+                "password_file" => security.password_file = Some(PathBuf::from(value)),
+                _ => return Err(PgSourceError::Config(format!("unknown option '{key}' (known: publication, slot, tables, protocol, copy_workers, unsupported_types, no_identity, slot_wait, application_name, sslmode, sslrootcert, sslcert, sslkey, password_file)"))),
             }
         }
+        security.apply(&mut options.connect, environment)?;
         Ok(options)
     }
 
@@ -182,9 +253,42 @@ mod tests {
             ("postgres://h/db?protocol=3", "protocol"),
             ("postgres://h/db?colour=red", "unknown option 'colour'"),
             ("postgres://h/db?tables=x;drop", "tables="),
+            ("postgres://h/db?sslmode=verify_full", "sslmode"),
+            ("postgres://h/db?sslcert=/c.pem", "sslcert and sslkey"),
+            ("postgres://h/db?password_file=/no/such/file", "password_file=/no/such/file"),
         ] {
-            let error = PgSourceOptions::parse(uri).expect_err(uri).to_string();
+            let error = PgSourceOptions::parse_with(uri, &Environment::default()).expect_err(uri).to_string();
             assert!(error.contains(needle), "{uri}: {error}");
         }
+    }
+
+    #[test]
+    fn security_options_and_their_environment_fallbacks() {
+        let options = PgSourceOptions::parse_with(
+            "postgres://rep@h/db?sslmode=verify-full&sslrootcert=/ca.pem&sslcert=/c.pem&sslkey=/k.pem",
+            &Environment::default(),
+        )
+        .expect("parse");
+        let tls = &options.connect.tls;
+        assert_eq!(tls.mode, SslMode::VerifyFull);
+        assert_eq!(tls.root_certificates, Some(RootCertificates::File("/ca.pem".into())));
+        assert_eq!(tls.client_certificate, Some(("/c.pem".into(), "/k.pem".into())));
+        assert_eq!(options.connect.password, None);
+
+        let environment = Environment {
+            password: Some("from-env".into()),
+            sslmode: Some("require".into()),
+            sslrootcert: Some("system".into()),
+            ..Environment::default()
+        };
+        let options = PgSourceOptions::parse_with("postgres://rep@h/db", &environment).expect("parse");
+        assert_eq!(options.connect.tls.mode, SslMode::Require);
+        assert_eq!(options.connect.tls.root_certificates, Some(RootCertificates::System));
+        assert_eq!(options.connect.password.as_deref(), Some("from-env"));
+        let options = PgSourceOptions::parse_with("postgres://rep:inline@h/db?sslmode=disable", &environment).expect("parse");
+        assert_eq!(options.connect.password.as_deref(), Some("inline"), "the URI's password wins");
+        assert_eq!(options.connect.tls.mode, SslMode::Disable, "the URI's sslmode wins");
+        let default = PgSourceOptions::parse_with("postgres://h/db", &Environment::default()).expect("parse");
+        assert_eq!(default.connect.tls.mode, SslMode::Prefer);
     }
 }

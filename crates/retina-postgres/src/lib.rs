@@ -14,6 +14,7 @@
 //! - [`types`]: PostgreSQL types to Arrow columns and text values to [`retina_core::Value`]s.
 //! - [`relation`]: the relations the stream describes, bound to Retina tables.
 //! - [`conninfo`]: the source URI and its options.
+//! - [`credentials`]: the password and TLS files from the environment, as libpq finds them.
 //! - [`setup`]: checks, publication and slot creation.
 //! - [`initial_copy`]: the snapshot copy of existing rows.
 //! - [`transaction`]: source transactions rebuilt from the stream (v1 and v2).
@@ -21,6 +22,7 @@
 //! - [`status`]: progress and lag for `retina.sources` and `/metrics`.
 
 pub mod conninfo;
+pub mod credentials;
 pub mod error;
 pub mod initial_copy;
 pub mod lsn;

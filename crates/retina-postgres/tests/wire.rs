@@ -214,6 +214,7 @@ fn connecting_to_a_port_without_a_server_names_the_address() {
         database: "postgres".to_string(),
         application_name: "test".to_string(),
         connect_timeout: Duration::from_secs(5),
+        tls: Default::default(),
     };
     let error = PgConnection::connect(&config, false).err().expect("nothing listens there");
     match &error {

@@ -100,6 +100,7 @@ fn config(port: u16, password: Option<&str>) -> ConnectConfig {
         database: "db".to_string(),
         application_name: "scripted".to_string(),
         connect_timeout: Duration::from_secs(5),
+        tls: retina_postgres::wire::TlsOptions::disabled(),
     }
 }
 

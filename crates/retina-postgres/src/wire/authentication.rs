@@ -1,5 +1,6 @@
 //! The authentication exchange after the startup message: trust, cleartext password,
-//! MD5 and SCRAM-SHA-256 (without channel binding, as there is no TLS to bind to).
+//! MD5 and SCRAM-SHA-256, bound to the TLS session (`SCRAM-SHA-256-PLUS`) when there
+//! is one and the server offers it.
 
 use postgres_protocol::authentication::md5_hash;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256, SCRAM_SHA_256_PLUS};
@@ -14,17 +15,18 @@ use super::ConnectConfig;
 
 const CONTEXT: &str = "authenticating with the server";
 
-/// Answers the server's authentication requests until AuthenticationOk. A rejected
-/// password arrives as an ErrorResponse (SQLSTATE `28P01`) and is returned as
-/// [`WireError::Server`].
-pub(super) fn authenticate(transport: &mut Transport, config: &ConnectConfig, address: &str) -> WireResult<()> {
+/// Answers the server's authentication requests until AuthenticationOk, and says
+/// whether SCRAM was bound to the TLS channel. A rejected password arrives as an
+/// ErrorResponse (SQLSTATE `28P01`) and is returned as [`WireError::Server`].
+pub(super) fn authenticate(transport: &mut Transport, config: &ConnectConfig, address: &str) -> WireResult<bool> {
+    let mut channel_bound = false;
     loop {
         let message = match transport.read_message(CONTEXT)? {
             Incoming::Message(message) => message,
             other => return Err(unexpected(&other, address)),
         };
         match message {
-            Message::AuthenticationOk => return Ok(()),
+            Message::AuthenticationOk => return Ok(channel_bound),
             Message::AuthenticationCleartextPassword => {
                 let password = required_password(config, address, "a cleartext password")?;
                 transport.send("sending the password", |buffer| {
@@ -44,7 +46,7 @@ pub(super) fn authenticate(transport: &mut Transport, config: &ConnectConfig, ad
                 })? {
                     mechanisms.push(mechanism.to_string());
                 }
-                scram_sha_256(transport, config, address, &mechanisms)?;
+                channel_bound = scram_sha_256(transport, config, address, &mechanisms)?;
             }
             Message::AuthenticationKerberosV5 => return Err(unsupported("Kerberos V5", address)),
             Message::AuthenticationScmCredential => return Err(unsupported("SCM credentials", address)),
@@ -60,27 +62,36 @@ pub(super) fn authenticate(transport: &mut Transport, config: &ConnectConfig, ad
 }
 
 /// The SCRAM-SHA-256 exchange: client-first, server-first, client-final, server-final.
+/// Returns whether it was bound to the TLS channel (`SCRAM-SHA-256-PLUS`).
 fn scram_sha_256(
     transport: &mut Transport,
     config: &ConnectConfig,
     address: &str,
     mechanisms: &[String],
-) -> WireResult<()> {
-    if !mechanisms.iter().any(|mechanism| mechanism == SCRAM_SHA_256) {
-        let offered = mechanisms.join(", ");
-        let reason = if mechanisms.iter().any(|mechanism| mechanism == SCRAM_SHA_256_PLUS) {
-            format!("the server at {address} requires SCRAM with channel binding ({offered}), which needs TLS")
-        } else {
-            format!("the server at {address} offers only the SASL mechanisms {offered}")
-        };
-        return Err(WireError::UnsupportedAuthentication(reason));
-    }
+) -> WireResult<bool> {
+    let offers = |name: &str| mechanisms.iter().any(|mechanism| mechanism == name);
+    let end_point = transport.server_end_point();
+    // Bind when both sides can: that proves the TLS session ends at the server that
+    // knows the password, not at a man in the middle. Without TLS, or with a
+    // certificate whose hash the RFC leaves undefined, say "not supported" ('n'): a
+    // 'y' would tell a binding-capable server that someone stripped PLUS from its list.
+    let (mechanism, binding) = match end_point {
+        Some(hash) if offers(SCRAM_SHA_256_PLUS) => (SCRAM_SHA_256_PLUS, ChannelBinding::tls_server_end_point(hash)),
+        _ if offers(SCRAM_SHA_256) => (SCRAM_SHA_256, ChannelBinding::unsupported()),
+        _ => {
+            let offered = mechanisms.join(", ");
+            let reason = if offers(SCRAM_SHA_256_PLUS) && !transport.is_tls() {
+                format!("the server at {address} requires SCRAM with channel binding ({offered}), which needs TLS (sslmode=require)")
+            } else {
+                format!("the server at {address} offers only the SASL mechanisms {offered}")
+            };
+            return Err(WireError::UnsupportedAuthentication(reason));
+        }
+    };
     let password = required_password(config, address, "a SCRAM-SHA-256 password")?;
-    // `unsupported`: we cannot bind (no TLS), and say so, which lets the server detect a
-    // downgrade if it did offer binding.
-    let mut scram = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+    let mut scram = ScramSha256::new(password.as_bytes(), binding);
     transport.send("sending the SCRAM client-first message", |buffer| {
-        frontend::sasl_initial_response(SCRAM_SHA_256, scram.message(), buffer)
+        frontend::sasl_initial_response(mechanism, scram.message(), buffer)
     })?;
 
     let server_first = match next_authentication_message(transport, address)? {
@@ -98,7 +109,8 @@ fn scram_sha_256(
     };
     scram.finish(server_final.data()).map_err(|error| {
         WireError::Authentication(format!("the server at {address} failed the SCRAM server signature check: {error}"))
-    })
+    })?;
+    Ok(mechanism == SCRAM_SHA_256_PLUS)
 }
 
 /// The next authentication step, with an ErrorResponse (e.g. wrong password) turned

@@ -10,6 +10,7 @@ use postgres_protocol::message::frontend;
 use super::authentication::authenticate;
 use super::error::{WireError, WireResult};
 use super::transport::{describe_incoming, display_address, Incoming, Transport};
+use super::tls::{SslMode, TlsOptions};
 use super::ConnectConfig;
 
 /// Startup parameters every session gets, besides user, database and application name.
@@ -40,12 +41,8 @@ pub(super) enum SessionState {
     Broken(String),
 }
 
-/// A blocking session with a PostgreSQL server over plain TCP.
-///
-/// No TLS: Retina connects to sources on trusted networks (or through a local
-/// tunnel/sidecar); the server must allow a non-SSL `host` entry in `pg_hba.conf`.
-/// Passwords are still never sent in clear unless the server asks for the
-/// `password` method.
+/// A blocking session with a PostgreSQL server over TCP, encrypted as
+/// `ConnectConfig::tls` asks (see [`super::tls`]).
 pub struct PgConnection {
     pub(super) transport: Transport,
     pub(super) state: SessionState,
@@ -58,6 +55,8 @@ pub struct PgConnection {
     backend_secret_key: i32,
     /// `host:port`, for error texts.
     pub(super) address: String,
+    /// Whether SCRAM authentication was bound to the TLS session.
+    channel_bound: bool,
 }
 
 impl PgConnection {
@@ -70,7 +69,20 @@ impl PgConnection {
     /// the server during the startup exchange (authentication included), so an
     /// unresponsive server cannot hang the caller.
     pub fn connect(config: &ConnectConfig, replication: bool) -> WireResult<PgConnection> {
-        let mut transport = Transport::connect(&config.host, config.port, config.connect_timeout)?;
+        if config.tls.mode != SslMode::Allow {
+            return Self::connect_with(config, &config.tls, replication);
+        }
+        // libpq's `allow`: plain first, TLS only if the server refuses the plain session.
+        match Self::connect_with(config, &TlsOptions::disabled(), replication) {
+            Err(WireError::Server { code, .. }) if code == "28000" => {
+                Self::connect_with(config, &TlsOptions { mode: SslMode::Require, ..config.tls.clone() }, replication)
+            }
+            other => other,
+        }
+    }
+
+    fn connect_with(config: &ConnectConfig, tls: &TlsOptions, replication: bool) -> WireResult<PgConnection> {
+        let mut transport = Transport::connect(&config.host, config.port, config.connect_timeout, tls)?;
         let address = display_address(&config.host, config.port);
 
         let mut parameters: Vec<(&str, &str)> = vec![
@@ -87,7 +99,7 @@ impl PgConnection {
         if !config.connect_timeout.is_zero() {
             transport.set_blocking_timeout(Some(config.connect_timeout));
         }
-        authenticate(&mut transport, config, &address)?;
+        let channel_bound = authenticate(&mut transport, config, &address)?;
 
         let mut connection = PgConnection {
             transport,
@@ -96,6 +108,7 @@ impl PgConnection {
             backend_pid: 0,
             backend_secret_key: 0,
             address,
+            channel_bound,
         };
         connection.finish_startup()?;
         connection.transport.set_blocking_timeout(None);
@@ -125,6 +138,17 @@ impl PgConnection {
     /// `server_encoding`, `TimeZone`, ...).
     pub fn server_parameter(&self, name: &str) -> Option<&str> {
         self.parameters.get(name).map(String::as_str)
+    }
+
+    /// Whether the session is encrypted.
+    pub fn is_tls(&self) -> bool {
+        self.transport.is_tls()
+    }
+
+    /// Whether the password exchange was bound to the TLS session
+    /// (`SCRAM-SHA-256-PLUS`), which a man in the middle cannot relay.
+    pub fn is_channel_bound(&self) -> bool {
+        self.channel_bound
     }
 
     /// The backend's process id (what `pg_stat_activity.pid` and

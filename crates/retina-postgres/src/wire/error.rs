@@ -23,6 +23,11 @@ pub enum WireError {
     #[error("{context}: {source}")]
     Io { context: &'static str, source: io::Error },
 
+    /// TLS could not be set up as `sslmode` asks: the server refused it, the
+    /// certificate did not check out, or a certificate file could not be read.
+    #[error("{0}")]
+    Tls(String),
+
     /// The server answered with an ErrorResponse.
     #[error("{}", server_error_text(.severity, .code, .message, .detail.as_deref(), .hint.as_deref(), .position.as_deref()))]
     Server {

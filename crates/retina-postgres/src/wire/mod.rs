@@ -1,9 +1,10 @@
 //! A small blocking client of the PostgreSQL frontend/backend protocol (v3): startup
-//! and authentication (trust, cleartext, MD5, SCRAM-SHA-256), simple queries,
+//! and authentication (trust, cleartext, MD5, SCRAM-SHA-256 with channel binding
+//! over TLS), simple queries,
 //! `COPY ... TO STDOUT`, and the CopyBoth stream of a logical replication session.
 //!
-//! Plain TCP only (`std::net::TcpStream`; the host may be a name or an IP): no TLS,
-//! no Unix sockets, no extended query protocol. That is all the PostgreSQL source
+//! TCP (`std::net::TcpStream`; the host may be a name or an IP), with TLS as libpq's
+//! `sslmode` asks; no Unix sockets, no extended query protocol. That is all the PostgreSQL source
 //! needs: catalog queries, the initial `COPY` inside an exported snapshot, and
 //! `START_REPLICATION`. `postgres-protocol` provides the message encoding and the
 //! SCRAM/MD5 computations; the framing of the hot paths (CopyData) is ours.
@@ -13,6 +14,7 @@
 //! - `query`: `simple_query`, `query_rows`, `copy_out`.
 //! - `copy_both`: `start_copy_both`, `read_copy_data`, `send_copy_data`.
 //! - `transport`: the socket, the read buffer and message framing.
+//! - `tls`: `sslmode`, certificates and channel binding data.
 //! - `error`: [`WireError`].
 
 // `WireError::Server` carries the server's fields as the API promises; errors are the
@@ -24,6 +26,7 @@ mod connection;
 mod copy_both;
 mod error;
 mod query;
+mod tls;
 mod transport;
 
 use std::time::Duration;
@@ -32,6 +35,7 @@ use bytes::Bytes;
 
 pub use connection::PgConnection;
 pub use error::{WireError, WireResult};
+pub use tls::{RootCertificates, SslMode, TlsOptions};
 
 /// Where and as whom to connect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +53,9 @@ pub struct ConnectConfig {
     /// Bounds the TCP connect and each wait for the server during startup. Zero
     /// means no bound (the operating system's connect timeout).
     pub connect_timeout: Duration,
+    /// Whether and how the session is encrypted; libpq's default (`prefer`) when
+    /// not set.
+    pub tls: TlsOptions,
 }
 
 /// One result of a simple query: one per statement that returned rows or a command

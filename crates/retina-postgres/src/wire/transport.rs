@@ -16,6 +16,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use postgres_protocol::message::backend::Message;
 
 use super::error::{WireError, WireResult};
+use super::tls::{negotiate, Stream, TlsOptions};
 
 /// How much we try to read per `read` call. Large, so one syscall brings in many small
 /// replication messages.
@@ -39,7 +40,7 @@ pub(super) enum Incoming {
 
 /// A connected socket plus its buffers.
 pub(super) struct Transport {
-    stream: TcpStream,
+    stream: Stream,
     /// Bytes received but not yet framed; may end with a partial message.
     read_buffer: BytesMut,
     /// Where each `read` lands before it is appended to `read_buffer`.
@@ -60,8 +61,9 @@ enum Filled {
 
 impl Transport {
     /// Opens a TCP connection to `host:port`, trying each resolved address in turn
-    /// within `timeout` each (a zero timeout means the operating system's default).
-    pub(super) fn connect(host: &str, port: u16, timeout: Duration) -> WireResult<Transport> {
+    /// within `timeout` each (a zero timeout means the operating system's default),
+    /// then sets up TLS as `tls` asks (no SSLRequest at all when it is disabled).
+    pub(super) fn connect(host: &str, port: u16, timeout: Duration, tls: &TlsOptions) -> WireResult<Transport> {
         let address = display_address(host, port);
         let connect_error = |source| WireError::Connect { address: address.clone(), source };
         let candidates: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(connect_error)?.collect();
@@ -73,19 +75,34 @@ impl Transport {
                 Ok(stream) => {
                     // Status updates and queries are small and latency-sensitive.
                     stream.set_nodelay(true).map_err(connect_error)?;
+                    let stream = match tls.mode {
+                        super::tls::SslMode::Disable => Stream::Plain(stream),
+                        _ => negotiate(stream, tls, host, &address, timeout)?,
+                    };
                     return Ok(Transport {
                         stream,
                         read_buffer: BytesMut::with_capacity(READ_CHUNK),
                         scratch: vec![0; READ_CHUNK].into_boxed_slice(),
                         write_buffer: BytesMut::with_capacity(1024),
                         blocking_timeout: None,
-                        applied_read_timeout: None,
+                        // `negotiate` may have set the connect timeout on the socket.
+                        applied_read_timeout: Some(Duration::ZERO),
                     });
                 }
                 Err(error) => last_error = error,
             }
         }
         Err(connect_error(last_error))
+    }
+
+    /// Whether the session is encrypted.
+    pub(super) fn is_tls(&self) -> bool {
+        matches!(self.stream, Stream::Tls(_))
+    }
+
+    /// The channel binding data of a TLS session (see [`Stream::server_end_point`]).
+    pub(super) fn server_end_point(&self) -> Option<Vec<u8>> {
+        self.stream.server_end_point()
     }
 
     /// Builds one or more frontend messages with `build` in the reused write buffer
@@ -112,6 +129,7 @@ impl Transport {
     fn apply_read_timeout(&mut self, timeout: Option<Duration>) -> WireResult<()> {
         if self.applied_read_timeout != timeout {
             self.stream
+                .tcp()
                 .set_read_timeout(timeout)
                 .map_err(|source| WireError::io("setting the socket read timeout", source))?;
             self.applied_read_timeout = timeout;

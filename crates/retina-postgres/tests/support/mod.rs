@@ -14,6 +14,7 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod certificates;
 mod commands;
 
 use std::fmt::Write as _;
@@ -64,6 +65,19 @@ pub struct PgClusterOptions {
     /// Extra `postgresql.conf` lines, after (and so overriding) the base settings,
     /// e.g. `"wal_sender_timeout = '2s'"`.
     pub settings: Vec<String>,
+    /// `ssl = on` with this certificate and key, and (for `cert` authentication) the
+    /// CA that signs client certificates.
+    pub tls: Option<ServerTls>,
+    /// Only `hostssl` lines: a session without TLS is refused, as managed services do.
+    pub hostssl_only: bool,
+}
+
+/// The server side of TLS.
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    pub certificate: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
 }
 
 /// How a password user authenticates (the `pg_hba.conf` method, and the
@@ -104,6 +118,8 @@ pub struct PgCluster {
     port: u16,
     /// Test-specific `pg_hba.conf` lines, before the trust rules.
     hba_lines: Mutex<Vec<String>>,
+    /// The TCP trust rules apply to TLS sessions only.
+    hostssl_only: bool,
     running: bool,
     /// Deleted after the server stopped (fields drop after `Drop::drop`).
     dir: TempDir,
@@ -141,6 +157,21 @@ impl PgCluster {
         );
 
         let mut conf = String::from("\n# retina-postgres test harness\n");
+        if let Some(tls) = &options.tls {
+            let copy = |from: &PathBuf, name: &str| {
+                let to = data_dir.join(name);
+                std::fs::copy(from, &to).unwrap_or_else(|error| panic!("cannot copy {}: {error}", from.display()));
+                certificates::set_private(&to);
+                runner.hand_over(&to);
+            };
+            copy(&tls.certificate, "server.crt");
+            copy(&tls.key, "server.key");
+            let _ = writeln!(conf, "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'");
+            if let Some(ca) = &tls.client_ca {
+                copy(ca, "client_ca.crt");
+                let _ = writeln!(conf, "ssl_ca_file = 'client_ca.crt'");
+            }
+        }
         for line in BASE_SETTINGS.iter().copied().chain(options.settings.iter().map(String::as_str)) {
             let _ = writeln!(conf, "{line}");
         }
@@ -155,6 +186,7 @@ impl PgCluster {
             log_path,
             port: 0,
             hba_lines: Mutex::new(options.hba_lines),
+            hostssl_only: options.hostssl_only,
             running: false,
             dir,
         };
@@ -230,6 +262,7 @@ impl PgCluster {
             database: database.to_string(),
             application_name: "retina-postgres-tests".to_string(),
             connect_timeout: Duration::from_secs(10),
+            tls: Default::default(),
         }
     }
 
@@ -331,7 +364,14 @@ impl PgCluster {
         let lines = self.hba_lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut hba = String::from("# written by the retina-postgres test harness\n");
         for line in lines.iter().map(String::as_str).chain(TRUST_HBA_LINES.iter().copied()) {
-            let _ = writeln!(hba, "{line}");
+            match line.strip_prefix("host ") {
+                Some(rest) if self.hostssl_only => {
+                    let _ = writeln!(hba, "hostssl {rest}");
+                }
+                _ => {
+                    let _ = writeln!(hba, "{line}");
+                }
+            }
         }
         let path = self.data_dir.join("pg_hba.conf");
         std::fs::write(&path, hba).unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
