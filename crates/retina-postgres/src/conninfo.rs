@@ -5,7 +5,8 @@
 //! (default 2: large transactions stream before they commit), `copy_workers=N`
 //! (default 2), `unsupported_types=error|text`, `no_identity=error|insert_only`,
 //! `slot_wait=SECONDS` (default 30: how long a restart waits for the server to release
-//! the slot from a previous connection).
+//! the slot from a previous connection), `max_reconnects=N|unlimited` (default
+//! unlimited: attempts in a row to resume after a lost connection; 0 fails at once).
 //!
 //! Security, as libpq spells it: `sslmode=disable|allow|prefer|require|verify-ca|verify-full`
 //! (default `prefer`), `sslrootcert=FILE|system`, `sslcert=FILE` and `sslkey=FILE`
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 
 use crate::credentials::{self, Environment, Target};
 use crate::error::{PgSourceError, PgSourceResult};
+use crate::reconnect::ReconnectPolicy;
 use crate::wire::{ConnectConfig, RootCertificates, SslMode, TlsOptions};
 
 /// Everything the source needs to know.
@@ -35,6 +37,8 @@ pub struct PgSourceOptions {
     pub unsupported_types_as_text: bool,
     pub insert_only_without_identity: bool,
     pub slot_wait: Duration,
+    /// Attempts in a row to start a new session after a lost connection.
+    pub reconnect: ReconnectPolicy,
 }
 
 fn percent_decode(text: &str) -> PgSourceResult<String> {
@@ -169,6 +173,7 @@ impl PgSourceOptions {
             unsupported_types_as_text: false,
             insert_only_without_identity: false,
             slot_wait: Duration::from_secs(30),
+            reconnect: ReconnectPolicy::default(),
         };
         let mut security = Security::default();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -201,12 +206,18 @@ impl PgSourceOptions {
                 },
                 "application_name" => options.connect.application_name = value,
                 "slot_wait" => options.slot_wait = Duration::from_secs(value.parse().map_err(|_| bad())?),
+                "max_reconnects" => {
+                    options.reconnect.max_attempts = match value.as_str() {
+                        "unlimited" => None,
+                        number => Some(number.parse().map_err(|_| bad())?),
+                    }
+                }
                 "sslmode" => security.sslmode = Some(value),
                 "sslrootcert" => security.sslrootcert = Some(value),
                 "sslcert" => security.sslcert = Some(PathBuf::from(value)),
                 "sslkey" => security.sslkey = Some(PathBuf::from(value)),
                 "password_file" => security.password_file = Some(PathBuf::from(value)),
-                _ => return Err(PgSourceError::Config(format!("unknown option '{key}' (known: publication, slot, tables, protocol, copy_workers, unsupported_types, no_identity, slot_wait, application_name, sslmode, sslrootcert, sslcert, sslkey, password_file)"))),
+                _ => return Err(PgSourceError::Config(format!("unknown option '{key}' (known: publication, slot, tables, protocol, copy_workers, unsupported_types, no_identity, slot_wait, application_name, max_reconnects, sslmode, sslrootcert, sslcert, sslkey, password_file)"))),
             }
         }
         security.apply(&mut options.connect, environment)?;

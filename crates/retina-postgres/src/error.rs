@@ -32,6 +32,10 @@ pub enum PgSourceError {
     UnchangedToast { table: String, column: String, lsn: Lsn },
     #[error("at WAL position {lsn}: a change names relation {oid}, which no Relation message described")]
     UnknownRelation { oid: u32, lsn: Lsn },
+    /// The server ended the replication stream (CopyDone), as it does when shutting
+    /// down: a new session resumes.
+    #[error("the server ended the replication stream after WAL position {lsn}")]
+    StreamEnded { lsn: Lsn },
     #[error("replication protocol at WAL position {lsn}: {reason}")]
     Protocol { lsn: Lsn, reason: String },
     #[error("engine: {0}")]

@@ -13,20 +13,24 @@
 //! - [`pgoutput`]: the decoder of the logical replication messages (v1 and v2).
 //! - [`types`]: PostgreSQL types to Arrow columns and text values to [`retina_core::Value`]s.
 //! - [`relation`]: the relations the stream describes, bound to Retina tables.
+//! - [`catch_up`]: running until the mirror caught up with the server, then stopping.
 //! - [`conninfo`]: the source URI and its options.
 //! - [`credentials`]: the password and TLS files from the environment, as libpq finds them.
 //! - [`setup`]: checks, publication and slot creation.
 //! - [`initial_copy`]: the snapshot copy of existing rows.
 //! - [`transaction`]: source transactions rebuilt from the stream (v1 and v2).
+//! - [`reconnect`]: which failures a new session cures, and the backoff between attempts.
 //! - [`replicator`]: [`PgSource`], the main loop and exactly-once positions.
 //! - [`status`]: progress and lag for `retina.sources` and `/metrics`.
 
+pub mod catch_up;
 pub mod conninfo;
 pub mod credentials;
 pub mod error;
 pub mod initial_copy;
 pub mod lsn;
 pub mod pgoutput;
+pub mod reconnect;
 pub mod relation;
 pub mod replicator;
 pub mod setup;

@@ -94,9 +94,46 @@ impl PgSource {
         Arc::clone(&self.stop)
     }
 
-    /// Runs until stopped (Ok) or an error (recorded in the status, too).
+    /// Runs until stopped (Ok) or an error (recorded in the status, too). A lost
+    /// connection after the first successful start is not an error: the source waits
+    /// (backing off) and starts a new session from the durable position, as often as
+    /// the `max_reconnects` option allows.
     pub fn run(&self, engine: &Engine) -> PgSourceResult<()> {
-        let result = self.run_inner(engine);
+        let mut started = false;
+        let mut attempt = 0u32;
+        let result = loop {
+            let result = self.run_inner(engine, &mut started);
+            let error = match result {
+                Ok(()) => break Ok(()),
+                Err(error) => error,
+            };
+            let delay = {
+                let mut status = self.status.lock();
+                if status.phase == Phase::Streaming {
+                    attempt = 0;
+                }
+                attempt = attempt.saturating_add(1);
+                let delay = self.options.reconnect.delay(attempt);
+                let retry = started && error.is_connection_loss() && !self.stop.load(Ordering::Relaxed);
+                match delay.filter(|_| retry) {
+                    Some(delay) => {
+                        status.phase = Phase::Reconnecting;
+                        status.reconnect_attempts = attempt;
+                        status.reconnects += 1;
+                        status.error = Some(error.to_string());
+                        delay
+                    }
+                    None => break Err(error),
+                }
+            };
+            let until = Instant::now() + delay;
+            while Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(20).min(until.saturating_duration_since(Instant::now())));
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                break Ok(());
+            }
+        };
         let mut status = self.status.lock();
         match &result {
             Ok(()) => status.phase = Phase::Stopped,
@@ -126,11 +163,14 @@ impl PgSource {
         }
     }
 
-    fn run_inner(&self, engine: &Engine) -> PgSourceResult<()> {
+    /// One session: set up (or resume), copy if needed, stream. Sets `started` once
+    /// the server accepted the set-up, from when a lost connection is retried.
+    fn run_inner(&self, engine: &Engine, started: &mut bool) -> PgSourceResult<()> {
         let options = &self.options;
         let mut catalog = catalog_connection(options)?;
         setup::check_server(&mut catalog, options)?;
         setup::ensure_publication(&mut catalog, options)?;
+        *started = true;
         let mut types = setup::load_types(&mut catalog)?;
         let bind = BindOptions {
             unsupported_types_as_text: options.unsupported_types_as_text,
@@ -245,6 +285,8 @@ impl PgSource {
         {
             let mut status = self.status.lock();
             status.phase = Phase::Streaming;
+            status.error = None;
+            status.reconnect_attempts = 0;
             status.applied_lsn = status.applied_lsn.max(start);
             status.received_lsn = status.received_lsn.max(start);
         }
@@ -297,9 +339,7 @@ impl PgSource {
                         stream.unflushed = false;
                     }
                 }
-                CopyBothEvent::End => {
-                    return Err(PgSourceError::Protocol { lsn: stream.last_submitted, reason: "the server ended the replication stream".into() })
-                }
+                CopyBothEvent::End => return Err(PgSourceError::StreamEnded { lsn: stream.last_submitted }),
             }
             // A steady stream never leaves the socket idle for the read timeout, so
             // the batch is also sent once its oldest transaction waited this long.
@@ -308,13 +348,34 @@ impl PgSource {
                 stream.unflushed = false;
             }
             if reply_now || stream.last_feedback.elapsed() >= FEEDBACK_INTERVAL {
-                self.send_feedback(engine, replication, &mut stream, reply_now)?;
+                let poll = stream.last_feedback.elapsed() >= FEEDBACK_INTERVAL;
+                if poll {
+                    self.poll_server_position(catalog)?;
+                }
+                // Asking for a keepalive each round lets an idle stream's applied
+                // position follow the WAL the walsender skipped for us.
+                self.send_feedback(engine, replication, &mut stream, reply_now || poll)?;
             }
         }
         if stream.unflushed {
             engine.flush_batch()?;
         }
         self.send_feedback(engine, replication, &mut stream, false)?;
+        Ok(())
+    }
+
+    /// The server's current WAL position, for the lag in bytes (the stream's own
+    /// positions only say how far the walsender got, not how far the server is).
+    fn poll_server_position(&self, catalog: &mut PgConnection) -> PgSourceResult<()> {
+        let rows = catalog.query_rows(
+            "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END",
+        )?;
+        let text = rows.into_iter().next().and_then(|row| row.into_iter().next().flatten());
+        if let Some(lsn) = text.as_deref().and_then(|text| text.parse::<Lsn>().ok()) {
+            let mut status = self.status.lock();
+            status.server_wal_end_before = status.server_wal_end;
+            status.server_wal_end = status.server_wal_end.max(lsn);
+        }
         Ok(())
     }
 

@@ -15,6 +15,8 @@ pub enum Phase {
     Starting,
     Copying,
     Streaming,
+    /// The session was lost; waiting to start a new one from the durable position.
+    Reconnecting,
     Stopped,
     Failed,
 }
@@ -25,6 +27,7 @@ impl Phase {
             Phase::Starting => "starting",
             Phase::Copying => "copying",
             Phase::Streaming => "streaming",
+            Phase::Reconnecting => "reconnecting",
             Phase::Stopped => "stopped",
             Phase::Failed => "failed",
         }
@@ -40,8 +43,17 @@ pub struct PgSourceStatus {
     pub copied_rows: u64,
     /// Highest WAL position received from the server (data or keepalive).
     pub received_lsn: Lsn,
-    /// The server's end of WAL as of its last message.
+    /// The server's WAL position: polled (`pg_current_wal_lsn()`) every half second
+    /// while streaming, and raised by what the stream itself says.
     pub server_wal_end: Lsn,
+    /// The position polled before the last one. The walsender skips WAL that is not
+    /// ours without telling us until its next keepalive, so only a position at least
+    /// one poll old that is still not applied means we are really behind.
+    pub server_wal_end_before: Lsn,
+    /// Sessions started again after a connection loss, in all.
+    pub reconnects: u64,
+    /// Attempts since the last session that reached streaming.
+    pub reconnect_attempts: u32,
     /// Everything before it is applied (visible soon after): the end LSN of the last
     /// source transaction submitted, or a keepalive's position while none was open.
     pub applied_lsn: Lsn,
@@ -65,7 +77,8 @@ impl PgSourceStatus {
     /// Milliseconds since the last applied transaction committed at the source, while
     /// behind; zero when caught up (nothing newer to apply).
     pub fn lag_millis(&self) -> u64 {
-        if self.lag_bytes() == 0 {
+        let behind = self.lag_bytes() > 0 && self.applied_lsn < self.server_wal_end_before.max(self.received_lsn);
+        if !behind {
             return 0;
         }
         let Some(commit) = self.last_commit_micros else { return 0 };
@@ -85,6 +98,14 @@ impl PgSourceStatus {
         status.lag_millis = Some(self.lag_millis());
         status.durable_position = (self.confirmed_lsn.0 > 0).then(|| self.confirmed_lsn.to_string());
         status.last_error = self.error.clone();
+        status.detail = match self.phase {
+            Phase::Reconnecting => Some(format!(
+                "connection lost; attempt {} to resume from the durable position ({} reconnects in all)",
+                self.reconnect_attempts, self.reconnects
+            )),
+            _ if self.reconnects > 0 => Some(format!("{} reconnects after connection losses", self.reconnects)),
+            _ => None,
+        };
     }
 }
 
@@ -102,6 +123,8 @@ mod tests {
         status.server_wal_end = Lsn(1500);
         let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_micros() as i64;
         status.last_commit_micros = Some(now - 2_000_000);
+        assert_eq!((status.lag_bytes(), status.lag_millis()), (500, 0), "WAL seen by one poll only may not be ours");
+        status.server_wal_end_before = Lsn(1200);
         assert_eq!(status.lag_bytes(), 500);
         assert!((1_999..3_000).contains(&status.lag_millis()), "{}", status.lag_millis());
     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bank::*;
 use mirror::*;
 use rand::{Rng, SeedableRng};
+use retina_postgres::Phase;
 use support::PgCluster;
 
 #[test]
@@ -63,12 +64,20 @@ fn restarts_and_crashes_of_either_side_lose_and_duplicate_nothing() {
                 engine = open_engine(dir.path());
                 check_invariants(&engine).unwrap_or_else(|violation| panic!("round {round}: recovered state is torn: {violation}"));
             }
-            // PostgreSQL crashes under the source and the load.
+            // PostgreSQL crashes under the source and the load: the same source
+            // reconnects and resumes from its durable position.
             _ => {
+                let reconnects = source.status.lock().reconnects;
                 cluster.stop_immediate();
-                let ended = source.wait_for_end(Duration::from_secs(30));
-                assert!(ended.is_err(), "round {round}: the source notices the server is gone");
+                std::thread::sleep(Duration::from_millis(rng.random_range(0..500)));
                 cluster.start();
+                eventually(Duration::from_secs(60), "the source streams again", || {
+                    let status = source.status.lock().clone();
+                    (status.phase == Phase::Streaming && status.reconnects > reconnects)
+                        .then_some(())
+                        .ok_or(format!("round {round}: {:?}, {:?}", status.phase, status.error))
+                });
+                continue;
             }
         }
         source = RunningSource::start(&engine, &uri);

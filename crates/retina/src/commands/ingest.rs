@@ -1,6 +1,8 @@
 //! `retina ingest --data-dir DIR URI`: replay a finite CDC source (a Debezium JSON-lines
-//! file, stdin, a JetStream stream until it idles, a bounded generator) into the
-//! lakehouse in DIR, wait until everything is visible and flushed, and exit.
+//! file, stdin, a JetStream stream until it idles, a bounded generator) or a
+//! PostgreSQL database until the mirror caught up with it, into the lakehouse in DIR,
+//! wait until everything is visible and flushed, and exit (non-zero when the source
+//! failed).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,7 +23,8 @@ pub struct IngestArgs {
     /// (`s3://BUCKET/PREFIX?…`, `gs://…`, `az://…`), which this process leases.
     #[arg(long)]
     data_dir: PathBuf,
-    /// The source: file:PATH, - (stdin), nats://HOST:PORT/STREAM, generator:chbench?rate=N&seconds=S.
+    /// The source: file:PATH, - (stdin), nats://HOST:PORT/STREAM, generator:chbench?rate=N&seconds=S,
+    /// or postgres://USER@HOST/DB?OPTIONS (copied, then streamed until caught up).
     uri: String,
     /// Primary key of a table whose messages carry no key, or a key with fields that are no
     /// columns (added by a transform such as ByLogicalTableRouter): TABLE=COL[,COL...] (repeatable).
@@ -70,6 +73,14 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     }
     let grouping: Grouping = args.no_transaction_metadata_grouping.parse()?;
     let on_absent_row: OnAbsentRow = args.on_absent_row.parse()?;
+    if super::serve_sources::is_postgres(&args.uri)
+        && (!args.primary_keys.is_empty() || args.infer_schema || args.dead_letter.is_some() || args.table.is_some())
+    {
+        anyhow::bail!(
+            "--primary-key, --infer-schema, --dead-letter and --table are for change-event streams; \
+             a PostgreSQL source takes keys and types from the database's catalog"
+        );
+    }
     let options = SinkOptions {
         primary_keys,
         infer_schema: args.infer_schema,
@@ -90,7 +101,11 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
     };
     let store = Arc::new(store);
     let engine = Engine::open(config, Arc::clone(&store) as _).with_context(|| format!("opening the engine on {shown}"))?;
-    let stop = StopWhen::idle_for(Duration::from_secs_f64(args.idle_exit_seconds.max(0.0)));
+    let quiet = Duration::from_secs_f64(args.idle_exit_seconds.max(0.0));
+    if super::serve_sources::is_postgres(&args.uri) {
+        return ingest_postgres(engine, &args.uri, quiet, &shown);
+    }
+    let stop = StopWhen::idle_for(quiet);
     let report = ingest_uri(&engine, &args.uri, options, stop)?;
     // Everything visible, flushed and checkpointed (with the source position), so a
     // later process can open DIR, query it, and resume after `visible_position`.
@@ -134,5 +149,31 @@ pub fn run(args: IngestArgs) -> anyhow::Result<()> {
         json["publication_error"] = serde_json::json!(publication.error);
         println!("{json}");
     }
+    Ok(())
+}
+
+/// Mirrors a PostgreSQL database until caught up (no transaction for `quiet` after
+/// reaching the server's position), then closes the lakehouse. What was applied
+/// before a failure is still made durable, and the failure is the exit status.
+fn ingest_postgres(engine: Engine, uri: &str, quiet: Duration, shown: &str) -> anyhow::Result<()> {
+    use retina_core::redact::RedactedUri;
+    use retina_postgres::{PgSource, PgSourceOptions};
+    let options = PgSourceOptions::parse(uri).with_context(|| format!("source {}", RedactedUri::new(uri)))?;
+    let source = PgSource::new(options);
+    let started = std::time::Instant::now();
+    let result = source.run_until_caught_up(&engine, quiet);
+    engine.close().context("closing the lakehouse (flush and checkpoint)")?;
+    result.with_context(|| format!("source {}", source.name()))?;
+    let status = source.status().lock().clone();
+    println!(
+        "ingested {shown} from {}: {} rows copied, {} transactions, {} row changes streamed in {:.2} s; {} duplicates dropped; position {}",
+        source.name(),
+        status.copied_rows,
+        status.transactions,
+        status.row_changes,
+        started.elapsed().as_secs_f64(),
+        status.duplicate_transactions,
+        status.applied_lsn,
+    );
     Ok(())
 }

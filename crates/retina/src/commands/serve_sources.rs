@@ -110,7 +110,9 @@ impl ServedSource {
     }
 }
 
-fn is_postgres(uri: &str) -> bool {
+/// Whether `uri` names a PostgreSQL database (logical replication) rather than a
+/// change-event stream.
+pub fn is_postgres(uri: &str) -> bool {
     uri.starts_with("postgres://") || uri.starts_with("postgresql://")
 }
 

@@ -1,0 +1,70 @@
+//! `retina ingest postgres://…`: copies a database, streams what came after, stops
+//! once caught up and exits 0; a second run resumes from the slot; a source that
+//! fails makes the command fail.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+#[path = "../../retina-postgres/tests/support/mod.rs"]
+mod pg_support;
+
+use pg_support::PgCluster;
+
+const RETINA: &str = env!("CARGO_BIN_EXE_retina");
+
+fn ingest(lake: &Path, uri: &str) -> Output {
+    Command::new(RETINA)
+        .args(["ingest", "--idle-exit-seconds", "0.2", "--data-dir"])
+        .arg(lake)
+        .arg(uri)
+        .output()
+        .expect("run retina ingest")
+}
+
+fn sql(lake: &Path, query: &str) -> String {
+    let output = Command::new(RETINA).args(["sql", "--format", "csv", "--data-dir"]).arg(lake).args(["-c", query]).output().expect("retina sql");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn ingest_mirrors_a_database_until_caught_up_and_resumes_on_the_next_run() {
+    let cluster = PgCluster::new();
+    cluster.psql("CREATE TABLE items (id int PRIMARY KEY, name text); INSERT INTO items SELECT g, 'item ' || g FROM generate_series(1, 500) g");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lake = dir.path().join("lake");
+    let uri = cluster.url("postgres");
+
+    let first = ingest(&lake, &uri);
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(first.status.success(), "{stdout}{}", String::from_utf8_lossy(&first.stderr));
+    assert!(stdout.contains("500 rows copied"), "{stdout}");
+    assert!(sql(&lake, "SELECT count(*) AS n FROM public.items").contains("500"));
+
+    cluster.psql("INSERT INTO items VALUES (501, 'later'); DELETE FROM items WHERE id <= 10; UPDATE items SET name = 'renamed' WHERE id = 11");
+    let second = ingest(&lake, &uri);
+    let stdout = String::from_utf8_lossy(&second.stdout);
+    assert!(second.status.success(), "{stdout}{}", String::from_utf8_lossy(&second.stderr));
+    assert!(stdout.contains("0 rows copied") && stdout.contains("12 row changes streamed"), "resumed from the slot: {stdout}");
+    let rows = sql(&lake, "SELECT count(*) AS n, max(id) AS top, min(name) AS first FROM public.items");
+    assert!(rows.contains("491,501,item 100"), "{rows}");
+    assert_eq!(sql(&lake, "SELECT name FROM public.items WHERE id = 11").trim().lines().last(), Some("renamed"));
+}
+
+#[test]
+fn ingest_exits_non_zero_when_the_source_fails() {
+    let cluster = PgCluster::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = ingest(&dir.path().join("lake"), &format!("{}?publication=missing_pub&tables=public.nothing", cluster.url("postgres")));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a failed source fails the command: {stderr}");
+    assert!(stderr.contains("source postgres://postgres@127.0.0.1"), "{stderr}");
+    let flags = Command::new(RETINA)
+        .args(["ingest", "--infer-schema", "--data-dir"])
+        .arg(dir.path().join("lake2"))
+        .arg(cluster.url("postgres"))
+        .output()
+        .expect("run retina ingest");
+    assert!(!flags.status.success());
+    assert!(String::from_utf8_lossy(&flags.stderr).contains("catalog"), "{}", String::from_utf8_lossy(&flags.stderr));
+}
