@@ -92,7 +92,33 @@ impl TlsOptions {
 /// The byte stream under the framing: plain TCP or TLS over it.
 pub(super) enum Stream {
     Plain(TcpStream),
-    Tls(Box<StreamOwned<ClientConnection, TcpStream>>),
+    Tls(Box<StreamOwned<ClientConnection, BufferedSocket>>),
+}
+
+/// The socket under rustls, read through a large buffer. rustls reads its records
+/// 4 KiB at a time; without the buffer a busy replication stream over TLS costs a
+/// `read` system call per 4 KiB instead of one per 128 KiB as in plain mode.
+pub(super) struct BufferedSocket {
+    reader: std::io::BufReader<TcpStream>,
+}
+
+/// Matches the plain transport's read size.
+const TLS_READ_BUFFER: usize = 128 * 1024;
+
+impl Read for BufferedSocket {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        self.reader.read(buffer)
+    }
+}
+
+impl Write for BufferedSocket {
+    fn write(&mut self, buffer: &[u8]) -> io::Result<usize> {
+        self.reader.get_mut().write(buffer)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.reader.get_mut().flush()
+    }
 }
 
 impl Stream {
@@ -100,7 +126,7 @@ impl Stream {
     pub(super) fn tcp(&self) -> &TcpStream {
         match self {
             Stream::Plain(tcp) => tcp,
-            Stream::Tls(tls) => &tls.sock,
+            Stream::Tls(tls) => tls.sock.reader.get_ref(),
         }
     }
 
@@ -182,10 +208,11 @@ pub(super) fn negotiate(
         .map_err(|error| WireError::Tls(format!("'{host}' is not a valid TLS server name: {error}")))?;
     let mut connection = ClientConnection::new(Arc::new(config), name)
         .map_err(|error| WireError::Tls(format!("starting TLS with {address}: {error}")))?;
+    let mut socket = BufferedSocket { reader: std::io::BufReader::with_capacity(TLS_READ_BUFFER, tcp) };
     while connection.is_handshaking() {
-        connection.complete_io(&mut tcp).map_err(|error| handshake_error(error, address, options.mode))?;
+        connection.complete_io(&mut socket).map_err(|error| handshake_error(error, address, options.mode))?;
     }
-    Ok(Stream::Tls(Box::new(StreamOwned::new(connection, tcp))))
+    Ok(Stream::Tls(Box::new(StreamOwned::new(connection, socket))))
 }
 
 /// A handshake failure with what to do about it: most are a certificate the
