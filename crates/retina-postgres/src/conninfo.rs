@@ -221,6 +221,12 @@ impl PgSourceOptions {
             }
         }
         security.apply(&mut options.connect, environment)?;
+        if options.insert_only_without_identity && options.publication.len() + "_inserts".len() > 63 {
+            return Err(PgSourceError::Config(format!(
+                "publication='{}': with no_identity=insert_only the name must leave room for the suffix _inserts (at most 55 characters)",
+                options.publication
+            )));
+        }
         Ok(options)
     }
 

@@ -31,7 +31,7 @@ pub struct CopyReport {
 
 /// Splits one line of COPY text format into fields, unescaping into `scratch`.
 /// Returns `(start, end)` ranges into `scratch` (or `None` for `\N`).
-fn split_copy_line(line: &[u8], scratch: &mut Vec<u8>, fields: &mut Vec<Option<(usize, usize)>>) -> Result<(), String> {
+pub(crate) fn split_copy_line(line: &[u8], scratch: &mut Vec<u8>, fields: &mut Vec<Option<(usize, usize)>>) -> Result<(), String> {
     scratch.clear();
     fields.clear();
     let line = line.strip_suffix(b"\n").unwrap_or(line);
@@ -103,13 +103,20 @@ fn split_copy_line(line: &[u8], scratch: &mut Vec<u8>, fields: &mut Vec<Option<(
     }
 }
 
+/// A table to copy: bound to its Retina table, with the publication's row filter.
+pub struct CopyTable {
+    pub relation: BoundRelation,
+    /// Only rows it holds are published, so only they are copied.
+    pub row_filter: Option<String>,
+}
+
 /// Copies `relations` (already bound to their Retina tables) inside `snapshot_name`.
 pub fn copy_tables(
     engine: &Engine,
     options: &PgSourceOptions,
     source: &str,
     snapshot_name: &str,
-    relations: &[BoundRelation],
+    relations: &[CopyTable],
     copied_rows: &AtomicU64,
 ) -> PgSourceResult<CopyReport> {
     let started = Instant::now();
@@ -149,12 +156,18 @@ fn copy_table(
     engine: &Engine,
     connection: &mut crate::wire::PgConnection,
     source: &str,
-    relation: &BoundRelation,
+    table: &CopyTable,
     copied_rows: &AtomicU64,
 ) -> PgSourceResult<()> {
+    let relation = &table.relation;
     let (schema, name) = relation.name.split_once('.').unwrap_or(("public", &relation.name));
     let columns: Vec<String> = relation.columns.iter().map(|c| quote_identifier(&c.name)).collect();
-    let sql = format!("COPY {}.{} ({}) TO STDOUT", quote_identifier(schema), quote_identifier(name), columns.join(", "));
+    let qualified = format!("{}.{}", quote_identifier(schema), quote_identifier(name));
+    // The filter is the server's own text of the publication's WHERE clause.
+    let sql = match &table.row_filter {
+        None => format!("COPY {qualified} ({}) TO STDOUT", columns.join(", ")),
+        Some(filter) => format!("COPY (SELECT {} FROM {qualified} WHERE {filter}) TO STDOUT", columns.join(", ")),
+    };
     let mut scratch = Vec::new();
     let mut ranges = Vec::new();
     let mut chunk: Vec<RowChange> = Vec::with_capacity(COPY_CHUNK_ROWS);

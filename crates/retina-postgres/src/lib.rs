@@ -13,16 +13,19 @@
 //! - [`pgoutput`]: the decoder of the logical replication messages (v1 and v2).
 //! - [`types`]: PostgreSQL types to Arrow columns and text values to [`retina_core::Value`]s.
 //! - [`relation`]: the relations the stream describes, bound to Retina tables.
+//! - [`added_column`]: rows that existed before an added column get its default.
 //! - [`catch_up`]: running until the mirror caught up with the server, then stopping.
 //! - [`conninfo`]: the source URI and its options.
 //! - [`credentials`]: the password and TLS files from the environment, as libpq finds them.
-//! - [`setup`]: checks, publication and slot creation.
+//! - [`setup`]: checks and slot creation.
+//! - [`publication`]: the publication, created so it never breaks the application.
 //! - [`initial_copy`]: the snapshot copy of existing rows.
 //! - [`transaction`]: source transactions rebuilt from the stream (v1 and v2).
 //! - [`reconnect`]: which failures a new session cures, and the backoff between attempts.
 //! - [`replicator`]: [`PgSource`], the main loop and exactly-once positions.
 //! - [`status`]: progress and lag for `retina.sources` and `/metrics`.
 
+pub mod added_column;
 pub mod catch_up;
 pub mod conninfo;
 pub mod credentials;
@@ -30,6 +33,7 @@ pub mod error;
 pub mod initial_copy;
 pub mod lsn;
 pub mod pgoutput;
+pub mod publication;
 pub mod reconnect;
 pub mod relation;
 pub mod replicator;

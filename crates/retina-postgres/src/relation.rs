@@ -61,6 +61,8 @@ pub struct RelationMap {
     /// Tables that got columns since [`Self::take_widened`] was last called: rows of
     /// them converted before are one value short.
     widened: Vec<TableId>,
+    /// Columns added to bound relations, see [`Self::take_added`].
+    added: Vec<(u32, usize)>,
 }
 
 /// `namespace.name`, with PostgreSQL's empty namespace meaning `pg_catalog`.
@@ -76,6 +78,12 @@ impl RelationMap {
 
     pub fn get(&self, oid: u32, lsn: Lsn) -> PgSourceResult<&BoundRelation> {
         self.relations.get(&oid).ok_or(PgSourceError::UnknownRelation { oid, lsn })
+    }
+
+    /// The columns added since the last call, as `(relation oid, column index)`: the
+    /// mirror's existing rows read NULL there until [`crate::added_column`] fills them.
+    pub fn take_added(&mut self) -> Vec<(u32, usize)> {
+        std::mem::take(&mut self.added)
     }
 
     /// The tables widened since the last call (see the field).
@@ -108,6 +116,7 @@ impl RelationMap {
                     let field = Field::new(column.name.clone(), column.kind.data_type(), true);
                     engine.add_column(known.table, field)?;
                 }
+                self.added.extend((known.columns.len()..columns.len()).map(|index| (body.oid, index)));
                 known.columns = columns;
                 self.widened.push(known.table);
             } else if let Some(change) = describe_change(&known.columns, &columns) {
@@ -130,6 +139,7 @@ impl RelationMap {
                     for field in &want[have.len()..] {
                         engine.add_column(table, field.as_ref().clone())?;
                     }
+                    self.added.extend((have.len()..want.len()).map(|index| (body.oid, index)));
                 } else if have != want {
                     return Err(PgSourceError::SchemaChange {
                         table: name,
@@ -230,7 +240,7 @@ fn describe_change(old: &[BoundColumn], new: &[BoundColumn]) -> Option<String> {
 
 impl BoundRelation {
     /// Parses column `index` from its text form (`None`: NULL).
-    fn text_value(&self, index: usize, text: Option<&[u8]>, lsn: Option<Lsn>) -> PgSourceResult<Value> {
+    pub(crate) fn text_value(&self, index: usize, text: Option<&[u8]>, lsn: Option<Lsn>) -> PgSourceResult<Value> {
         let column = &self.columns[index];
         let Some(text) = text else { return Ok(Value::Null) };
         parse_value(&column.kind, text).map_err(|reason| {

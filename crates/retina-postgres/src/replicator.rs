@@ -14,11 +14,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use retina_core::{Engine, RowChange, TableId};
 
+use crate::added_column::AddedValues;
 use crate::conninfo::PgSourceOptions;
 use crate::error::{PgSourceError, PgSourceResult};
-use crate::initial_copy::{copy_tables, COPY_POSITION};
+use crate::initial_copy::{copy_tables, CopyTable, COPY_POSITION};
 use crate::lsn::Lsn;
 use crate::pgoutput::{standby_status_update, LogicalMessage, OldTuple, PgOutputDecoder, ReplicationMessage, POSTGRES_EPOCH_MICROS};
+use crate::publication::{ensure_publication, publication_names, published_tables};
 use crate::relation::{BindOptions, RelationMap};
 use crate::setup::{self, catalog_connection, quote_identifier, quote_literal};
 use crate::status::{Phase, SharedStatus};
@@ -169,7 +171,10 @@ impl PgSource {
         let options = &self.options;
         let mut catalog = catalog_connection(options)?;
         setup::check_server(&mut catalog, options)?;
-        setup::ensure_publication(&mut catalog, options)?;
+        let publication = ensure_publication(&mut catalog, options)?;
+        if publication.created {
+            self.status.lock().left_out = publication.left_out;
+        }
         *started = true;
         let mut types = setup::load_types(&mut catalog)?;
         let bind = BindOptions {
@@ -228,14 +233,21 @@ impl PgSource {
         let created = setup::create_slot(replication, &options.slot)?;
         self.status.lock().consistent_point = Some(created.consistent_point);
         let mut bound = Vec::new();
-        for (schema, table) in setup::published_tables(catalog, &options.publication)? {
-            let body = setup::relation_from_catalog(catalog, &schema, &table)?;
+        for published in published_tables(catalog, &publication_names(options))? {
+            let mut body = setup::relation_from_catalog(catalog, &published.schema, &published.table)?;
+            // The stream carries only the published columns: the mirror has just those.
+            if let Some(list) = &published.columns {
+                body.columns.retain(|column| list.contains(&column.name));
+            }
             let primary_key = setup::primary_key(catalog, body.oid)?;
-            bound.push(relations.bind(engine, &body, types, primary_key.as_deref(), bind, created.consistent_point)?.clone());
+            let relation = relations.bind(engine, &body, types, primary_key.as_deref(), bind, created.consistent_point)?.clone();
+            bound.push(CopyTable { relation, row_filter: published.row_filter });
         }
+        // The copy reads every column, including any added since the mirror last ran.
+        relations.take_added();
         // An interrupted copy left rows behind: they go in one transaction first.
         let mut leftovers = Vec::new();
-        for relation in &bound {
+        for CopyTable { relation, .. } in &bound {
             leftovers.extend(engine.live_keys(relation.table)?.into_iter().map(|key| RowChange::Delete { table: relation.table, key }));
         }
         if !leftovers.is_empty() {
@@ -268,7 +280,7 @@ impl PgSource {
         let command = format!(
             "START_REPLICATION SLOT {} LOGICAL {start} (proto_version '{protocol}', publication_names {}{streaming})",
             quote_identifier(&options.slot),
-            quote_literal(&quote_identifier(&options.publication)),
+            quote_literal(&publication_names(options).iter().map(|name| quote_identifier(name)).collect::<Vec<_>>().join(",")),
         );
         // After a restart the walsender of our previous connection may still hold the
         // slot for a moment (until the server notices the connection is gone).
@@ -432,13 +444,21 @@ impl PgSource {
                 self.apply(engine, stream, transaction)?;
             }
             LogicalMessage::StreamAbort { xid, subxid } => stream.assembler.stream_abort(xid, subxid),
-            LogicalMessage::Relation { body, .. } => {
+            LogicalMessage::Relation { xid, body } => {
                 if !relations.contains(body.oid) && types_missing(types, &body) {
                     *types = setup::load_types(catalog)?;
                 }
                 let primary_key = if body.replica_identity == b'f' { setup::primary_key(catalog, body.oid)? } else { None };
                 relations.bind(engine, &body, types, primary_key.as_deref(), bind, lsn)?;
                 stream.widened.extend(relations.take_widened());
+                for (oid, index) in relations.take_added() {
+                    let relation = relations.get(oid, lsn)?;
+                    let Some(values) = AddedValues::load(catalog, relation, index, lsn)? else { continue };
+                    // Rows of the old shape this transaction changed before the DDL.
+                    stream.assembler.patch_rows(xid, relation.table, |row| values.extend_row(relation, row));
+                    let filled = values.mirror_changes(engine, relation)?;
+                    stream.assembler.prepend(xid, filled.into_iter().map(SourceChange::Row).collect(), lsn)?;
+                }
             }
             // New types (enums, domains) are looked up when a relation uses them.
             LogicalMessage::Type { .. } | LogicalMessage::Origin { .. } | LogicalMessage::Message { .. } => {}

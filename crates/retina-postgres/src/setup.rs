@@ -1,6 +1,6 @@
-//! Server-side preparation: check what logical replication needs, create the
-//! publication, find or create the slot, and read the published tables' shapes from
-//! the catalog.
+//! Server-side preparation: check what logical replication needs, find or create the
+//! slot, and read the published tables' shapes from the catalog (the publication
+//! itself: [`crate::publication`]).
 
 use crate::conninfo::PgSourceOptions;
 use crate::error::{PgSourceError, PgSourceResult};
@@ -41,41 +41,20 @@ pub fn check_server(connection: &mut PgConnection, options: &PgSourceOptions) ->
     }
     let privileged = single_value(
         connection,
-        "SELECT rolreplication OR rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user",
+        // Amazon RDS and Aurora grant replication through membership in rds_replication.
+        "SELECT rolreplication OR rolsuper OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r \
+           WHERE r.rolname = 'rds_replication' AND pg_catalog.pg_has_role(current_user, r.oid, 'MEMBER')) \
+         FROM pg_catalog.pg_roles WHERE rolname = current_user",
     )?;
     if privileged.as_deref() != Some("t") {
         let user = &options.connect.user;
         return Err(PgSourceError::Setup(format!(
-            "user {user} lacks the REPLICATION privilege; run ALTER ROLE {} WITH REPLICATION as a superuser",
+            "user {user} lacks the REPLICATION privilege; run ALTER ROLE {} WITH REPLICATION as a superuser \
+             (on Amazon RDS and Aurora: GRANT rds_replication TO {})",
+            quote_identifier(user),
             quote_identifier(user)
         )));
     }
-    Ok(())
-}
-
-/// Creates the publication when it does not exist.
-pub fn ensure_publication(connection: &mut PgConnection, options: &PgSourceOptions) -> PgSourceResult<()> {
-    let exists = single_value(
-        connection,
-        &format!("SELECT 1 FROM pg_catalog.pg_publication WHERE pubname = {}", quote_literal(&options.publication)),
-    )?;
-    if exists.is_some() {
-        return Ok(());
-    }
-    let target = match &options.tables {
-        None => "FOR ALL TABLES".to_string(),
-        Some(tables) => {
-            let names: Vec<String> = tables
-                .iter()
-                .map(|t| {
-                    let (schema, name) = t.split_once('.').unwrap_or(("public", t));
-                    format!("{}.{}", quote_identifier(schema), quote_identifier(name))
-                })
-                .collect();
-            format!("FOR TABLE {}", names.join(", "))
-        }
-    };
-    connection.simple_query(&format!("CREATE PUBLICATION {} {target}", quote_identifier(&options.publication)))?;
     Ok(())
 }
 
@@ -134,21 +113,6 @@ pub fn create_slot(replication: &mut PgConnection, slot: &str) -> PgSourceResult
 
 pub fn load_types(connection: &mut PgConnection) -> PgSourceResult<TypeCatalog> {
     Ok(TypeCatalog::from_rows(&connection.query_rows(TYPE_CATALOG_QUERY)?))
-}
-
-/// The published tables as `(schema, table)`.
-pub fn published_tables(connection: &mut PgConnection, publication: &str) -> PgSourceResult<Vec<(String, String)>> {
-    let rows = connection.query_rows(&format!(
-        "SELECT schemaname, tablename FROM pg_catalog.pg_publication_tables WHERE pubname = {} ORDER BY 1, 2",
-        quote_literal(publication)
-    ))?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|row| {
-            let mut fields = row.into_iter();
-            Some((fields.next()??, fields.next()??))
-        })
-        .collect())
 }
 
 /// A table's shape as pgoutput's Relation message would describe it (same key flags),

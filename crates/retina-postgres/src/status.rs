@@ -66,6 +66,9 @@ pub struct PgSourceStatus {
     /// Transactions received again after a restart and dropped (already applied).
     pub duplicate_transactions: u64,
     pub error: Option<String>,
+    /// Tables left out of the publication Retina created (no primary key or replica
+    /// identity), so an operator sees what is not mirrored and why.
+    pub left_out: Vec<String>,
 }
 
 impl PgSourceStatus {
@@ -106,6 +109,16 @@ impl PgSourceStatus {
             _ if self.reconnects > 0 => Some(format!("{} reconnects after connection losses", self.reconnects)),
             _ => None,
         };
+        if !self.left_out.is_empty() {
+            let note = format!(
+                "not mirrored, having no primary key or replica identity: {}",
+                self.left_out.join(", ")
+            );
+            status.detail = Some(match status.detail.take() {
+                Some(detail) => format!("{detail}; {note}"),
+                None => note,
+            });
+        }
     }
 }
 

@@ -77,6 +77,56 @@ impl TransactionAssembler {
         }
     }
 
+    /// Puts changes before everything the transaction holds so far: what a schema
+    /// change did to rows that existed before the transaction (see
+    /// [`crate::added_column`]), which the transaction's own earlier changes must
+    /// override.
+    pub fn prepend(&mut self, xid: Option<u32>, changes: Vec<SourceChange>, lsn: Lsn) -> PgSourceResult<()> {
+        match (xid, self.stream_block) {
+            (Some(xid), Some(top)) => {
+                let buffered = self.streamed.entry(top).or_default();
+                buffered.splice(0..0, changes.into_iter().map(|change| (xid, change)));
+                Ok(())
+            }
+            (None, _) => match &mut self.open {
+                Some(open) => {
+                    open.splice(0..0, changes);
+                    Ok(())
+                }
+                None => Err(PgSourceError::Protocol { lsn, reason: "a schema change outside any transaction".into() }),
+            },
+            (Some(_), None) => Err(PgSourceError::Protocol { lsn, reason: "a streamed change outside a stream block".into() }),
+        }
+    }
+
+    /// Applies `patch` to every buffered row change of `table` in the transaction
+    /// `xid` belongs to (the open one when `None`).
+    pub fn patch_rows(&mut self, xid: Option<u32>, table: retina_core::TableId, mut patch: impl FnMut(&mut Vec<retina_core::Value>)) {
+        let changes: Box<dyn Iterator<Item = &mut SourceChange>> = match (xid, self.stream_block) {
+            (Some(_), Some(top)) => match self.streamed.get_mut(&top) {
+                Some(buffered) => Box::new(buffered.iter_mut().map(|(_, change)| change)),
+                None => return,
+            },
+            (None, _) => match &mut self.open {
+                Some(open) => Box::new(open.iter_mut()),
+                None => return,
+            },
+            (Some(_), None) => return,
+        };
+        for change in changes {
+            if let SourceChange::Row(
+                retina_core::RowChange::Insert { table: changed, row }
+                | retina_core::RowChange::Update { table: changed, row, .. }
+                | retina_core::RowChange::Upsert { table: changed, row },
+            ) = change
+            {
+                if *changed == table {
+                    patch(row);
+                }
+            }
+        }
+    }
+
     pub fn stream_start(&mut self, xid: u32, lsn: Lsn) -> PgSourceResult<()> {
         if self.stream_block.is_some() {
             return Err(PgSourceError::Protocol { lsn, reason: "Stream Start inside a stream block".into() });

@@ -185,13 +185,19 @@ fn unsupported_types_as_text_and_tables_without_identity_as_insert_only() {
     let cluster = PgCluster::new();
     cluster.psql("CREATE TABLE shapes (id int PRIMARY KEY, p point); INSERT INTO shapes VALUES (1, '(1,2)'); CREATE TABLE log (msg text)");
     cluster.psql("INSERT INTO log VALUES ('copied')");
+    // By default a table without identity is left out of the publication (so the
+    // application's UPDATEs of it keep working) and said to be.
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = open_engine(dir.path());
-    let error = RunningSource::start(&engine, &format!("{}?unsupported_types=text", cluster.url("postgres")))
-        .wait_for_end(Duration::from_secs(30))
-        .expect_err("log has no identity");
-    assert!(error.to_string().contains("table public.log has no primary key or replica identity"), "{error}");
+    let source = RunningSource::start(&engine, &format!("{}?unsupported_types=text&slot=first", cluster.url("postgres")));
+    source.wait_streaming();
+    assert_eq!(source.status.lock().left_out, ["public.log"]);
+    cluster.psql("UPDATE log SET msg = 'copied' WHERE msg = 'copied'; DELETE FROM log WHERE msg = 'none'");
+    assert_eq!(mirrored_rows(&engine, "public.log"), Vec::<String>::new(), "not mirrored");
+    source.stop().expect("stops");
 
+    // With no_identity=insert_only its inserts are mirrored, through a publication of
+    // inserts alone, which still leaves the application's UPDATEs alone.
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = open_engine(dir.path());
     let source = RunningSource::start(
@@ -199,7 +205,7 @@ fn unsupported_types_as_text_and_tables_without_identity_as_insert_only() {
         &format!("{}?unsupported_types=text&no_identity=insert_only&slot=second", cluster.url("postgres")),
     );
     source.wait_streaming();
-    cluster.psql("INSERT INTO log VALUES ('streamed'), ('streamed')");
+    cluster.psql("INSERT INTO log VALUES ('streamed'), ('streamed'); UPDATE log SET msg = msg WHERE msg = 'copied'");
     eventually(Duration::from_secs(30), "the inserts arrive", || {
         let rows = mirrored_rows(&engine, "public.log");
         (rows.len() == 3).then_some(()).ok_or(format!("{rows:?}"))
@@ -263,4 +269,34 @@ fn a_slot_held_by_another_connection_is_waited_for_then_a_clear_error() {
     assert!(error.to_string().contains("replication slot retina_slot has been in use by another connection for 1 s"), "{error}");
     assert!(started.elapsed() >= Duration::from_secs(1), "it waited for the slot first");
     drop(holder);
+}
+
+#[test]
+fn added_columns_with_defaults_give_existing_rows_the_value_postgres_gives_them() {
+    let (cluster, _dir, engine, source) =
+        streaming_after("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t SELECT g, g FROM generate_series(1, 40) g");
+    // A constant default: PostgreSQL writes no row, older rows read its missing value.
+    cluster.psql("ALTER TABLE t ADD COLUMN d int NOT NULL DEFAULT 42");
+    cluster.psql("INSERT INTO t VALUES (41, 41, 7)");
+    // A volatile default: PostgreSQL rewrites the table, each row its own value, and a
+    // change of a row in the same transaction as the DDL (before it) keeps its value.
+    cluster.psql("BEGIN; UPDATE t SET v = -3 WHERE id = 3; ALTER TABLE t ADD COLUMN stamp timestamptz DEFAULT clock_timestamp(); UPDATE t SET v = -2 WHERE id = 2; COMMIT");
+    cluster.psql("UPDATE t SET d = 0 WHERE id = 1");
+    let expected = || -> Vec<String> {
+        let mut rows: Vec<String> = cluster
+            .psql("SELECT id, v, d, 'TimestampMicros(' || (extract(epoch FROM stamp) * 1000000)::int8 || ')' FROM t")
+            .lines()
+            .map(String::from)
+            .collect();
+        rows.sort();
+        rows
+    };
+    eventually(Duration::from_secs(30), "the mirror equals the source, old rows included", || {
+        let rows = mirrored_rows(&engine, "public.t");
+        (rows == expected()).then_some(()).ok_or(format!("{:?} vs {:?}", rows.iter().take(3).collect::<Vec<_>>(), expected().iter().take(3).collect::<Vec<_>>()))
+    });
+    let rows = mirrored_rows(&engine, "public.t");
+    assert!(rows.iter().all(|row| !row.ends_with('|')), "no NULL stamps: {rows:?}");
+    assert!(rows.iter().any(|row| row.starts_with("2|") && row.contains("|42|")), "{rows:?}");
+    source.stop().expect("stops cleanly");
 }
