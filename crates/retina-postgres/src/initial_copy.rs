@@ -110,7 +110,8 @@ pub struct CopyTable {
     pub row_filter: Option<String>,
 }
 
-/// Copies `relations` (already bound to their Retina tables) inside `snapshot_name`.
+/// Copies `relations` (already bound to their Retina tables) inside `snapshot_name`;
+/// every chunk is a mirror transaction recording `position`.
 pub fn copy_tables(
     engine: &Engine,
     options: &PgSourceOptions,
@@ -118,6 +119,7 @@ pub fn copy_tables(
     snapshot_name: &str,
     relations: &[CopyTable],
     copied_rows: &AtomicU64,
+    position: &str,
 ) -> PgSourceResult<CopyReport> {
     let started = Instant::now();
     let queue = Mutex::new(relations.iter().collect::<Vec<_>>());
@@ -134,7 +136,7 @@ pub fn copy_tables(
                     loop {
                         let next = queue.lock().map_err(|_| PgSourceError::Setup("a copy worker panicked".into()))?.pop();
                         let Some(relation) = next else { break };
-                        copy_table(engine, &mut connection, source, relation, copied_rows)?;
+                        copy_table(engine, &mut connection, source, relation, copied_rows, position)?;
                     }
                     connection.simple_query("COMMIT")?;
                     Ok(())
@@ -158,6 +160,7 @@ fn copy_table(
     source: &str,
     table: &CopyTable,
     copied_rows: &AtomicU64,
+    position: &str,
 ) -> PgSourceResult<()> {
     let relation = &table.relation;
     let (schema, name) = relation.name.split_once('.').unwrap_or(("public", &relation.name));
@@ -184,7 +187,7 @@ fn copy_table(
             chunk.push(RowChange::Insert { table: relation.table, row });
             if chunk.len() == COPY_CHUNK_ROWS {
                 let rows = std::mem::replace(&mut chunk, Vec::with_capacity(COPY_CHUNK_ROWS));
-                engine.submit_from(source, COPY_POSITION.to_string(), rows)?;
+                engine.submit_from(source, position.to_string(), rows)?;
                 copied_rows.fetch_add(COPY_CHUNK_ROWS as u64, Ordering::Relaxed);
             }
             Ok(())
@@ -202,7 +205,7 @@ fn copy_table(
     outcome?;
     if !chunk.is_empty() {
         let rows = chunk.len() as u64;
-        engine.submit_from(source, COPY_POSITION.to_string(), chunk)?;
+        engine.submit_from(source, position.to_string(), chunk)?;
         copied_rows.fetch_add(rows, Ordering::Relaxed);
     }
     Ok(())

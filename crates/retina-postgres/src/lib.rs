@@ -23,6 +23,7 @@
 //! - [`transaction`]: source transactions rebuilt from the stream (v1 and v2).
 //! - [`reconnect`]: which failures a new session cures, and the backoff between attempts.
 //! - [`replicator`]: [`PgSource`], the main loop and exactly-once positions.
+//! - [`table_sync`]: tables that join the publication later, copied then streamed.
 //! - [`status`]: progress and lag for `retina.sources` and `/metrics`.
 
 pub mod added_column;
@@ -39,6 +40,7 @@ pub mod relation;
 pub mod replicator;
 pub mod setup;
 pub mod status;
+pub mod table_sync;
 pub mod transaction;
 pub mod types;
 pub mod wire;

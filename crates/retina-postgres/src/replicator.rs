@@ -21,7 +21,9 @@ use crate::initial_copy::{copy_tables, CopyTable, COPY_POSITION};
 use crate::lsn::Lsn;
 use crate::pgoutput::{standby_status_update, LogicalMessage, OldTuple, PgOutputDecoder, ReplicationMessage, POSTGRES_EPOCH_MICROS};
 use crate::publication::{ensure_publication, publication_names, published_tables};
-use crate::relation::{BindOptions, RelationMap};
+use crate::publication::PublishedTable;
+use crate::relation::{qualified_name, BindOptions, RelationMap};
+use crate::table_sync::SyncMarks;
 use crate::setup::{self, catalog_connection, quote_identifier, quote_literal};
 use crate::status::{Phase, SharedStatus};
 use crate::transaction::{SourceChange, SourceTransaction, TransactionAssembler};
@@ -30,6 +32,10 @@ use crate::wire::{CopyBothEvent, PgConnection};
 
 /// How often the server hears from us at least (its default timeout is 60 s).
 const FEEDBACK_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Every how many position polls (half a second each) the publication's tables are
+/// read again, to find tables that joined it.
+const PUBLICATION_POLL_ROUNDS: u32 = 4;
 
 /// The longest a submitted transaction waits for its batch to be sent.
 const MAX_BATCH_DELAY: Duration = Duration::from_millis(2);
@@ -53,15 +59,16 @@ impl ResumePoint {
         if text == COPY_POSITION {
             return Some(Self::Copy);
         }
-        text.strip_prefix("lsn=")?.parse().ok().map(Self::Lsn)
+        // Table-sync marks may follow (`;sync=…`, see `table_sync`).
+        text.split(';').next()?.strip_prefix("lsn=")?.parse().ok().map(Self::Lsn)
     }
 }
 
 /// A PostgreSQL source attached to one engine.
 pub struct PgSource {
-    options: PgSourceOptions,
-    name: String,
-    status: SharedStatus,
+    pub(crate) options: PgSourceOptions,
+    pub(crate) name: String,
+    pub(crate) status: SharedStatus,
     stop: Arc<AtomicBool>,
     probe: Option<VisibilityProbe>,
 }
@@ -150,11 +157,11 @@ impl PgSource {
     /// The position recorded for this source: visible first, else recovered. What an
     /// earlier run submitted becomes visible first, or its last transactions would be
     /// applied twice.
-    fn recorded(&self, engine: &Engine) -> PgSourceResult<Option<ResumePoint>> {
+    fn recorded(&self, engine: &Engine) -> PgSourceResult<Option<(ResumePoint, SyncMarks)>> {
         engine.sync()?;
         let visible = engine.source_positions().into_iter().find(|p| p.source == self.name);
         let recovered = engine.recovered_positions().iter().find(|p| p.source == self.name).cloned();
-        Ok(visible.or(recovered).and_then(|p| ResumePoint::parse(&p.position)))
+        Ok(visible.or(recovered).and_then(|p| Some((ResumePoint::parse(&p.position)?, SyncMarks::parse(&p.position)))))
     }
 
     fn durable_lsn(&self, engine: &Engine) -> Option<Lsn> {
@@ -183,8 +190,8 @@ impl PgSource {
         };
         let mut relations = RelationMap::new();
         let mut replication = PgConnection::connect(&options.connect, true)?;
-        let start = match self.recorded(engine)? {
-            Some(ResumePoint::Lsn(lsn)) => {
+        let (start, marks) = match self.recorded(engine)? {
+            Some((ResumePoint::Lsn(lsn), marks)) => {
                 if setup::find_slot(&mut catalog, &options.slot)?.is_none() {
                     return Err(PgSourceError::Setup(format!(
                         "the mirror was at {lsn} but replication slot {} no longer exists, so changes after it are lost to us; \
@@ -192,11 +199,11 @@ impl PgSource {
                         options.slot
                     )));
                 }
-                lsn
+                (lsn, marks)
             }
-            _ => self.copy(engine, &mut catalog, &mut replication, &types, &mut relations, &bind)?,
+            _ => (self.copy(engine, &mut catalog, &mut replication, &types, &mut relations, &bind)?, SyncMarks::default()),
         };
-        self.stream(engine, &mut catalog, &mut replication, &mut types, &mut relations, &bind, start)
+        self.stream(engine, &mut catalog, &mut replication, &mut types, &mut relations, &bind, start, marks)
     }
 
     /// Creates the slot, copies every published table inside its snapshot, and
@@ -234,14 +241,7 @@ impl PgSource {
         self.status.lock().consistent_point = Some(created.consistent_point);
         let mut bound = Vec::new();
         for published in published_tables(catalog, &publication_names(options))? {
-            let mut body = setup::relation_from_catalog(catalog, &published.schema, &published.table)?;
-            // The stream carries only the published columns: the mirror has just those.
-            if let Some(list) = &published.columns {
-                body.columns.retain(|column| list.contains(&column.name));
-            }
-            let primary_key = setup::primary_key(catalog, body.oid)?;
-            let relation = relations.bind(engine, &body, types, primary_key.as_deref(), bind, created.consistent_point)?.clone();
-            bound.push(CopyTable { relation, row_filter: published.row_filter });
+            bound.push(bind_published(engine, catalog, types, relations, bind, published, created.consistent_point)?);
         }
         // The copy reads every column, including any added since the mirror last ran.
         relations.take_added();
@@ -254,7 +254,7 @@ impl PgSource {
             engine.submit_from(&self.name, COPY_POSITION.to_string(), leftovers)?;
         }
         let copied = AtomicU64::new(0);
-        let report = copy_tables(engine, options, &self.name, &created.snapshot_name, &bound, &copied)?;
+        let report = copy_tables(engine, options, &self.name, &created.snapshot_name, &bound, &copied, COPY_POSITION)?;
         self.status.lock().copied_rows = report.rows;
         // The copy is complete as of the consistent point.
         engine.submit_from(&self.name, lsn_position(created.consistent_point), Vec::new())?;
@@ -272,8 +272,10 @@ impl PgSource {
         relations: &mut RelationMap,
         bind: &BindOptions,
         start: Lsn,
+        marks: SyncMarks,
     ) -> PgSourceResult<()> {
         let options = &self.options;
+        let marks = self.sync_tables_missing_at_start(engine, catalog, types, relations, bind, start, marks)?;
         replication.simple_query(SESSION_SETTINGS)?;
         let protocol = if options.protocol_version >= 2 && replication.server_major_version().unwrap_or(0) >= 14 { 2 } else { 1 };
         let streaming = if protocol >= 2 { ", streaming 'on'" } else { "" };
@@ -313,6 +315,9 @@ impl PgSource {
             unflushed: false,
             unflushed_since: Instant::now(),
             last_feedback: Instant::now(),
+            marks,
+            pending_sync: Vec::new(),
+            polls: 0,
         };
         while !self.stop.load(Ordering::Relaxed) {
             let timeout = if stream.unflushed { Duration::from_millis(1) } else { Duration::from_millis(100) };
@@ -330,6 +335,9 @@ impl PgSource {
                                 status.received_lsn = status.received_lsn.max(wal_start);
                             }
                             self.handle(engine, catalog, types, relations, bind, &mut stream, logical, wal_start)?;
+                            if !stream.pending_sync.is_empty() {
+                                self.sync_pending(engine, catalog, replication, relations, &mut stream)?;
+                            }
                         }
                         ReplicationMessage::Keepalive { wal_end, reply_requested, .. } => {
                             let mut status = self.status.lock();
@@ -363,6 +371,14 @@ impl PgSource {
                 let poll = stream.last_feedback.elapsed() >= FEEDBACK_INTERVAL;
                 if poll {
                     self.poll_server_position(catalog)?;
+                    stream.polls += 1;
+                    // Tables that join the publication without a change yet.
+                    if stream.polls % PUBLICATION_POLL_ROUNDS == 0 {
+                        self.find_joined_tables(engine, catalog, types, relations, bind, &mut stream)?;
+                        if !stream.pending_sync.is_empty() {
+                            self.sync_pending(engine, catalog, replication, relations, &mut stream)?;
+                        }
+                    }
                 }
                 // Asking for a keepalive each round lets an idle stream's applied
                 // position follow the WAL the walsender skipped for us.
@@ -448,8 +464,13 @@ impl PgSource {
                 if !relations.contains(body.oid) && types_missing(types, &body) {
                     *types = setup::load_types(catalog)?;
                 }
+                // Not copied yet: it joined the publication after the copy.
+                let joined = !relations.contains(body.oid) && engine.table_id(&qualified_name(&body)).is_none();
                 let primary_key = if body.replica_identity == b'f' { setup::primary_key(catalog, body.oid)? } else { None };
                 relations.bind(engine, &body, types, primary_key.as_deref(), bind, lsn)?;
+                if joined {
+                    stream.pending_sync.push(body.oid);
+                }
                 stream.widened.extend(relations.take_widened());
                 for (oid, index) in relations.take_added() {
                     let relation = relations.get(oid, lsn)?;
@@ -504,11 +525,13 @@ impl PgSource {
             self.status.lock().duplicate_transactions += 1;
             return Ok(());
         }
+        let mut changes = transaction.changes;
+        stream.marks.filter(transaction.end_lsn, &mut changes, |name| engine.table_id(name));
         let submitted = retina_core::submit_source_transaction(
             engine,
             &self.name,
-            lsn_position(transaction.end_lsn),
-            transaction.changes,
+            stream.marks.position(transaction.end_lsn),
+            changes,
             &stream.widened,
         )?;
         if !stream.widened.is_empty() && !stream.assembler.in_progress() {
@@ -534,21 +557,27 @@ impl PgSource {
 }
 
 /// The streaming loop's state.
-struct StreamState {
-    decoder: PgOutputDecoder,
-    assembler: TransactionAssembler,
+pub(crate) struct StreamState {
+    pub(crate) decoder: PgOutputDecoder,
+    pub(crate) assembler: TransactionAssembler,
     /// Transactions ending at or before this were applied before (re)start.
-    resume: Lsn,
-    last_submitted: Lsn,
+    pub(crate) resume: Lsn,
+    pub(crate) last_submitted: Lsn,
     /// A keepalive position received while no transaction was open.
-    idle_point: Lsn,
-    confirmed: Lsn,
+    pub(crate) idle_point: Lsn,
+    pub(crate) confirmed: Lsn,
     /// Tables that got columns while rows of the old shape may still be buffered.
-    widened: Vec<TableId>,
+    pub(crate) widened: Vec<TableId>,
     /// Submitted transactions whose batch was not sent yet, since when.
-    unflushed: bool,
-    unflushed_since: Instant,
-    last_feedback: Instant,
+    pub(crate) unflushed: bool,
+    pub(crate) unflushed_since: Instant,
+    pub(crate) last_feedback: Instant,
+    /// Tables whose copy (made after the initial one) the stream has not passed yet.
+    pub(crate) marks: SyncMarks,
+    /// Relations that joined the publication and wait for their copy.
+    pub(crate) pending_sync: Vec<u32>,
+    /// Server-position polls so far; every few the publication is read again.
+    pub(crate) polls: u32,
 }
 
 
@@ -556,3 +585,22 @@ fn types_missing(types: &TypeCatalog, body: &crate::pgoutput::RelationBody) -> b
     body.columns.iter().any(|c| types.column_kind(c.type_oid, c.type_modifier).is_none())
 }
 
+/// Binds a published table from the catalog (with only its published columns, as
+/// the stream carries them) for a copy.
+pub(crate) fn bind_published(
+    engine: &Engine,
+    catalog: &mut PgConnection,
+    types: &TypeCatalog,
+    relations: &mut RelationMap,
+    bind: &BindOptions,
+    published: PublishedTable,
+    lsn: Lsn,
+) -> PgSourceResult<CopyTable> {
+    let mut body = setup::relation_from_catalog(catalog, &published.schema, &published.table)?;
+    if let Some(list) = &published.columns {
+        body.columns.retain(|column| list.contains(&column.name));
+    }
+    let primary_key = setup::primary_key(catalog, body.oid)?;
+    let relation = relations.bind(engine, &body, types, primary_key.as_deref(), bind, lsn)?.clone();
+    Ok(CopyTable { relation, row_filter: published.row_filter })
+}

@@ -99,8 +99,19 @@ pub struct CreatedSlot {
 }
 
 pub fn create_slot(replication: &mut PgConnection, slot: &str) -> PgSourceResult<CreatedSlot> {
-    let results = replication
-        .simple_query(&format!("CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')", quote_identifier(slot)))?;
+    create_slot_with(replication, slot, "")
+}
+
+/// A slot that lives as long as the session, for the snapshot of one table's copy.
+pub fn create_temporary_slot(replication: &mut PgConnection, slot: &str) -> PgSourceResult<CreatedSlot> {
+    create_slot_with(replication, slot, "TEMPORARY ")
+}
+
+fn create_slot_with(replication: &mut PgConnection, slot: &str, kind: &str) -> PgSourceResult<CreatedSlot> {
+    let results = replication.simple_query(&format!(
+        "CREATE_REPLICATION_SLOT {} {kind}LOGICAL pgoutput (SNAPSHOT 'export')",
+        quote_identifier(slot)
+    ))?;
     let row = results.last().and_then(|r| r.rows.first()).ok_or_else(|| {
         PgSourceError::Setup(format!("CREATE_REPLICATION_SLOT {slot} returned no row"))
     })?;

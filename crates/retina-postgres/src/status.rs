@@ -69,6 +69,10 @@ pub struct PgSourceStatus {
     /// Tables left out of the publication Retina created (no primary key or replica
     /// identity), so an operator sees what is not mirrored and why.
     pub left_out: Vec<String>,
+    /// A table joining the publication being copied now.
+    pub syncing: Option<String>,
+    /// Tables that joined while the source ran, with the position of their copy.
+    pub synced: Vec<String>,
 }
 
 impl PgSourceStatus {
@@ -109,6 +113,20 @@ impl PgSourceStatus {
             _ if self.reconnects > 0 => Some(format!("{} reconnects after connection losses", self.reconnects)),
             _ => None,
         };
+        let mut notes = Vec::new();
+        if let Some(table) = &self.syncing {
+            notes.push(format!("copying {table}, which joined the publication"));
+        }
+        if !self.synced.is_empty() {
+            notes.push(format!("joined the publication: {}", self.synced.join(", ")));
+        }
+        if !notes.is_empty() {
+            let note = notes.join("; ");
+            status.detail = Some(match status.detail.take() {
+                Some(detail) => format!("{detail}; {note}"),
+                None => note,
+            });
+        }
         if !self.left_out.is_empty() {
             let note = format!(
                 "not mirrored, having no primary key or replica identity: {}",

@@ -1,0 +1,283 @@
+//! Tables that join the publication after the initial copy (added by a DBA while the
+//! source streams, or while it was stopped): copied in a snapshot of their own, then
+//! streamed, with no gap and nothing applied twice, while the other tables go on.
+//!
+//! The technique is PostgreSQL's own table synchronisation (and supabase/etl's
+//! table-sync workers): a temporary slot, created on a second replication connection,
+//! exports a snapshot at its consistent point C; the table is copied in that
+//! snapshot. The main stream's transactions that end at or before C hold changes of
+//! that table the copy already has, so they are applied without them; from C on,
+//! every change of it applies. Debezium's watermark snapshots were the alternative,
+//! but they write to a signalling table at the source, and Retina needs no write
+//! rights there.
+//!
+//! Crash safety lives in the source position every mirror transaction records:
+//! `lsn=P;copying=T` on the copy's chunks (a restart copies T again, its partial rows
+//! deleted first) and `lsn=P;sync=T@C` on every transaction until the stream passes C
+//! (a restart keeps dropping T's changes up to C).
+
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use retina_core::{Engine, RowChange, SourceChange, TableId};
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::PgSourceResult;
+use crate::initial_copy::{copy_tables, CopyTable};
+use crate::lsn::Lsn;
+use crate::pgoutput::{standby_status_update, POSTGRES_EPOCH_MICROS};
+use crate::publication::{publication_names, published_tables};
+use crate::relation::{BindOptions, RelationMap};
+use crate::replicator::{bind_published, lsn_position, PgSource, StreamState};
+use crate::setup;
+use crate::types::TypeCatalog;
+use crate::wire::PgConnection;
+
+const COPYING: &str = "copying=";
+const SYNC: &str = "sync=";
+
+/// The table syncs a position records (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SyncMarks {
+    /// `(table, C)`: changes of `table` in transactions ending at or before `C` are
+    /// already in its copy.
+    pub skips: Vec<(String, Lsn)>,
+    /// A table whose copy was under way.
+    pub copying: Option<String>,
+}
+
+impl SyncMarks {
+    /// The marks after `lsn=X` in a recorded position.
+    pub fn parse(position: &str) -> SyncMarks {
+        let mut marks = SyncMarks::default();
+        for part in position.split(';').skip(1) {
+            if let Some(name) = part.strip_prefix(COPYING) {
+                marks.copying = Some(unescape(name));
+            } else if let Some((name, lsn)) = part.strip_prefix(SYNC).and_then(|rest| rest.rsplit_once('@')) {
+                if let Ok(lsn) = lsn.parse() {
+                    marks.skips.push((unescape(name), lsn));
+                }
+            }
+        }
+        marks
+    }
+
+    /// The position text for a transaction ending at `lsn`.
+    pub fn position(&self, lsn: Lsn) -> String {
+        let mut text = lsn_position(lsn);
+        for (table, until) in &self.skips {
+            text.push_str(&format!(";{SYNC}{}@{until}", escape(table)));
+        }
+        if let Some(table) = &self.copying {
+            text.push_str(&format!(";{COPYING}{}", escape(table)));
+        }
+        text
+    }
+
+    /// Drops from a transaction ending at `end_lsn` the changes its tables' copies
+    /// already hold, and forgets the syncs the stream has now passed.
+    pub fn filter(&mut self, end_lsn: Lsn, changes: &mut Vec<SourceChange>, table_id: impl Fn(&str) -> Option<TableId>) {
+        if self.skips.is_empty() {
+            return;
+        }
+        let covered: Vec<TableId> =
+            self.skips.iter().filter(|(_, until)| end_lsn <= *until).filter_map(|(table, _)| table_id(table)).collect();
+        if !covered.is_empty() {
+            changes.retain(|change| !covered.contains(&change.table()));
+        }
+        self.skips.retain(|(_, until)| end_lsn <= *until);
+    }
+}
+
+/// Table names may hold any character; the position's separators are escaped.
+fn escape(name: &str) -> String {
+    name.replace('%', "%25").replace(';', "%3B").replace('@', "%40")
+}
+
+fn unescape(name: &str) -> String {
+    name.replace("%40", "@").replace("%3B", ";").replace("%25", "%")
+}
+
+/// How often the main replication session hears from us while a copy runs, so its
+/// walsender does not time out (PostgreSQL's default `wal_sender_timeout` is 60 s).
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
+
+impl PgSource {
+    /// Copies `table` (bound to its Retina table) in a snapshot of its own, and
+    /// returns the snapshot's position C. Rows the mirror holds of it (an interrupted
+    /// earlier copy) are deleted first. `resume` is the position of the last applied
+    /// transaction, which the copy's chunks record together with `marks`;
+    /// `keep_alive` is called every few seconds meanwhile.
+    pub(crate) fn sync_table(
+        &self,
+        engine: &Engine,
+        table: CopyTable,
+        marks: &SyncMarks,
+        resume: Lsn,
+        keep_alive: &mut dyn FnMut() -> PgSourceResult<()>,
+    ) -> PgSourceResult<Lsn> {
+        let options = &self.options;
+        let name = table.relation.name.clone();
+        self.status.lock().syncing = Some(name.clone());
+        let copying = SyncMarks { copying: Some(name.clone()), ..marks.clone() };
+        let position = copying.position(resume);
+
+        let mut snapshot_session = PgConnection::connect(&options.connect, true)?;
+        let slot = sync_slot_name(&options.slot);
+        let created = setup::create_temporary_slot(&mut snapshot_session, &slot)?;
+        let leftovers: Vec<RowChange> = engine
+            .live_keys(table.relation.table)?
+            .into_iter()
+            .map(|key| RowChange::Delete { table: table.relation.table, key })
+            .collect();
+        engine.submit_from(&self.name, position.clone(), leftovers)?;
+
+        let copied = AtomicU64::new(0);
+        let tables = [table];
+        let report = std::thread::scope(|scope| {
+            let copy = scope.spawn(|| copy_tables(engine, options, &self.name, &created.snapshot_name, &tables, &copied, &position));
+            let mut last = Instant::now();
+            while !copy.is_finished() {
+                std::thread::sleep(Duration::from_millis(20));
+                if last.elapsed() >= KEEP_ALIVE {
+                    keep_alive()?;
+                    last = Instant::now();
+                }
+            }
+            copy.join().unwrap_or_else(|_| Err(crate::error::PgSourceError::Setup("the table copy panicked".into())))
+        })?;
+        // The snapshot and its temporary slot are no longer needed.
+        drop(snapshot_session);
+        let mut status = self.status.lock();
+        status.syncing = None;
+        status.copied_rows += report.rows;
+        status.synced.push(format!("{name} copied at {}", created.consistent_point));
+        Ok(created.consistent_point)
+    }
+}
+
+impl PgSource {
+    /// Before streaming from `start`: copies again a table whose copy a crash
+    /// interrupted, and copies the published tables the mirror does not have yet
+    /// (added while the source was stopped). Returns the marks to stream with.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn sync_tables_missing_at_start(
+        &self,
+        engine: &Engine,
+        catalog: &mut PgConnection,
+        types: &TypeCatalog,
+        relations: &mut RelationMap,
+        bind: &BindOptions,
+        start: Lsn,
+        mut marks: SyncMarks,
+    ) -> PgSourceResult<SyncMarks> {
+        let interrupted = marks.copying.take();
+        let mut synced = false;
+        for published in published_tables(catalog, &publication_names(&self.options))? {
+            let name = published.qualified();
+            if interrupted.as_deref() != Some(name.as_str()) && engine.table_id(&name).is_some() {
+                continue;
+            }
+            let table = bind_published(engine, catalog, types, relations, bind, published, start)?;
+            let until = self.sync_table(engine, table, &marks, start, &mut || Ok(()))?;
+            marks.skips.push((name, until));
+            synced = true;
+        }
+        if synced || interrupted.is_some() {
+            engine.submit_from(&self.name, marks.position(start), Vec::new())?;
+            engine.flush_batch()?;
+        }
+        Ok(marks)
+    }
+
+    /// Tables that joined the publication and have no mirror table yet, bound from
+    /// the catalog and queued for their copy.
+    pub(crate) fn find_joined_tables(
+        &self,
+        engine: &Engine,
+        catalog: &mut PgConnection,
+        types: &TypeCatalog,
+        relations: &mut RelationMap,
+        bind: &BindOptions,
+        stream: &mut StreamState,
+    ) -> PgSourceResult<()> {
+        for published in published_tables(catalog, &publication_names(&self.options))? {
+            if engine.table_id(&published.qualified()).is_some() {
+                continue;
+            }
+            let table = bind_published(engine, catalog, types, relations, bind, published, stream.last_submitted)?;
+            stream.pending_sync.push(table.relation.oid);
+        }
+        Ok(())
+    }
+
+    /// Copies the queued tables while the replication session is kept alive, then
+    /// records their marks (durably with the next checkpoint).
+    pub(crate) fn sync_pending(
+        &self,
+        engine: &Engine,
+        catalog: &mut PgConnection,
+        replication: &mut PgConnection,
+        relations: &RelationMap,
+        stream: &mut StreamState,
+    ) -> PgSourceResult<()> {
+        let published = published_tables(catalog, &publication_names(&self.options))?;
+        let confirmed = stream.confirmed;
+        let mut keep_alive = || -> PgSourceResult<()> {
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0) - POSTGRES_EPOCH_MICROS;
+            replication.send_copy_data(&standby_status_update(confirmed, confirmed, confirmed, now, false))?;
+            Ok(())
+        };
+        for oid in std::mem::take(&mut stream.pending_sync) {
+            let relation = relations.get(oid, stream.last_submitted)?.clone();
+            let row_filter = published.iter().find(|table| table.qualified() == relation.name).and_then(|table| table.row_filter.clone());
+            let name = relation.name.clone();
+            let until = self.sync_table(engine, CopyTable { relation, row_filter }, &stream.marks, stream.last_submitted, &mut keep_alive)?;
+            stream.marks.skips.push((name, until));
+            engine.submit_from(&self.name, stream.marks.position(stream.last_submitted), Vec::new())?;
+            stream.unflushed = true;
+            stream.unflushed_since = Instant::now();
+        }
+        stream.last_feedback = Instant::now();
+        Ok(())
+    }
+}
+
+/// The temporary slot of a table sync: the source's slot name with `_sync`, within
+/// PostgreSQL's 63 characters.
+fn sync_slot_name(slot: &str) -> String {
+    let base: String = slot.chars().take(58).collect();
+    format!("{base}_sync")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_round_trip_through_the_position_text() {
+        let marks = SyncMarks { skips: vec![("public.a;b@c%".into(), Lsn(0x1_0000_0010))], copying: Some("s.t".into()) };
+        let text = marks.position(Lsn(0x20));
+        assert!(text.starts_with("lsn=0/20;"), "{text}");
+        assert_eq!(SyncMarks::parse(&text), marks);
+        assert_eq!(SyncMarks::parse("lsn=0/20"), SyncMarks::default());
+    }
+
+    #[test]
+    fn changes_the_copy_holds_are_dropped_until_the_stream_passes_it() {
+        let table = TableId(7);
+        let other = TableId(8);
+        let mut marks = SyncMarks { skips: vec![("public.u".into(), Lsn(100))], copying: None };
+        let lookup = |name: &str| (name == "public.u").then_some(table);
+        let mut changes = vec![SourceChange::Truncate(table), SourceChange::Truncate(other)];
+        marks.filter(Lsn(100), &mut changes, lookup);
+        assert_eq!(changes.len(), 1, "the copy at 0/64 holds this transaction's change of u");
+        assert_eq!(changes[0].table(), other);
+        assert_eq!(marks.skips.len(), 1, "still at the copy's position");
+        let mut changes = vec![SourceChange::Truncate(table)];
+        marks.filter(Lsn(101), &mut changes, lookup);
+        assert_eq!(changes.len(), 1, "after the copy's position every change applies");
+        assert!(marks.skips.is_empty());
+    }
+}
