@@ -65,10 +65,29 @@ fn copy_rate(config: &ConnectConfig, rows: u64) -> f64 {
     rows as f64 / started.elapsed().as_secs_f64()
 }
 
-/// Row changes per second of reading the backlog in `slot` up to `end` (without
-/// confirming anything, so every run reads the same backlog).
-fn stream_rate(config: &ConnectConfig, end: Lsn, changes: u64) -> f64 {
+/// User plus system CPU seconds of a process (`self` or a pid), from `/proc`.
+fn cpu_seconds(process: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{process}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at ") ".
+    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// One stream run: changes per second, and the CPU share (of one core) this
+/// process and the walsender used meanwhile.
+struct StreamRun {
+    rate: f64,
+    client_cpu: f64,
+    walsender_cpu: f64,
+}
+
+/// Reads the backlog in `slot` up to `end` (without confirming anything, so every
+/// run reads the same backlog).
+fn stream_rate(config: &ConnectConfig, end: Lsn, changes: u64) -> StreamRun {
     let mut connection = PgConnection::connect(config, true).expect("connect");
+    let walsender = connection.backend_pid().to_string();
+    let (client_before, walsender_before) = (cpu_seconds("self"), cpu_seconds(&walsender));
     let started = Instant::now();
     connection
         .start_copy_both("START_REPLICATION SLOT bench LOGICAL 0/0 (proto_version '1', publication_names 'bench')")
@@ -89,8 +108,36 @@ fn stream_rate(config: &ConnectConfig, end: Lsn, changes: u64) -> f64 {
             CopyBothEvent::End => panic!("the server ended the stream"),
         }
     }
-    let rate = seen as f64 / started.elapsed().as_secs_f64();
+    let seconds = started.elapsed().as_secs_f64();
     assert_eq!(seen, changes, "the whole backlog was read");
+    StreamRun {
+        rate: seen as f64 / seconds,
+        client_cpu: (cpu_seconds("self") - client_before) / seconds,
+        walsender_cpu: (cpu_seconds(&walsender) - walsender_before) / seconds,
+    }
+}
+
+/// PostgreSQL's own client (`pg_recvlogical`, libpq and OpenSSL) reading the same
+/// backlog: the reference that tells the server's cost of TLS from ours.
+fn recvlogical_rate(cluster: &PgCluster, sslmode: &str, end: Lsn, changes: u64) -> f64 {
+    let program = [cluster.binaries().bin_dir.clone()]
+        .into_iter()
+        .chain(std::fs::read_dir("/usr/lib/postgresql").into_iter().flatten().flatten().map(|entry| entry.path().join("bin")))
+        .map(|dir| dir.join("pg_recvlogical"))
+        .find(|path| path.is_file())
+        .expect("pg_recvlogical (apt-get install postgresql)");
+    let conninfo = format!("host=localhost port={} dbname=postgres user=postgres sslmode={sslmode}", cluster.port());
+    // pg_recvlogical confirms what it read, so it reads a copy of the slot.
+    cluster.psql("SELECT pg_copy_logical_replication_slot('bench', 'bench_reference')");
+    let started = Instant::now();
+    let output = std::process::Command::new(&program)
+        .args(["-d", &conninfo, "--slot", "bench_reference", "--start", "--endpos", &end.to_string(), "--no-loop", "-f", "/dev/null"])
+        .args(["-o", "proto_version=1", "-o", "publication_names=bench"])
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {}: {error}", program.display()));
+    let rate = changes as f64 / started.elapsed().as_secs_f64();
+    assert!(output.status.success(), "pg_recvlogical: {}", String::from_utf8_lossy(&output.stderr));
+    cluster.psql("SELECT pg_drop_replication_slot('bench_reference')");
     rate
 }
 
@@ -146,6 +193,7 @@ fn main() {
         let _ = check.query_rows("SELECT 1");
     }
     let (mut copy_plain, mut copy_tls, mut stream_plain, mut stream_tls) = (vec![], vec![], vec![], vec![]);
+    let (mut reference_plain, mut reference_tls) = (vec![], vec![]);
     for run in 0..settings.runs {
         // Alternate which goes first, so warm-up and drift hit both.
         if run % 2 == 0 {
@@ -159,11 +207,28 @@ fn main() {
             stream_tls.push(stream_rate(&tls, end, settings.changes));
             stream_plain.push(stream_rate(&plain, end, settings.changes));
         }
+        reference_plain.push(recvlogical_rate(&cluster, "disable", end, settings.changes));
+        reference_tls.push(recvlogical_rate(&cluster, "require", end, settings.changes));
         eprintln!("run {} of {} done", run + 1, settings.runs);
     }
     let copy_plain = spread("copy, plain (rows)", copy_plain);
     let copy_tls = spread("copy, TLS (rows)", copy_tls);
-    let stream_plain = spread("stream, plain (changes)", stream_plain);
-    let stream_tls = spread("stream, TLS (changes)", stream_tls);
-    println!("TLS cost (medians): copy {:.1}%, stream {:.1}%", 100.0 * (1.0 - copy_tls / copy_plain), 100.0 * (1.0 - stream_tls / stream_plain));
+    for (label, runs) in [("plain", &stream_plain), ("TLS", &stream_tls)] {
+        let share = |pick: fn(&StreamRun) -> f64| runs.iter().map(pick).sum::<f64>() / runs.len() as f64;
+        println!(
+            "stream, {label}: CPU share of one core, mean over runs: this client {:.2}, walsender {:.2}",
+            share(|run| run.client_cpu),
+            share(|run| run.walsender_cpu)
+        );
+    }
+    let stream_plain = spread("stream, plain (changes)", stream_plain.iter().map(|run| run.rate).collect());
+    let stream_tls = spread("stream, TLS (changes)", stream_tls.iter().map(|run| run.rate).collect());
+    let reference_plain = spread("pg_recvlogical, plain", reference_plain);
+    let reference_tls = spread("pg_recvlogical, TLS", reference_tls);
+    println!(
+        "TLS cost (medians): copy {:.1}%, stream {:.1}%; PostgreSQL's own pg_recvlogical on the same backlog {:.1}%",
+        100.0 * (1.0 - copy_tls / copy_plain),
+        100.0 * (1.0 - stream_tls / stream_plain),
+        100.0 * (1.0 - reference_tls / reference_plain)
+    );
 }
