@@ -108,6 +108,9 @@ pub struct CopyTable {
     pub relation: BoundRelation,
     /// Only rows it holds are published, so only they are copied.
     pub row_filter: Option<String>,
+    /// A partitioned table (published through its root): `COPY` reads it only
+    /// through a query.
+    pub partitioned: bool,
 }
 
 /// Copies `relations` (already bound to their Retina tables) inside `snapshot_name`;
@@ -167,9 +170,10 @@ fn copy_table(
     let columns: Vec<String> = relation.columns.iter().map(|c| quote_identifier(&c.name)).collect();
     let qualified = format!("{}.{}", quote_identifier(schema), quote_identifier(name));
     // The filter is the server's own text of the publication's WHERE clause.
-    let sql = match &table.row_filter {
-        None => format!("COPY {qualified} ({}) TO STDOUT", columns.join(", ")),
-        Some(filter) => format!("COPY (SELECT {} FROM {qualified} WHERE {filter}) TO STDOUT", columns.join(", ")),
+    let sql = match (&table.row_filter, table.partitioned) {
+        (None, false) => format!("COPY {qualified} ({}) TO STDOUT", columns.join(", ")),
+        (None, true) => format!("COPY (SELECT {} FROM {qualified}) TO STDOUT", columns.join(", ")),
+        (Some(filter), _) => format!("COPY (SELECT {} FROM {qualified} WHERE {filter}) TO STDOUT", columns.join(", ")),
     };
     let mut scratch = Vec::new();
     let mut ranges = Vec::new();

@@ -26,6 +26,9 @@ pub struct PublishedTable {
     pub columns: Option<Vec<String>>,
     /// The row filter (PostgreSQL 15+) as the server prints it, e.g. `(region = 'eu'::text)`.
     pub row_filter: Option<String>,
+    /// A partitioned table, published as one through its root
+    /// (`publish_via_partition_root`).
+    pub partitioned: bool,
 }
 
 impl PublishedTable {
@@ -48,12 +51,14 @@ pub struct PublicationSetup {
 /// mirrored with its updates and deletes: a primary key (identity `default` or
 /// `full`) or an identity index. (`REPLICA IDENTITY FULL` without a key would not
 /// break the application, but the mirror needs a key.) Unlogged and temporary tables
-/// cannot be published at all.
+/// cannot be published at all. A partitioned table is one table, published through
+/// its root (`publish_via_partition_root`), its partitions not on their own.
 const CANDIDATE_TABLES: &str = "SELECT n.nspname, c.relname, \
        ((c.relreplident IN ('d', 'f') AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)) \
         OR (c.relreplident = 'i' AND EXISTS (SELECT 1 FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident))) \
      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
-     WHERE c.relkind = 'r' AND c.relpersistence = 'p' \
+     WHERE ((c.relkind = 'r' AND NOT c.relispartition) OR (c.relkind = 'p' AND NOT c.relispartition)) \
+       AND c.relpersistence = 'p' \
        AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\\_toast%' \
        AND n.nspname NOT LIKE 'pg\\_temp%' \
      ORDER BY 1, 2";
@@ -145,9 +150,12 @@ fn create_statement(name: &str, tables: &[(String, String)], publish: Option<&st
     if !listed.is_empty() {
         statement.push_str(&format!(" FOR TABLE {}", listed.join(", ")));
     }
+    // A partitioned table's changes then come as its root's: one mirror table.
+    let mut with = vec!["publish_via_partition_root = true".to_string()];
     if let Some(publish) = publish {
-        statement.push_str(&format!(" WITH (publish = {})", quote_literal(publish)));
+        with.push(format!("publish = {}", quote_literal(publish)));
     }
+    statement.push_str(&format!(" WITH ({})", with.join(", ")));
     statement
 }
 
@@ -224,8 +232,10 @@ pub fn published_tables(connection: &mut PgConnection, publications: &[String]) 
     let extra = if filters { "attnames::text[]::text, rowfilter" } else { "NULL, NULL" };
     let names: Vec<String> = publications.iter().map(|name| quote_literal(name)).collect();
     let rows = connection.query_rows(&format!(
-        "SELECT DISTINCT ON (schemaname, tablename) schemaname, tablename, {extra} FROM pg_catalog.pg_publication_tables \
-         WHERE pubname IN ({}) ORDER BY 1, 2",
+        "SELECT DISTINCT ON (schemaname, tablename) schemaname, tablename, {extra}, \
+           (SELECT c.relkind = 'p' FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = schemaname AND c.relname = tablename) \
+         FROM pg_catalog.pg_publication_tables WHERE pubname IN ({}) ORDER BY 1, 2",
         names.join(", ")
     ))?;
     let mut tables = Vec::with_capacity(rows.len());
@@ -233,7 +243,8 @@ pub fn published_tables(connection: &mut PgConnection, publications: &[String]) 
         let field = |i: usize| row.get(i).cloned().flatten();
         let (Some(schema), Some(table)) = (field(0), field(1)) else { continue };
         let columns = field(2).map(|text| parse_text_array(&text));
-        tables.push(PublishedTable { schema, table, columns, row_filter: field(3) });
+        let partitioned = field(4).as_deref() == Some("t");
+        tables.push(PublishedTable { schema, table, columns, row_filter: field(3), partitioned });
     }
     Ok(tables)
 }
@@ -281,11 +292,14 @@ mod tests {
     #[test]
     fn created_publications_list_their_tables() {
         let tables = vec![("public".to_string(), "a".to_string()), ("Sales".to_string(), "b".to_string())];
-        assert_eq!(create_statement("retina", &tables, None), "CREATE PUBLICATION \"retina\" FOR TABLE \"public\".\"a\", \"Sales\".\"b\"");
-        assert_eq!(create_statement("retina", &[], None), "CREATE PUBLICATION \"retina\"");
+        assert_eq!(
+            create_statement("retina", &tables, None),
+            "CREATE PUBLICATION \"retina\" FOR TABLE \"public\".\"a\", \"Sales\".\"b\" WITH (publish_via_partition_root = true)"
+        );
+        assert_eq!(create_statement("retina", &[], None), "CREATE PUBLICATION \"retina\" WITH (publish_via_partition_root = true)");
         assert_eq!(
             create_statement("r_inserts", &tables[..1], Some("insert, truncate")),
-            "CREATE PUBLICATION \"r_inserts\" FOR TABLE \"public\".\"a\" WITH (publish = 'insert, truncate')"
+            "CREATE PUBLICATION \"r_inserts\" FOR TABLE \"public\".\"a\" WITH (publish_via_partition_root = true, publish = 'insert, truncate')"
         );
     }
 

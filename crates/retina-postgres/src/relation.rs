@@ -314,6 +314,29 @@ impl BoundRelation {
         Ok(row)
     }
 
+    /// The after-image of an update, and the columns whose values it lacks: TOASTed
+    /// values the update left unchanged, which the server does not send without
+    /// REPLICA IDENTITY FULL. They hold NULL here and keep the mirror's current values
+    /// when applied ([`retina_core::RowChange::UpdateKeeping`]): the row is there.
+    pub fn updated_row(&self, new: &[TupleValue], old: Option<&[TupleValue]>, lsn: Lsn) -> PgSourceResult<(Row, Vec<usize>)> {
+        self.check_width(new, lsn)?;
+        let full_old = old.filter(|old| old.len() == new.len());
+        let mut row = Vec::with_capacity(self.columns.len());
+        let mut keep = Vec::new();
+        for (i, value) in new.iter().enumerate() {
+            let value = match (value, full_old) {
+                (TupleValue::UnchangedToast, Some(old)) => self.value(i, &old[i], lsn)?,
+                (TupleValue::UnchangedToast, None) => {
+                    keep.push(i);
+                    Value::Null
+                }
+                _ => self.value(i, value, lsn)?,
+            };
+            row.push(value);
+        }
+        Ok((row, keep))
+    }
+
     /// The key values of a tuple (a new row, a 'K' key image or an 'O' full image).
     pub fn key(&self, tuple: &[TupleValue], lsn: Lsn) -> PgSourceResult<Vec<Value>> {
         self.check_width(tuple, lsn)?;

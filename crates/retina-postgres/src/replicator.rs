@@ -499,8 +499,13 @@ impl PgSource {
                     Some(OldTuple::Full(values)) => Some(values.as_slice()),
                     _ => None,
                 };
-                let row = relation.row(&new, full_old, 0, lsn)?;
-                stream.assembler.push(xid, SourceChange::Row(RowChange::Update { table: relation.table, key, row }), lsn)?;
+                let (row, keep) = relation.updated_row(&new, full_old, lsn)?;
+                let change = if keep.is_empty() {
+                    RowChange::Update { table: relation.table, key, row }
+                } else {
+                    RowChange::UpdateKeeping { table: relation.table, key, row, keep }
+                };
+                stream.assembler.push(xid, SourceChange::Row(change), lsn)?;
             }
             LogicalMessage::Delete { xid, relation, old } => {
                 let relation = relations.get(relation, lsn)?;
@@ -602,5 +607,5 @@ pub(crate) fn bind_published(
     }
     let primary_key = setup::primary_key(catalog, body.oid)?;
     let relation = relations.bind(engine, &body, types, primary_key.as_deref(), bind, lsn)?.clone();
-    Ok(CopyTable { relation, row_filter: published.row_filter })
+    Ok(CopyTable { relation, row_filter: published.row_filter, partitioned: published.partitioned })
 }

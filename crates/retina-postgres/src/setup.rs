@@ -108,10 +108,21 @@ pub fn create_temporary_slot(replication: &mut PgConnection, slot: &str) -> PgSo
 }
 
 fn create_slot_with(replication: &mut PgConnection, slot: &str, kind: &str) -> PgSourceResult<CreatedSlot> {
-    let results = replication.simple_query(&format!(
+    let created = replication.simple_query(&format!(
         "CREATE_REPLICATION_SLOT {} {kind}LOGICAL pgoutput (SNAPSHOT 'export')",
         quote_identifier(slot)
-    ))?;
+    ));
+    let results = match created {
+        // Slots are per server, not per database: another database's source (or
+        // another tool) has this name.
+        Err(error) if error.code() == Some("42710") => {
+            return Err(PgSourceError::Setup(format!(
+                "a replication slot named {slot} already exists on this server, for another database or another \
+                 program; give this source its own with the option slot=NAME (say, retina_ and the database's name)"
+            )))
+        }
+        other => other?,
+    };
     let row = results.last().and_then(|r| r.rows.first()).ok_or_else(|| {
         PgSourceError::Setup(format!("CREATE_REPLICATION_SLOT {slot} returned no row"))
     })?;

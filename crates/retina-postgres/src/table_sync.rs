@@ -231,9 +231,12 @@ impl PgSource {
         };
         for oid in std::mem::take(&mut stream.pending_sync) {
             let relation = relations.get(oid, stream.last_submitted)?.clone();
-            let row_filter = published.iter().find(|table| table.qualified() == relation.name).and_then(|table| table.row_filter.clone());
+            let listed = published.iter().find(|table| table.qualified() == relation.name);
+            let row_filter = listed.and_then(|table| table.row_filter.clone());
+            let partitioned = listed.is_some_and(|table| table.partitioned);
             let name = relation.name.clone();
-            let until = self.sync_table(engine, CopyTable { relation, row_filter }, &stream.marks, stream.last_submitted, &mut keep_alive)?;
+            let table = CopyTable { relation, row_filter, partitioned };
+            let until = self.sync_table(engine, table, &stream.marks, stream.last_submitted, &mut keep_alive)?;
             stream.marks.skips.push((name, until));
             engine.submit_from(&self.name, stream.marks.position(stream.last_submitted), Vec::new())?;
             stream.unflushed = true;

@@ -117,7 +117,8 @@ impl TransactionAssembler {
             if let SourceChange::Row(
                 retina_core::RowChange::Insert { table: changed, row }
                 | retina_core::RowChange::Update { table: changed, row, .. }
-                | retina_core::RowChange::Upsert { table: changed, row },
+                | retina_core::RowChange::Upsert { table: changed, row }
+                | retina_core::RowChange::UpdateKeeping { table: changed, row, .. },
             ) = change
             {
                 if *changed == table {

@@ -99,3 +99,45 @@ fn a_non_superuser_mirrors_exactly_what_a_dbas_publication_publishes() {
     });
     source.stop().expect("stops cleanly");
 }
+
+#[test]
+fn a_partitioned_table_is_mirrored_as_one_table_through_its_root() {
+    let cluster = PgCluster::new();
+    cluster.psql(
+        "CREATE TABLE m (id int, region text, v int, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+         CREATE TABLE m_eu PARTITION OF m FOR VALUES IN ('eu'); CREATE TABLE m_us PARTITION OF m FOR VALUES IN ('us');
+         INSERT INTO m VALUES (1, 'eu', 1), (2, 'us', 2)",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open_engine(dir.path());
+    let source = RunningSource::start(&engine, &cluster.url("postgres"));
+    source.wait_streaming();
+    assert_eq!(published(&cluster), "retina:public.m", "the root, not its partitions");
+    assert_eq!(mirrored_rows(&engine, "public.m"), ["1|eu|1", "2|us|2"], "copied through the root");
+    assert!(engine.table_id("public.m_eu").is_none());
+    cluster.psql("INSERT INTO m VALUES (3, 'us', 3); UPDATE m SET v = 10 WHERE id = 1; DELETE FROM m WHERE id = 2");
+    eventually(Duration::from_secs(30), "changes of every partition arrive as the root's", || {
+        let rows = mirrored_rows(&engine, "public.m");
+        (rows == ["1|eu|10", "3|us|3"]).then_some(()).ok_or(format!("{rows:?}"))
+    });
+    source.stop().expect("stops cleanly");
+}
+
+#[test]
+fn a_slot_name_taken_by_another_database_says_to_choose_one() {
+    let cluster = PgCluster::new();
+    cluster.create_database("other");
+    cluster.psql_in("other", "CREATE TABLE t (id int PRIMARY KEY)");
+    cluster.psql("CREATE TABLE t (id int PRIMARY KEY)");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open_engine(dir.path());
+    let first = RunningSource::start(&engine, &cluster.url("postgres"));
+    first.wait_streaming();
+    let other_dir = tempfile::tempdir().expect("tempdir");
+    let other_engine = open_engine(other_dir.path());
+    let error = RunningSource::start(&other_engine, &cluster.url("other"))
+        .wait_for_end(Duration::from_secs(30))
+        .expect_err("the slot name is taken");
+    assert!(error.to_string().contains("slot=NAME"), "{error}");
+    first.stop().expect("stops cleanly");
+}

@@ -23,6 +23,7 @@ pub mod figures;
 pub mod metrics;
 pub mod page_bounds;
 mod pg_age;
+pub mod pg_column_names;
 pub mod pg_compat;
 pub mod pg_functions;
 mod pg_arithmetic;

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use retina_core::{RowChange, Value};
 use retina_query::{RetinaSession, SessionOptions, SourceRegistry};
 use retina_server::client::{ClientError, PgClient, StatementOutcome};
 use retina_server::PgServer;
@@ -34,6 +35,25 @@ fn psql_simple_queries_return_rows_in_postgres_text_format() {
 
 /// psql's `\copy … to` (a `COPY … TO STDOUT` it writes to a file) in text and CSV,
 /// from a query and from a table; COPY FROM and to a server file are refused.
+/// What BI tools send: the user's SQL wrapped in a subquery or a CTE, its unaliased
+/// columns referred to by PostgreSQL's names (`count`, `max`, `coalesce`, …).
+#[test]
+fn a_query_wrapped_in_a_subquery_refers_to_its_columns_by_postgresql_names() {
+    let fx = Fixture::new();
+    assert_eq!(
+        fx.psql_ok("SELECT count FROM (SELECT ok, count(*) FROM shop.items GROUP BY 1) AS virtual_table ORDER BY count"),
+        "250\n250"
+    );
+    assert_eq!(
+        fx.psql_ok(
+            "WITH q AS (SELECT max(id), sum(qty), coalesce(name, '-'), date_trunc('day', TIMESTAMP '2024-01-02 03:04:05') \
+             FROM shop.items WHERE id < 3 GROUP BY 3, 4) SELECT max, sum, coalesce, date_trunc FROM q ORDER BY max"
+        ),
+        "1|1|item 1|2024-01-02 00:00:00\n2|2|item 2|2024-01-02 00:00:00"
+    );
+    assert_eq!(fx.psql_ok("SELECT \"?column?\" FROM (SELECT 1 + 1) s"), "2", "an expression PostgreSQL leaves unnamed");
+}
+
 #[test]
 fn psql_copies_query_results_and_tables_to_files() {
     let fx = Fixture::new();
@@ -809,4 +829,78 @@ fn psql_describe_commands_and_catalog_introspection_work() {
     assert_eq!(columns, "id\nqty\nprice\nname\nok\nweight");
     // The hidden `_create_ts` column stays hidden from the catalog too.
     assert!(!described.contains("_create_ts"), "{described}");
+}
+
+/// Runs `script` through `psql -f` (its meta-commands too) and returns stdout and stderr.
+fn psql_script(fx: &Fixture, script: &str) -> (String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("script.sql");
+    std::fs::write(&path, script).expect("write the script");
+    let output = fx.psql(&["-f", path.to_str().expect("utf-8")]);
+    (String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// Rows keep arriving in `test.ticks` until the returned flag is set.
+fn ticking(fx: &Fixture) -> (Arc<std::sync::atomic::AtomicBool>, std::thread::JoinHandle<()>) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (engine, table, flag) = (Arc::clone(&fx.engine), fx.ticks, Arc::clone(&stop));
+    let thread = std::thread::spawn(move || {
+        let mut id = 0;
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            id += 1;
+            engine.submit(vec![RowChange::Insert { table, row: vec![Value::Int64(id)] }]).expect("tick");
+            engine.flush_batch().expect("flush");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    (stop, thread)
+}
+
+#[test]
+fn a_repeatable_read_transaction_reads_one_snapshot_and_read_committed_a_new_one_per_query() {
+    let fx = Fixture::new();
+    let (stop, thread) = ticking(&fx);
+    let counts = |isolation: &str| -> Vec<u64> {
+        let (out, err) = psql_script(
+            &fx,
+            &format!(
+                "BEGIN ISOLATION LEVEL {isolation};\nSELECT count(*) FROM test.ticks;\n\\! sleep 0.3\nSELECT count(*) FROM test.ticks;\n\
+                 SELECT count(*) FROM test.ticks t, shop.items i WHERE i.id = 1;\nCOMMIT;\n\\! sleep 0.3\nSELECT count(*) FROM test.ticks;\n"
+            ),
+        );
+        let counts: Vec<u64> = out.lines().filter_map(|line| line.trim().parse().ok()).collect();
+        assert_eq!(counts.len(), 4, "{out}{err}");
+        counts
+    };
+    let repeatable = counts("REPEATABLE READ");
+    assert!(repeatable[0] == repeatable[1] && repeatable[1] == repeatable[2], "one snapshot for the transaction: {repeatable:?}");
+    assert!(repeatable[3] > repeatable[0], "a new one after COMMIT: {repeatable:?}");
+    let serializable = counts("SERIALIZABLE");
+    assert_eq!(serializable[0], serializable[1], "{serializable:?}");
+    let committed = counts("READ COMMITTED");
+    assert!(committed[1] > committed[0], "a snapshot per query: {committed:?}");
+    // SET TRANSACTION before the first query of the block.
+    let (out, err) = psql_script(
+        &fx,
+        "BEGIN;\nSET TRANSACTION ISOLATION LEVEL REPEATABLE READ;\nSELECT count(*) FROM test.ticks;\n\\! sleep 0.3\nSELECT count(*) FROM test.ticks;\nCOMMIT;\n",
+    );
+    let counts: Vec<u64> = out.lines().filter_map(|line| line.trim().parse().ok()).collect();
+    assert!(counts.len() == 2 && counts[0] == counts[1], "{out}{err}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    thread.join().expect("ticker");
+}
+
+#[test]
+fn an_error_inside_a_transaction_block_aborts_it_until_it_ends() {
+    let fx = Fixture::new();
+    let (out, err) = psql_script(
+        &fx,
+        "BEGIN;\nSELECT 1;\nSELECT nope FROM shop.items;\nSELECT 2;\nCOMMIT;\nSELECT 3;\nBEGIN;\nSELECT nope;\nROLLBACK;\nSELECT 4;\n",
+    );
+    assert!(err.contains("25P02") && err.contains("current transaction is aborted"), "{err}");
+    assert_eq!(err.matches("25P02").count(), 1, "only SELECT 2 is refused: {err}");
+    let answers: Vec<&str> = out.lines().map(str::trim).filter(|line| line.parse::<u64>().is_ok()).collect();
+    assert_eq!(answers, ["1", "3", "4"], "{out}");
+    let tags = |tag: &str| out.lines().filter(|line| line.trim() == tag).count();
+    assert_eq!((tags("ROLLBACK"), tags("COMMIT")), (2, 0), "COMMIT of a failed block answers ROLLBACK: {out}");
 }

@@ -1,8 +1,10 @@
 //! The simple and extended query handlers over one shared [`RetinaSession`].
 //!
-//! Every query runs at its own snapshot, taken when it executes (Execute, not Parse).
-//! Its result stream owns the snapshot, so when a client disconnects mid-result, or
-//! cancels, pgwire drops the stream and the snapshot is released (LWM moves on).
+//! Every query runs at its own snapshot, taken when it executes (Execute, not Parse),
+//! except inside a REPEATABLE READ or SERIALIZABLE transaction, whose queries share
+//! the first one's ([`super::transaction`]). A result stream owns its snapshot, so
+//! when a client disconnects mid-result, or cancels, pgwire drops the stream and the
+//! snapshot is released (LWM moves on).
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -22,7 +24,7 @@ use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
 use retina_query::datafusion::logical_expr::LogicalPlan;
 use retina_query::datafusion::sql::parser::Statement;
-use retina_query::{ClientSettings, RetinaSession};
+use retina_query::{ClientSettings, QueryStream, RetinaSession};
 
 use super::column_names::postgres_column_names;
 use super::copy_out::{copy_response, copy_to_stdout};
@@ -34,6 +36,7 @@ use super::params::bind_parameters;
 use super::startup::{ClientAuthentication, RetinaStartup};
 use super::settings::{apply_setting, client_settings, within_timeout};
 use super::statement::{setting_change, PgStatement, SessionCommand};
+use super::transaction::transaction_of;
 
 /// Everything pgwire needs for one server: the query and cancel handlers are shared
 /// by all connections; each connection gets its own startup handler (it holds the
@@ -140,12 +143,19 @@ impl QueryParser for RetinaParser {
     where
         C: ClientInfo + Unpin + Send + Sync,
     {
-        let mut statements = self.session.parse(sql).map_err(pg_error)?;
-        match statements.len() {
-            0 => Ok(None),
-            1 => self.prepare(statements.remove(0), types, &client_settings(client), &cursors_of(client)).await.map(Some),
-            _ => Err(user_error("42601", "cannot insert multiple commands into a prepared statement")),
+        let prepared = async {
+            let mut statements = self.session.parse(sql).map_err(pg_error)?;
+            match statements.len() {
+                0 => Ok(None),
+                1 => self.prepare(statements.remove(0), types, &client_settings(client), &cursors_of(client)).await.map(Some),
+                _ => Err(user_error("42601", "cannot insert multiple commands into a prepared statement")),
+            }
         }
+        .await;
+        if prepared.is_err() {
+            transaction_of(client).fail();
+        }
+        prepared
     }
 
     fn get_parameter_types(&self, statement: &PgStatement) -> PgWireResult<Vec<Type>> {
@@ -194,7 +204,7 @@ impl RetinaQueries {
         match cursor {
             PlannedCursor::Declare { name, plan, column_names, hold } => {
                 let plan = bind(plan)?;
-                let results = within_timeout(settings.statement_timeout, async { self.parser.session.execute(plan).await.map_err(pg_error) });
+                let results = within_timeout(settings.statement_timeout, execute(&self.parser.session, client, plan));
                 Ok(Response::Execution(cursors.declare(name.clone(), results.await?, column_names.clone(), *hold).await?))
             }
             PlannedCursor::Fetch { name, count, .. } => {
@@ -205,18 +215,31 @@ impl RetinaQueries {
     }
 }
 
-/// The end of a transaction closes its cursors.
+/// Runs `plan` at the snapshot the connection's transaction holds, or a fresh one.
+async fn execute<C: ClientInfo>(session: &RetinaSession, client: &C, plan: LogicalPlan) -> PgWireResult<QueryStream> {
+    match transaction_of(client).held_snapshot(session)? {
+        Some(snapshot) => session.execute_at(plan, &snapshot).await.map_err(pg_error),
+        None => session.execute(plan).await.map_err(pg_error),
+    }
+}
+
+/// A transaction command: its effect on the connection's transaction; the end of a
+/// transaction also closes its cursors.
 async fn session_command<C: ClientInfo>(client: &C, command: SessionCommand) -> Response {
+    let tag = transaction_of(client).apply(command);
     if matches!(command, SessionCommand::Commit | SessionCommand::Rollback) {
         cursors_of(client).end_transaction().await;
     }
-    session_response(command)
+    match tag {
+        Some(tag) => Response::TransactionEnd(Tag::new(tag)),
+        None => session_response(command),
+    }
 }
 
 fn session_response(command: SessionCommand) -> Response {
     let tag = Tag::new(command.tag());
     match command {
-        SessionCommand::Begin => Response::TransactionStart(tag),
+        SessionCommand::Begin { .. } => Response::TransactionStart(tag),
         SessionCommand::Commit | SessionCommand::Rollback => Response::TransactionEnd(tag),
         _ => Response::Execution(tag),
     }
@@ -245,6 +268,7 @@ impl SimpleQueryHandler for RetinaQueries {
                 // Planned and run with the settings as the statements before it left them.
                 let settings = client_settings(client);
                 let options = format_options(client);
+                transaction_of(client).admit(SessionCommand::of(&statement))?;
                 match self.parser.prepare(statement, &[], &settings, &cursors_of(client)).await? {
                     PgStatement::Session(command) => Ok(session_command(client, command).await),
                     PgStatement::Cursor(cursor) => {
@@ -256,13 +280,13 @@ impl SimpleQueryHandler for RetinaQueries {
                     }
                     PgStatement::Query { plan, column_names, .. } => {
                         let response = within_timeout(settings.statement_timeout, async {
-                            let results = session.execute(plan).await.map_err(pg_error)?;
+                            let results = execute(session, client, plan).await?;
                             query_response(results, &Format::UnifiedText, options, &column_names).await
                         });
                         Ok(Response::Query(response.await?))
                     }
                     PgStatement::CopyOut { plan, column_names, format } => {
-                        let results = within_timeout(settings.statement_timeout, async { session.execute(plan).await.map_err(pg_error) });
+                        let results = within_timeout(settings.statement_timeout, execute(session, client, plan));
                         Ok(Response::CopyOut(copy_response(results.await?, &format, &column_names)?))
                     }
                 }
@@ -271,6 +295,7 @@ impl SimpleQueryHandler for RetinaQueries {
             match outcome {
                 Ok(response) => responses.push(response),
                 Err(PgWireError::UserError(info)) => {
+                    transaction_of(client).fail();
                     responses.push(Response::Error(info));
                     break;
                 }
@@ -298,10 +323,30 @@ impl ExtendedQueryHandler for RetinaQueries {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let settings = client_settings(client);
+        let command = match &portal.statement.statement {
+            PgStatement::Session(command) | PgStatement::Setting { command, .. } => Some(*command),
+            _ => None,
+        };
+        transaction_of(client).admit(command)?;
+        let outcome = self.run_portal(client, portal, &settings).await;
+        if outcome.is_err() {
+            transaction_of(client).fail();
+        }
+        outcome
+    }
+}
+
+impl RetinaQueries {
+    /// Runs one bound statement of the extended protocol.
+    async fn run_portal<C>(&self, client: &mut C, portal: &Portal<PgStatement>, settings: &ClientSettings) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = PgStatement>,
+    {
         match &portal.statement.statement {
             PgStatement::Session(command) => Ok(session_command(client, *command).await),
             PgStatement::Cursor(cursor) => {
-                let response = self.run_cursor(client, cursor, &portal.result_column_format, &settings, |plan| bind_portal(portal, plan)).await?;
+                let response = self.run_cursor(client, cursor, &portal.result_column_format, settings, |plan| bind_portal(portal, plan)).await?;
                 match cursor {
                     // A cursor is also a portal of its name: psycopg describes it so.
                     PlannedCursor::Declare { name, .. } => {
@@ -320,14 +365,14 @@ impl ExtendedQueryHandler for RetinaQueries {
                 Ok(session_response(*command))
             }
             PgStatement::CopyOut { plan, column_names, format } => {
-                let results = within_timeout(settings.statement_timeout, async { self.parser.session.execute(plan.clone()).await.map_err(pg_error) });
+                let results = within_timeout(settings.statement_timeout, execute(&self.parser.session, client, plan.clone()));
                 Ok(Response::CopyOut(copy_response(results.await?, format, column_names)?))
             }
             PgStatement::Query { plan, column_names, .. } => {
                 let plan = bind_portal(portal, plan)?;
                 let options = format_options(client);
                 let response = within_timeout(settings.statement_timeout, async {
-                    let results = self.parser.session.execute(plan).await.map_err(pg_error)?;
+                    let results = execute(&self.parser.session, client, plan).await?;
                     query_response(results, &portal.result_column_format, options, column_names).await
                 });
                 Ok(Response::Query(response.await?))

@@ -18,7 +18,9 @@
 //! - [`settings`]: what a connection sets (`search_path`, `statement_timeout`);
 //! - [`server`]: the accept loop, under [`connection_limit`].
 
-pub mod column_names;
+/// Result column names as PostgreSQL gives them (figured in the query crate, which
+/// also names nested select lists so).
+pub use retina_query::pg_column_names as column_names;
 pub mod connection_limit;
 pub mod copy_out;
 pub mod cursors;
@@ -36,4 +38,5 @@ pub mod settings;
 pub mod startup;
 pub mod statement;
 pub mod text_values;
+pub mod transaction;
 pub mod time_text;

@@ -19,9 +19,9 @@ pub enum PgStatement {
     /// A `SET`, `RESET` or `DISCARD ALL` of a setting the connection keeps
     /// ([`setting_change`]); `command` gives the tag to answer with.
     Setting { command: SessionCommand, change: SettingChange },
-    /// A session or transaction command Retina accepts without effect: every query
-    /// already runs in its own consistent snapshot, and there is nothing to commit
-    /// (the end of a transaction closes its cursors).
+    /// A session or transaction command: nothing is ever written, so there is nothing
+    /// to commit; a transaction's isolation level decides whether its queries share
+    /// one snapshot ([`super::transaction`]), and its end closes its cursors.
     Session(SessionCommand),
     /// `DECLARE`, `FETCH` or `CLOSE` of a cursor ([`super::cursors`]).
     Cursor(PlannedCursor),
@@ -31,7 +31,11 @@ pub enum PgStatement {
 pub enum SessionCommand {
     Set,
     Reset,
-    Begin,
+    /// `BEGIN`/`START TRANSACTION`; `one_snapshot` for REPEATABLE READ and
+    /// SERIALIZABLE, whose queries all read the snapshot the first one takes.
+    Begin { one_snapshot: bool },
+    /// `SET TRANSACTION ISOLATION LEVEL …` (before the transaction's first query).
+    SetTransaction { one_snapshot: bool },
     Commit,
     Rollback,
     /// `SAVEPOINT`, `RELEASE` and `ROLLBACK TO`: psycopg wraps its type look-ups in a
@@ -54,7 +58,8 @@ impl SessionCommand {
         match self {
             Self::Set => "SET",
             Self::Reset => "RESET",
-            Self::Begin => "BEGIN",
+            Self::Begin { .. } => "BEGIN",
+            Self::SetTransaction { .. } => "SET",
             Self::Commit => "COMMIT",
             Self::Rollback | Self::RollbackTo => "ROLLBACK",
             Self::Savepoint => "SAVEPOINT",
@@ -78,10 +83,15 @@ impl SessionCommand {
             let target = words.find(|word| !word.eq_ignore_ascii_case("PREPARE"))?;
             return Some(if target.eq_ignore_ascii_case("ALL") { Self::DeallocateAll } else { Self::Deallocate });
         }
+        let upper = text.to_ascii_uppercase();
+        let one_snapshot = upper.contains("REPEATABLE READ") || upper.contains("SERIALIZABLE");
         match keyword.as_str() {
+            "SET" if upper.contains("ISOLATION LEVEL") && upper.split_whitespace().nth(1) == Some("TRANSACTION") => {
+                Some(Self::SetTransaction { one_snapshot })
+            }
             "SET" => Some(Self::Set),
             "RESET" => Some(Self::Reset),
-            "BEGIN" | "START" => Some(Self::Begin),
+            "BEGIN" | "START" => Some(Self::Begin { one_snapshot }),
             "COMMIT" | "END" => Some(Self::Commit),
             "ROLLBACK" | "ABORT" => Some(Self::Rollback),
             "SAVEPOINT" => Some(Self::Savepoint),

@@ -3,17 +3,25 @@
 //! not DataFusion's `count(*)`), a cast's operand or else its type, `case`, and
 //! `?column?` for anything else (`Int64(1)` in DataFusion). Clients address columns
 //! by these names: pgjdbc's `getLong("count")`, pandas' and Polars' frame columns.
-//! Only the names sent to the client change; the plan keeps DataFusion's, which it
-//! needs unique (PostgreSQL's need not be: `SELECT count(*), count(*)` has two
-//! columns named `count`).
+//! The outermost select list keeps DataFusion's names in the plan, which it needs
+//! unique (PostgreSQL's need not be: `SELECT count(*), count(*)` has two columns
+//! named `count`): only the names sent to the client change
+//! ([`postgres_column_names`]). A nested query's columns are referred to by name
+//! from around it (`SELECT count FROM (SELECT w, count(*) FROM t GROUP BY 1) AS v`,
+//! what Superset, Metabase, Tableau and DuckDB's `postgres_query` send), so there
+//! each unaliased item gets its PostgreSQL name as an alias where that name is
+//! unique in its list ([`name_nested_select_lists`]).
 
-use retina_query::datafusion::sql::parser::Statement;
-use retina_query::datafusion::sql::sqlparser::ast::{
-    DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Query, SelectItem, SetExpr,
-    Statement as SqlStatement, TrimWhereField,
+use std::ops::ControlFlow;
+
+use datafusion::sql::parser::Statement;
+use datafusion::sql::sqlparser::ast::{
+    DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr,
+    Statement as SqlStatement, TrimWhereField, VisitMut, VisitorMut,
 };
-use retina_query::pg_interval_functions::{INTERVAL_DIV_FUNCTION, INTERVAL_MUL_FUNCTION};
-use retina_query::pg_rewrite::CUT_TEXT_FUNCTION;
+
+use crate::pg_interval_functions::{INTERVAL_DIV_FUNCTION, INTERVAL_MUL_FUNCTION};
+use crate::pg_rewrite::CUT_TEXT_FUNCTION;
 
 /// The name PostgreSQL gives each result column of `statement`, where it can be
 /// told from the text (`None`: keep the planner's name). Empty for statements that
@@ -155,10 +163,69 @@ fn type_name(data_type: &DataType) -> String {
     .to_string()
 }
 
+/// Gives the unaliased items of every nested query's select list (derived tables,
+/// CTEs, subqueries; each branch of a set operation) their PostgreSQL name, where
+/// it is unique in that list and no wildcard makes the list's names uncertain.
+pub fn name_nested_select_lists(statement: &mut SqlStatement) {
+    let _ = statement.visit(&mut NestedNames { outermost_seen: false });
+}
+
+struct NestedNames {
+    outermost_seen: bool,
+}
+
+impl VisitorMut for NestedNames {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
+        if std::mem::replace(&mut self.outermost_seen, true) {
+            name_body(&mut query.body);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn name_body(body: &mut SetExpr) {
+    match body {
+        SetExpr::Select(select) => name_select(select),
+        SetExpr::SetOperation { left, right, .. } => {
+            name_body(left);
+            name_body(right);
+        }
+        _ => {}
+    }
+}
+
+fn name_select(select: &mut Select) {
+    if select.projection.iter().any(|item| matches!(item, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..))) {
+        return;
+    }
+    let names: Vec<Option<String>> = select
+        .projection
+        .iter()
+        .map(|item| match item {
+            SelectItem::UnnamedExpr(expr) => expr_name(expr),
+            SelectItem::ExprWithAlias { alias, .. } => Some(folded(alias)),
+            _ => None,
+        })
+        .collect();
+    for (item, name) in select.projection.iter_mut().zip(&names) {
+        let (SelectItem::UnnamedExpr(expr), Some(name)) = (&*item, name) else { continue };
+        // A column keeps its own name already.
+        if matches!(expr, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+            continue;
+        }
+        if names.iter().filter(|other| other.as_deref() == Some(name.as_str())).count() != 1 {
+            continue;
+        }
+        *item = SelectItem::ExprWithAlias { expr: expr.clone(), alias: Ident::with_quote('"', name.clone()) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use retina_query::datafusion::sql::parser::DFParser;
-    use retina_query::datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::parser::DFParser;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 
     use super::*;
 
@@ -193,5 +260,28 @@ mod tests {
         assert_eq!(names("SELECT t.*, u.* FROM t, u", 4), Vec::<Option<String>>::new());
         assert_eq!(names("SELECT 1, 2", 3), Vec::<Option<String>>::new(), "a count that does not add up");
         assert_eq!(names("SHOW TIME ZONE", 1), Vec::<Option<String>>::new());
+    }
+
+    fn nested_named(sql: &str) -> String {
+        let mut statements = DFParser::parse_sql_with_dialect(sql, &PostgreSqlDialect {}).expect("parses");
+        let Some(Statement::Statement(mut statement)) = statements.pop_front() else { panic!("a statement") };
+        name_nested_select_lists(&mut statement);
+        statement.to_string()
+    }
+
+    #[test]
+    fn nested_select_lists_get_postgresql_names_where_unique() {
+        assert_eq!(
+            nested_named("SELECT count FROM (SELECT w, count(*) FROM t GROUP BY 1) AS v"),
+            r#"SELECT count FROM (SELECT w, count(*) AS "count" FROM t GROUP BY 1) AS v"#
+        );
+        assert_eq!(
+            nested_named("WITH s AS (SELECT max(x), sum(x)::int FROM t) SELECT max, sum, count(*) FROM s"),
+            r#"WITH s AS (SELECT max(x) AS "max", sum(x)::INT AS "sum" FROM t) SELECT max, sum, count(*) FROM s"#
+        );
+        // Two columns that PostgreSQL names alike, a wildcard, the outermost list: left alone.
+        assert_eq!(nested_named("SELECT * FROM (SELECT count(*), count(x) FROM t) v"), "SELECT * FROM (SELECT count(*), count(x) FROM t) AS v");
+        assert_eq!(nested_named("SELECT * FROM (SELECT *, count(*) OVER () FROM t) v"), "SELECT * FROM (SELECT *, count(*) OVER () FROM t) AS v");
+        assert_eq!(nested_named("SELECT count(*) FROM t"), "SELECT count(*) FROM t");
     }
 }
