@@ -17,7 +17,7 @@ use std::ops::ControlFlow;
 use datafusion::sql::parser::Statement;
 use datafusion::sql::sqlparser::ast::{
     DataType, Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Query, Select, SelectItem, SetExpr,
-    Statement as SqlStatement, TrimWhereField, VisitMut, VisitorMut,
+    Statement as SqlStatement, TableFactor, TrimWhereField, VisitMut, VisitorMut,
 };
 
 use crate::pg_interval_functions::{INTERVAL_DIV_FUNCTION, INTERVAL_MUL_FUNCTION};
@@ -163,23 +163,31 @@ fn type_name(data_type: &DataType) -> String {
     .to_string()
 }
 
-/// Gives the unaliased items of every nested query's select list (derived tables,
-/// CTEs, subqueries; each branch of a set operation) their PostgreSQL name, where
-/// it is unique in that list and no wildcard makes the list's names uncertain.
+/// Gives the unaliased items of the select lists of derived tables and CTEs (each
+/// branch of a set operation), the queries whose columns are referred to by name,
+/// their PostgreSQL name, where it is unique in that list and no wildcard makes the
+/// list's names uncertain. Scalar and `IN` subqueries are left as they are.
 pub fn name_nested_select_lists(statement: &mut SqlStatement) {
-    let _ = statement.visit(&mut NestedNames { outermost_seen: false });
+    let _ = statement.visit(&mut NestedNames);
 }
 
-struct NestedNames {
-    outermost_seen: bool,
-}
+struct NestedNames;
 
 impl VisitorMut for NestedNames {
     type Break = ();
 
     fn pre_visit_query(&mut self, query: &mut Query) -> ControlFlow<()> {
-        if std::mem::replace(&mut self.outermost_seen, true) {
-            name_body(&mut query.body);
+        if let Some(with) = &mut query.with {
+            for cte in &mut with.cte_tables {
+                name_body(&mut cte.query.body);
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Derived { subquery, .. } = factor {
+            name_body(&mut subquery.body);
         }
         ControlFlow::Continue(())
     }
@@ -192,6 +200,7 @@ fn name_body(body: &mut SetExpr) {
             name_body(left);
             name_body(right);
         }
+        SetExpr::Query(inner) => name_body(&mut inner.body),
         _ => {}
     }
 }
@@ -204,7 +213,7 @@ fn name_select(select: &mut Select) {
         .projection
         .iter()
         .map(|item| match item {
-            SelectItem::UnnamedExpr(expr) => expr_name(expr),
+            SelectItem::UnnamedExpr(expr) => Some(expr_name(expr).unwrap_or_else(|| "?column?".to_string())),
             SelectItem::ExprWithAlias { alias, .. } => Some(folded(alias)),
             _ => None,
         })
@@ -280,8 +289,10 @@ mod tests {
             r#"WITH s AS (SELECT max(x) AS "max", sum(x)::INT AS "sum" FROM t) SELECT max, sum, count(*) FROM s"#
         );
         // Two columns that PostgreSQL names alike, a wildcard, the outermost list: left alone.
-        assert_eq!(nested_named("SELECT * FROM (SELECT count(*), count(x) FROM t) v"), "SELECT * FROM (SELECT count(*), count(x) FROM t) AS v");
-        assert_eq!(nested_named("SELECT * FROM (SELECT *, count(*) OVER () FROM t) v"), "SELECT * FROM (SELECT *, count(*) OVER () FROM t) AS v");
+        assert_eq!(nested_named("SELECT * FROM (SELECT count(*), count(x) FROM t) v"), "SELECT * FROM (SELECT count(*), count(x) FROM t) v");
+        assert_eq!(nested_named("SELECT * FROM (SELECT *, count(*) OVER () FROM t) v"), "SELECT * FROM (SELECT *, count(*) OVER () FROM t) v");
         assert_eq!(nested_named("SELECT count(*) FROM t"), "SELECT count(*) FROM t");
+        assert_eq!(nested_named("SELECT * FROM (SELECT 1 + 1) s"), r#"SELECT * FROM (SELECT 1 + 1 AS "?column?") s"#);
+        assert_eq!(nested_named("SELECT (SELECT max(x) FROM u) FROM t"), "SELECT (SELECT max(x) FROM u) FROM t", "a scalar subquery");
     }
 }
