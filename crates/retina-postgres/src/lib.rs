@@ -21,6 +21,7 @@
 //! - [`publication`]: the publication, created so it never breaks the application.
 //! - [`initial_copy`]: the snapshot copy of existing rows.
 //! - [`transaction`]: source transactions rebuilt from the stream (v1 and v2).
+//! - [`position`]: the recorded source position and what a restart reads from it.
 //! - [`reconnect`]: which failures a new session cures, and the backoff between attempts.
 //! - [`replicator`]: [`PgSource`], the main loop and exactly-once positions.
 //! - [`table_sync`]: tables that join the publication later, copied then streamed.
@@ -34,6 +35,7 @@ pub mod error;
 pub mod initial_copy;
 pub mod lsn;
 pub mod pgoutput;
+pub mod position;
 pub mod publication;
 pub mod reconnect;
 pub mod relation;

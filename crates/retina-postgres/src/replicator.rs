@@ -23,7 +23,8 @@ use crate::pgoutput::{standby_status_update, LogicalMessage, OldTuple, PgOutputD
 use crate::publication::{ensure_publication, publication_names, published_tables};
 use crate::publication::PublishedTable;
 use crate::relation::{qualified_name, BindOptions, RelationMap};
-use crate::table_sync::SyncMarks;
+use crate::position::SyncMarks;
+pub use crate::position::{lsn_position, ResumePoint};
 use crate::setup::{self, catalog_connection, quote_identifier, quote_literal};
 use crate::status::{Phase, SharedStatus};
 use crate::transaction::{SourceChange, SourceTransaction, TransactionAssembler};
@@ -39,30 +40,6 @@ const PUBLICATION_POLL_ROUNDS: u32 = 4;
 
 /// The longest a submitted transaction waits for its batch to be sent.
 const MAX_BATCH_DELAY: Duration = Duration::from_millis(2);
-
-/// The position text recorded with a streamed transaction.
-pub fn lsn_position(lsn: Lsn) -> String {
-    format!("lsn={lsn}")
-}
-
-/// Where a recorded position says to resume.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResumePoint {
-    /// The copy had not finished: copy again.
-    Copy,
-    /// Everything up to this commit end LSN is applied.
-    Lsn(Lsn),
-}
-
-impl ResumePoint {
-    pub fn parse(text: &str) -> Option<Self> {
-        if text == COPY_POSITION {
-            return Some(Self::Copy);
-        }
-        // Table-sync marks may follow (`;sync=…`, see `table_sync`).
-        text.split(';').next()?.strip_prefix("lsn=")?.parse().ok().map(Self::Lsn)
-    }
-}
 
 /// A PostgreSQL source attached to one engine.
 pub struct PgSource {

@@ -66,8 +66,6 @@ pub fn rewrite(statement: &mut Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
-    // Last: the names are figured from the rewritten forms.
-    crate::pg_column_names::name_nested_select_lists(statement);
 }
 
 fn replacement(expr: &mut Expr) -> Option<Expr> {

@@ -71,7 +71,7 @@ impl SqlParser {
             return Ok(statements
                 .into_iter()
                 .map(|mut statement| {
-                    crate::pg_rewrite::rewrite(&mut statement);
+                    rewrite_for_postgres(&mut statement);
                     Statement::Statement(Box::new(statement))
                 })
                 .collect());
@@ -80,7 +80,7 @@ impl SqlParser {
             .map_err(|e| QueryError::DataFusion(DataFusionError::from(e)))?;
         for statement in &mut statements {
             if let Statement::Statement(inner) = statement {
-                crate::pg_rewrite::rewrite(inner);
+                rewrite_for_postgres(inner);
             }
         }
         Ok(statements.into())
@@ -121,9 +121,16 @@ impl SqlParser {
 
     fn rewrite_query(&self, query: SqlStatement) -> SqlStatement {
         let mut rewritten = self.query_rules.iter().fold(query, |statement, rule| rule.rewrite(statement));
-        crate::pg_rewrite::rewrite(&mut rewritten);
+        rewrite_for_postgres(&mut rewritten);
         rewritten
     }
+}
+
+/// PostgreSQL's forms rewritten for DataFusion, then the columns of derived tables and
+/// CTEs named as PostgreSQL names them (figured from the rewritten forms).
+fn rewrite_for_postgres(statement: &mut SqlStatement) {
+    crate::pg_rewrite::rewrite(statement);
+    crate::pg_column_names::name_nested_select_lists(statement);
 }
 
 /// The query a statement runs to give its rows: a cursor's, a `COPY (query) TO`'s or
