@@ -6,7 +6,9 @@
 //! (default 2), `unsupported_types=error|text`, `no_identity=error|insert_only`,
 //! `slot_wait=SECONDS` (default 30: how long a restart waits for the server to release
 //! the slot from a previous connection), `max_reconnects=N|unlimited` (default
-//! unlimited: attempts in a row to resume after a lost connection; 0 fails at once).
+//! unlimited: attempts in a row to resume after a lost connection; 0 fails at once),
+//! `on_table_error=pause|stop` (default pause: see [`crate::table_pause`]),
+//! `resync=SCHEMA.TABLE,...` (paused tables to copy again at start).
 //!
 //! Security, as libpq spells it: `sslmode=disable|allow|prefer|require|verify-ca|verify-full`
 //! (default `prefer`), `sslrootcert=FILE|system`, `sslcert=FILE` and `sslkey=FILE`
@@ -39,6 +41,11 @@ pub struct PgSourceOptions {
     pub slot_wait: Duration,
     /// Attempts in a row to start a new session after a lost connection.
     pub reconnect: ReconnectPolicy,
+    /// `on_table_error=pause` (default): a table's own error pauses that table only;
+    /// `stop`: it stops the source.
+    pub pause_failing_tables: bool,
+    /// Paused tables to copy again at start (`resync=SCHEMA.TABLE,…`).
+    pub resync: Vec<String>,
 }
 
 fn percent_decode(text: &str) -> PgSourceResult<String> {
@@ -174,6 +181,8 @@ impl PgSourceOptions {
             insert_only_without_identity: false,
             slot_wait: Duration::from_secs(30),
             reconnect: ReconnectPolicy::default(),
+            pause_failing_tables: true,
+            resync: Vec::new(),
         };
         let mut security = Security::default();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -212,12 +221,25 @@ impl PgSourceOptions {
                         number => Some(number.parse().map_err(|_| bad())?),
                     }
                 }
+                "on_table_error" => options.pause_failing_tables = match value.as_str() {
+                    "pause" => true,
+                    "stop" => false,
+                    _ => return Err(bad()),
+                },
+                "resync" => {
+                    options.resync = value
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|table| !table.is_empty())
+                        .map(|table| if table.contains('.') { table.to_string() } else { format!("public.{table}") })
+                        .collect();
+                }
                 "sslmode" => security.sslmode = Some(value),
                 "sslrootcert" => security.sslrootcert = Some(value),
                 "sslcert" => security.sslcert = Some(PathBuf::from(value)),
                 "sslkey" => security.sslkey = Some(PathBuf::from(value)),
                 "password_file" => security.password_file = Some(PathBuf::from(value)),
-                _ => return Err(PgSourceError::Config(format!("unknown option '{key}' (known: publication, slot, tables, protocol, copy_workers, unsupported_types, no_identity, slot_wait, application_name, max_reconnects, sslmode, sslrootcert, sslcert, sslkey, password_file)"))),
+                _ => return Err(PgSourceError::Config(format!("unknown option '{key}' (known: publication, slot, tables, protocol, copy_workers, unsupported_types, no_identity, slot_wait, application_name, max_reconnects, on_table_error, resync, sslmode, sslrootcert, sslcert, sslkey, password_file)"))),
             }
         }
         security.apply(&mut options.connect, environment)?;

@@ -42,6 +42,21 @@ pub enum PgSourceError {
     Engine(#[from] CoreError),
 }
 
+impl PgSourceError {
+    /// The table an error belongs to when it is that table's alone (its shape, its
+    /// identity, one of its values): the rest of the source can go on without it.
+    pub fn table(&self) -> Option<&str> {
+        match self {
+            PgSourceError::UnsupportedType { table, .. }
+            | PgSourceError::Value { table, .. }
+            | PgSourceError::NoIdentity { table }
+            | PgSourceError::SchemaChange { table, .. }
+            | PgSourceError::UnchangedToast { table, .. } => Some(table),
+            _ => None,
+        }
+    }
+}
+
 impl From<WireError> for PgSourceError {
     fn from(error: WireError) -> Self {
         PgSourceError::Wire(Box::new(error))

@@ -24,6 +24,7 @@
 //! - [`position`]: the recorded source position and what a restart reads from it.
 //! - [`reconnect`]: which failures a new session cures, and the backoff between attempts.
 //! - [`replicator`]: [`PgSource`], the main loop and exactly-once positions.
+//! - [`table_pause`]: one table's error pauses that table, not the source.
 //! - [`table_sync`]: tables that join the publication later, copied then streamed.
 //! - [`status`]: progress and lag for `retina.sources` and `/metrics`.
 
@@ -42,6 +43,7 @@ pub mod relation;
 pub mod replicator;
 pub mod setup;
 pub mod status;
+pub mod table_pause;
 pub mod table_sync;
 pub mod transaction;
 pub mod types;

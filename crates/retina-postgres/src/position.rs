@@ -35,6 +35,7 @@ impl ResumePoint {
 
 const COPYING: &str = "copying=";
 const SYNC: &str = "sync=";
+const PAUSED: &str = "paused=";
 
 /// The table syncs a position records (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,6 +45,9 @@ pub struct SyncMarks {
     pub skips: Vec<(String, Lsn)>,
     /// A table whose copy was under way.
     pub copying: Option<String>,
+    /// Tables paused after an error of theirs (`on_table_error=pause`): none of
+    /// their changes apply until they are copied again (`resync=`).
+    pub paused: Vec<String>,
 }
 
 impl SyncMarks {
@@ -53,6 +57,8 @@ impl SyncMarks {
         for part in position.split(';').skip(1) {
             if let Some(name) = part.strip_prefix(COPYING) {
                 marks.copying = Some(unescape(name));
+            } else if let Some(name) = part.strip_prefix(PAUSED) {
+                marks.paused.push(unescape(name));
             } else if let Some((name, lsn)) = part.strip_prefix(SYNC).and_then(|rest| rest.rsplit_once('@')) {
                 if let Ok(lsn) = lsn.parse() {
                     marks.skips.push((unescape(name), lsn));
@@ -71,17 +77,27 @@ impl SyncMarks {
         if let Some(table) = &self.copying {
             text.push_str(&format!(";{COPYING}{}", escape(table)));
         }
+        for table in &self.paused {
+            text.push_str(&format!(";{PAUSED}{}", escape(table)));
+        }
         text
     }
 
     /// Drops from a transaction ending at `end_lsn` the changes its tables' copies
-    /// already hold, and forgets the syncs the stream has now passed.
+    /// already hold and those of paused tables, and forgets the syncs the stream has
+    /// now passed.
     pub fn filter(&mut self, end_lsn: Lsn, changes: &mut Vec<SourceChange>, table_id: impl Fn(&str) -> Option<TableId>) {
-        if self.skips.is_empty() {
+        if self.skips.is_empty() && self.paused.is_empty() {
             return;
         }
-        let covered: Vec<TableId> =
-            self.skips.iter().filter(|(_, until)| end_lsn <= *until).filter_map(|(table, _)| table_id(table)).collect();
+        let covered: Vec<TableId> = self
+            .skips
+            .iter()
+            .filter(|(_, until)| end_lsn <= *until)
+            .map(|(table, _)| table)
+            .chain(&self.paused)
+            .filter_map(|table| table_id(table))
+            .collect();
         if !covered.is_empty() {
             changes.retain(|change| !covered.contains(&change.table()));
         }
@@ -104,7 +120,11 @@ mod tests {
 
     #[test]
     fn marks_round_trip_through_the_position_text() {
-        let marks = SyncMarks { skips: vec![("public.a;b@c%".into(), Lsn(0x1_0000_0010))], copying: Some("s.t".into()) };
+        let marks = SyncMarks {
+            skips: vec![("public.a;b@c%".into(), Lsn(0x1_0000_0010))],
+            copying: Some("s.t".into()),
+            paused: vec!["public.bad".into()],
+        };
         let text = marks.position(Lsn(0x20));
         assert!(text.starts_with("lsn=0/20;"), "{text}");
         assert_eq!(SyncMarks::parse(&text), marks);
@@ -115,7 +135,7 @@ mod tests {
     fn changes_the_copy_holds_are_dropped_until_the_stream_passes_it() {
         let table = TableId(7);
         let other = TableId(8);
-        let mut marks = SyncMarks { skips: vec![("public.u".into(), Lsn(100))], copying: None };
+        let mut marks = SyncMarks { skips: vec![("public.u".into(), Lsn(100))], ..SyncMarks::default() };
         let lookup = |name: &str| (name == "public.u").then_some(table);
         let mut changes = vec![SourceChange::Truncate(table), SourceChange::Truncate(other)];
         marks.filter(Lsn(100), &mut changes, lookup);

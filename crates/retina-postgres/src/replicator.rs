@@ -253,6 +253,14 @@ impl PgSource {
     ) -> PgSourceResult<()> {
         let options = &self.options;
         let marks = self.sync_tables_missing_at_start(engine, catalog, types, relations, bind, start, marks)?;
+        {
+            let mut status = self.status.lock();
+            for table in &marks.paused {
+                if !status.paused.iter().any(|(name, _)| name == table) {
+                    status.pause(table.clone(), format!("paused before this start; resync={table} copies it again"));
+                }
+            }
+        }
         replication.simple_query(SESSION_SETTINGS)?;
         let protocol = if options.protocol_version >= 2 && replication.server_major_version().unwrap_or(0) >= 14 { 2 } else { 1 };
         let streaming = if protocol >= 2 { ", streaming 'on'" } else { "" };
@@ -295,6 +303,7 @@ impl PgSource {
             marks,
             pending_sync: Vec::new(),
             polls: 0,
+            paused_oids: std::collections::HashSet::new(),
         };
         while !self.stop.load(Ordering::Relaxed) {
             let timeout = if stream.unflushed { Duration::from_millis(1) } else { Duration::from_millis(100) };
@@ -311,7 +320,11 @@ impl PgSource {
                                 status.server_wal_end = status.server_wal_end.max(wal_end);
                                 status.received_lsn = status.received_lsn.max(wal_start);
                             }
-                            self.handle(engine, catalog, types, relations, bind, &mut stream, logical, wal_start)?;
+                            let oid = logical.relation_oid();
+                            if let Err(error) = self.handle(engine, catalog, types, relations, bind, &mut stream, logical, wal_start) {
+                                // One table's error stops that table, not the source.
+                                self.pause_table(engine, &mut stream, oid, error)?;
+                            }
                             if !stream.pending_sync.is_empty() {
                                 self.sync_pending(engine, catalog, replication, relations, &mut stream)?;
                             }
@@ -418,6 +431,18 @@ impl PgSource {
         message: LogicalMessage,
         lsn: Lsn,
     ) -> PgSourceResult<()> {
+        if let Some(oid) = message.relation_oid() {
+            if stream.paused_oids.contains(&oid) {
+                return Ok(());
+            }
+            // Paused before a restart: known by name.
+            if let LogicalMessage::Relation { body, .. } = &message {
+                if stream.marks.paused.contains(&qualified_name(body)) {
+                    stream.paused_oids.insert(oid);
+                    return Ok(());
+                }
+            }
+        }
         match message {
             LogicalMessage::Begin { .. } => {
                 stream.idle_point = Lsn::ZERO;
@@ -491,7 +516,7 @@ impl PgSource {
                 stream.assembler.push(xid, SourceChange::Row(RowChange::Delete { table: relation.table, key }), lsn)?;
             }
             LogicalMessage::Truncate { xid, relations: truncated, .. } => {
-                for oid in truncated {
+                for oid in truncated.into_iter().filter(|oid| !stream.paused_oids.contains(oid)) {
                     let table = relations.get(oid, lsn)?.table;
                     stream.assembler.push(xid, SourceChange::Truncate(table), lsn)?;
                 }
@@ -560,6 +585,8 @@ pub(crate) struct StreamState {
     pub(crate) pending_sync: Vec<u32>,
     /// Server-position polls so far; every few the publication is read again.
     pub(crate) polls: u32,
+    /// Relations of paused tables (see `table_pause`), whose messages are skipped.
+    pub(crate) paused_oids: std::collections::HashSet<u32>,
 }
 
 

@@ -73,9 +73,17 @@ pub struct PgSourceStatus {
     pub syncing: Option<String>,
     /// Tables that joined while the source ran, with the position of their copy.
     pub synced: Vec<String>,
+    /// Tables paused after an error of theirs, with it (see `table_pause`).
+    pub paused: Vec<(String, String)>,
 }
 
 impl PgSourceStatus {
+    /// Records a paused table and its error (the latest error of a table wins).
+    pub fn pause(&mut self, table: String, error: String) {
+        self.paused.retain(|(name, _)| *name != table);
+        self.paused.push((table, error));
+    }
+
     /// Bytes of WAL the server has that are not applied here yet.
     pub fn lag_bytes(&self) -> u64 {
         self.server_wal_end.0.saturating_sub(self.applied_lsn.0)
@@ -114,6 +122,13 @@ impl PgSourceStatus {
             _ => None,
         };
         let mut notes = Vec::new();
+        if !self.paused.is_empty() {
+            let tables: Vec<String> = self.paused.iter().map(|(table, error)| format!("{table} ({error})")).collect();
+            notes.push(format!("paused, the others go on: {}", tables.join("; ")));
+            if status.last_error.is_none() {
+                status.last_error = self.paused.last().map(|(table, error)| format!("table {table} paused: {error}"));
+            }
+        }
         if let Some(table) = &self.syncing {
             notes.push(format!("copying {table}, which joined the publication"));
         }

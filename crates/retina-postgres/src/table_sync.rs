@@ -109,15 +109,27 @@ impl PgSource {
         mut marks: SyncMarks,
     ) -> PgSourceResult<SyncMarks> {
         let interrupted = marks.copying.take();
-        let mut synced = false;
+        // Paused tables named by `resync=` are copied afresh, which ends their pause.
+        let resync: Vec<String> = marks.paused.iter().filter(|table| self.options.resync.contains(table)).cloned().collect();
+        marks.paused.retain(|table| !resync.contains(table));
+        let mut synced = !resync.is_empty();
         for published in published_tables(catalog, &publication_names(&self.options))? {
             let name = published.qualified();
-            if interrupted.as_deref() != Some(name.as_str()) && engine.table_id(&name).is_some() {
+            let wanted = interrupted.as_deref() == Some(name.as_str()) || resync.contains(&name);
+            if marks.paused.contains(&name) || (!wanted && engine.table_id(&name).is_some()) {
                 continue;
             }
-            let table = bind_published(engine, catalog, types, relations, bind, published, start)?;
-            let until = self.sync_table(engine, table, &marks, start, &mut || Ok(()))?;
-            marks.skips.push((name, until));
+            let copied = bind_published(engine, catalog, types, relations, bind, published, start)
+                .and_then(|table| self.sync_table(engine, table, &marks, start, &mut || Ok(())));
+            match copied {
+                Ok(until) => marks.skips.push((name, until)),
+                // Its shape or a value stops it again: paused, the others go on.
+                Err(error) if error.table().is_some() && self.options.pause_failing_tables => {
+                    self.status.lock().pause(name.clone(), error.to_string());
+                    marks.paused.push(name);
+                }
+                Err(error) => return Err(error),
+            }
             synced = true;
         }
         if synced || interrupted.is_some() {

@@ -146,6 +146,19 @@ pub enum LogicalMessage {
     StreamAbort { xid: u32, subxid: u32 },
 }
 
+impl LogicalMessage {
+    /// The relation a Relation message describes, or a row change is of.
+    pub fn relation_oid(&self) -> Option<u32> {
+        match self {
+            LogicalMessage::Relation { body, .. } => Some(body.oid),
+            LogicalMessage::Insert { relation, .. } | LogicalMessage::Update { relation, .. } | LogicalMessage::Delete { relation, .. } => {
+                Some(*relation)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// Decodes pgoutput messages. Stateful because data messages inside a Stream Start ..
 /// Stream Stop block carry a transaction id that they do not carry elsewhere.
 #[derive(Debug, Default)]

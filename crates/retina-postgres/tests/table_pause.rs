@@ -1,0 +1,79 @@
+//! One table's error pauses that table, not the source: the others go on, the
+//! pause survives a restart, and `resync=` copies the table again and ends it.
+//! `on_table_error=stop` stops the source instead.
+
+mod mirror;
+mod support;
+
+use std::time::Duration;
+
+use mirror::{eventually, mirrored_rows, open_engine, RunningSource};
+use retina_postgres::Phase;
+use support::PgCluster;
+
+fn wait_rows(engine: &retina_core::Engine, table: &str, expected: &[&str]) {
+    eventually(Duration::from_secs(30), &format!("{table} is {expected:?}"), || {
+        let rows = mirrored_rows(engine, table);
+        (rows == expected).then_some(()).ok_or(format!("{rows:?}"))
+    });
+}
+
+#[test]
+fn a_table_with_a_value_the_mirror_cannot_hold_is_paused_and_the_others_go_on() {
+    let cluster = PgCluster::new();
+    cluster.psql(
+        "CREATE TABLE good (id int PRIMARY KEY, v int); CREATE TABLE bad (id int PRIMARY KEY, amount numeric(10, 2));
+         INSERT INTO good VALUES (1, 1); INSERT INTO bad VALUES (1, 1.50)",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open_engine(dir.path());
+    let uri = cluster.url("postgres");
+    let source = RunningSource::start(&engine, &uri);
+    source.wait_streaming();
+    // One transaction over both: bad's NaN fails, good's change applies, and bad
+    // keeps the state it had before that transaction.
+    cluster.psql("BEGIN; INSERT INTO good VALUES (2, 2); UPDATE bad SET amount = 2.50 WHERE id = 1; INSERT INTO bad VALUES (2, 'NaN'); COMMIT");
+    cluster.psql("INSERT INTO good VALUES (3, 3); INSERT INTO bad VALUES (3, 3.00)");
+    wait_rows(&engine, "public.good", &["1|1", "2|2", "3|3"]);
+    assert_eq!(mirrored_rows(&engine, "public.bad"), ["1|1.50"]);
+    let status = source.status.lock().clone();
+    assert_eq!(status.phase, Phase::Streaming);
+    assert!(status.paused.len() == 1 && status.paused[0].0 == "public.bad" && status.paused[0].1.contains("amount"), "{:?}", status.paused);
+    let mut shown = retina_core::SourceStatus::new("pg", "pg");
+    status.fill(&mut shown);
+    assert_eq!(shown.state, "streaming");
+    assert!(shown.last_error.as_deref().is_some_and(|e| e.starts_with("table public.bad paused")), "{:?}", shown.last_error);
+    source.stop().expect("stops cleanly");
+
+    // The pause outlives a restart: bad's later changes are not applied after a gap.
+    cluster.psql("INSERT INTO good VALUES (4, 4); INSERT INTO bad VALUES (4, 4.00)");
+    let source = RunningSource::start(&engine, &uri);
+    source.wait_streaming();
+    wait_rows(&engine, "public.good", &["1|1", "2|2", "3|3", "4|4"]);
+    assert_eq!(mirrored_rows(&engine, "public.bad"), ["1|1.50"]);
+    assert!(source.status.lock().paused.iter().any(|(table, _)| table == "public.bad"));
+    source.stop().expect("stops cleanly");
+
+    // Fixed at the source, then copied again: no longer paused, and streamed.
+    cluster.psql("DELETE FROM bad WHERE id = 2");
+    let source = RunningSource::start(&engine, &format!("{uri}?resync=bad"));
+    source.wait_streaming();
+    assert_eq!(mirrored_rows(&engine, "public.bad"), ["1|2.50", "3|3.00", "4|4.00"]);
+    assert!(source.status.lock().paused.is_empty());
+    cluster.psql("INSERT INTO bad VALUES (5, 5.00)");
+    wait_rows(&engine, "public.bad", &["1|2.50", "3|3.00", "4|4.00", "5|5.00"]);
+    source.stop().expect("stops cleanly");
+}
+
+#[test]
+fn with_on_table_error_stop_a_table_error_stops_the_source() {
+    let cluster = PgCluster::new();
+    cluster.psql("CREATE TABLE bad (id int PRIMARY KEY, amount numeric(10, 2))");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open_engine(dir.path());
+    let source = RunningSource::start(&engine, &format!("{}?on_table_error=stop", cluster.url("postgres")));
+    source.wait_streaming();
+    cluster.psql("INSERT INTO bad VALUES (1, 'NaN')");
+    let error = source.wait_for_end(Duration::from_secs(30)).expect_err("stops");
+    assert_eq!(error.table(), Some("public.bad"), "{error}");
+}
