@@ -121,6 +121,9 @@ impl RelationMap {
                 self.widened.push(known.table);
             } else if let Some(change) = describe_change(&known.columns, &columns) {
                 return Err(PgSourceError::SchemaChange { table: name, change, lsn });
+            } else {
+                // A type change that stores the same (a longer varchar): read by the new type.
+                known.columns = columns;
             }
             return Ok(&self.relations[&body.oid]);
         }
@@ -225,8 +228,15 @@ fn describe_change(old: &[BoundColumn], new: &[BoundColumn]) -> Option<String> {
                     format!("column {} appeared (renamed?)", column.name)
                 })
             }
-            Some(o) if o.type_oid != column.type_oid || o.type_modifier != column.type_modifier => {
-                return Some(format!("column {} changed type", column.name));
+            // Only a change of what the mirror stores matters: varchar(10) to
+            // varchar(20) or to text is still text.
+            Some(o) if o.kind.data_type() != column.kind.data_type() => {
+                return Some(format!(
+                    "column {} changed type from {} to {}, which the mirrored column cannot hold as it is",
+                    column.name,
+                    o.kind.data_type(),
+                    column.kind.data_type()
+                ));
             }
             Some(_) => {}
         }
@@ -399,7 +409,11 @@ mod tests {
         assert_eq!(describe_change(&old, &old), None);
         assert_eq!(describe_change(&old, &bound(&[("id", 20), ("v", 23), ("w", 25)])).as_deref(), Some("column w was added"));
         assert_eq!(describe_change(&old, &bound(&[("id", 20)])).as_deref(), Some("column v was dropped"));
-        assert_eq!(describe_change(&old, &bound(&[("id", 20), ("v", 20)])).as_deref(), Some("column v changed type"));
+        let widened = describe_change(&old, &bound(&[("id", 20), ("v", 20)])).expect("int to bigint");
+        assert!(widened.starts_with("column v changed type from Int32 to Int64"), "{widened}");
+        // varchar (1043) to text (25): both stored as text, so no change for the mirror.
+        let text = bound(&[("id", 20), ("v", 1043)]);
+        assert_eq!(describe_change(&text, &bound(&[("id", 20), ("v", 25)])), None);
         assert_eq!(describe_change(&old, &bound(&[("id", 20), ("x", 23)])).as_deref(), Some("column x appeared (renamed?)"));
     }
 }

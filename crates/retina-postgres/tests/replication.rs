@@ -231,9 +231,18 @@ fn a_schema_change_stops_replay_before_it_and_names_it() {
     cluster.psql("INSERT INTO t VALUES (2, 2)");
     cluster.psql("ALTER TABLE t DROP COLUMN v");
     cluster.psql("INSERT INTO t VALUES (3)");
-    let error = source.wait_for_end(Duration::from_secs(30)).expect_err("schema change");
-    assert!(error.to_string().contains("table public.t: column v was dropped"), "{error}");
+    // The table is paused (the source goes on), its error naming the change.
+    eventually(Duration::from_secs(30), "the table is paused", || {
+        let paused = source.status.lock().paused.clone();
+        paused
+            .iter()
+            .any(|(table, error)| table == "public.t" && error.contains("table public.t: column v was dropped"))
+            .then_some(())
+            .ok_or(format!("{paused:?}"))
+    });
+    assert_eq!(source.phase(), retina_postgres::Phase::Streaming);
     assert_eq!(mirrored_rows(&engine, "public.t"), vec!["1|1".to_string(), "2|2".to_string()], "what came before stays");
+    source.stop().expect("stops cleanly");
 }
 
 #[test]

@@ -77,3 +77,22 @@ fn with_on_table_error_stop_a_table_error_stops_the_source() {
     let error = source.wait_for_end(Duration::from_secs(30)).expect_err("stops");
     assert_eq!(error.table(), Some("public.bad"), "{error}");
 }
+
+#[test]
+fn a_longer_varchar_is_followed_and_a_type_change_pauses_only_its_table() {
+    let cluster = PgCluster::new();
+    cluster.psql("CREATE TABLE notes (id int PRIMARY KEY, v varchar(5)); CREATE TABLE counts (id int PRIMARY KEY, n int); INSERT INTO notes VALUES (1, 'abc'); INSERT INTO counts VALUES (1, 1)");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open_engine(dir.path());
+    let source = RunningSource::start(&engine, &cluster.url("postgres"));
+    source.wait_streaming();
+    cluster.psql("ALTER TABLE notes ALTER COLUMN v TYPE varchar(20); INSERT INTO notes VALUES (2, 'a longer value')");
+    cluster.psql("ALTER TABLE notes ALTER COLUMN v TYPE text; INSERT INTO notes VALUES (3, 'text now')");
+    wait_rows(&engine, "public.notes", &["1|abc", "2|a longer value", "3|text now"]);
+    cluster.psql("ALTER TABLE counts ALTER COLUMN n TYPE bigint; INSERT INTO counts VALUES (2, 2); INSERT INTO notes VALUES (4, 'on')");
+    wait_rows(&engine, "public.notes", &["1|abc", "2|a longer value", "3|text now", "4|on"]);
+    let status = source.status.lock().clone();
+    assert!(status.paused.iter().any(|(table, error)| table == "public.counts" && error.contains("changed type from Int32 to Int64")), "{:?}", status.paused);
+    assert_eq!(mirrored_rows(&engine, "public.counts"), ["1|1"]);
+    source.stop().expect("stops cleanly");
+}
