@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace (debug build). Used by README.md and .ci/run.
+#
+#   scripts/test.sh          everything, services installed and started (CI)
+#   scripts/test.sh --fast   the unit tests of every crate and the module-cycle check:
+#                            no service, no root, no install, no fuzz build; for the
+#                            edit-compile-test loop
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--fast" ]; then
+    python3 scripts/module_cycles.py
+    exec cargo test --workspace --lib --bins
+fi
 
 # Services the tests start for real, installed from Debian packages when missing:
 # retina-cdc's NATS tests run a JetStream server.
