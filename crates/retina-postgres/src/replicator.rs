@@ -103,6 +103,7 @@ impl PgSource {
                 let retry = started && error.is_connection_loss() && !self.stop.load(Ordering::Relaxed);
                 match delay.filter(|_| retry) {
                     Some(delay) => {
+                        tracing::warn!(source = %self.name, attempt, ?delay, %error, "connection lost; reconnecting");
                         status.phase = Phase::Reconnecting;
                         status.reconnect_attempts = attempt;
                         status.reconnects += 1;
@@ -124,6 +125,7 @@ impl PgSource {
         match &result {
             Ok(()) => status.phase = Phase::Stopped,
             Err(error) => {
+                tracing::error!(source = %self.name, %error, "source failed");
                 status.phase = Phase::Failed;
                 status.error = Some(error.to_string());
             }
@@ -157,6 +159,7 @@ impl PgSource {
         setup::check_server(&mut catalog, options)?;
         let publication = ensure_publication(&mut catalog, options)?;
         if publication.created {
+            tracing::info!(source = %self.name, publication = %options.publication, left_out = ?publication.left_out, "publication created");
             self.status.lock().left_out = publication.left_out;
         }
         *started = true;
@@ -281,6 +284,7 @@ impl PgSource {
                 Err(error) => return Err(error.into()),
             }
         }
+        tracing::info!(source = %self.name, %start, "streaming");
         {
             let mut status = self.status.lock();
             status.phase = Phase::Streaming;

@@ -37,6 +37,7 @@ impl PgSource {
         if !stream.marks.paused.contains(&name) {
             stream.marks.paused.push(name.clone());
         }
+        tracing::warn!(source = %self.name, table = %name, %error, "table paused; the others go on");
         self.status.lock().pause(name, error.to_string());
         // Recorded at once, so a crash before the next transaction keeps it paused.
         engine.submit_from(&self.name, stream.marks.position(stream.last_submitted), Vec::new())?;

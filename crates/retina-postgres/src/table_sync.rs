@@ -85,6 +85,7 @@ impl PgSource {
         })?;
         // The snapshot and its temporary slot are no longer needed.
         drop(snapshot_session);
+        tracing::info!(source = %self.name, table = %name, rows = report.rows, at = %created.consistent_point, "table joined the publication and was copied");
         let mut status = self.status.lock();
         status.syncing = None;
         status.copied_rows += report.rows;

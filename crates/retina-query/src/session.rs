@@ -120,7 +120,7 @@ impl RetinaSession {
         context.register_catalog(CATALOG, Arc::new(RetinaCatalog::new(Arc::clone(&engine), Arc::clone(&figures), scans)));
         if let Err(error) = datafusion_pg_catalog::setup_pg_catalog(&context, CATALOG, EmptyContextProvider) {
             // Only introspection by clients needs it; queries of Retina tables do not.
-            eprintln!("retina: pg_catalog emulation is unavailable: {error}");
+            tracing::warn!(%error, "pg_catalog emulation is unavailable");
         }
         // After the emulation: its set-up must not bring DataFusion's `version()` back.
         crate::pg_compat::register_functions(&context);

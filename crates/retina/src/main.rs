@@ -9,8 +9,25 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "retina", version, about = "Retina: a real-time transactional lakehouse")]
 struct Cli {
+    /// How log lines go to stderr: `text` or `json` (one object a line). Which: the
+    /// RUST_LOG filter (`info`, `retina_postgres=debug`, …; default `warn`).
+    #[arg(long, global = true, value_name = "text|json", default_value = "text")]
+    log_format: String,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Installs the one logger every crate writes to through `tracing`.
+fn init_logging(format: &str) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        "text" => builder.init(),
+        "json" => builder.json().init(),
+        other => anyhow::bail!("--log-format {other}: use text or json"),
+    }
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -34,6 +51,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     allocator::configure();
     let cli = Cli::parse();
+    init_logging(&cli.log_format)?;
     match cli.command {
         Command::Demo(args) => commands::demo::run(args),
         Command::Bench(args) => commands::bench::run(args),

@@ -68,3 +68,28 @@ fn ingest_exits_non_zero_when_the_source_fails() {
     assert!(!flags.status.success());
     assert!(String::from_utf8_lossy(&flags.stderr).contains("catalog"), "{}", String::from_utf8_lossy(&flags.stderr));
 }
+
+#[test]
+fn the_source_logs_through_the_one_logger_as_json_lines() {
+    let cluster = PgCluster::new();
+    cluster.psql("CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let output = Command::new(RETINA)
+        .args(["--log-format", "json", "ingest", "--idle-exit-seconds", "0.2", "--data-dir"])
+        .arg(dir.path().join("lake"))
+        .arg(cluster.url("postgres"))
+        .env("RUST_LOG", "retina_postgres=info")
+        .output()
+        .expect("run retina ingest");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let events: Vec<serde_json::Value> =
+        stderr.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"))).collect();
+    let messages: Vec<&str> = events.iter().filter_map(|event| event["fields"]["message"].as_str()).collect();
+    assert!(messages.contains(&"publication created") && messages.contains(&"streaming"), "{messages:?}");
+    assert!(events.iter().all(|event| event["level"] == "INFO"), "RUST_LOG chose the level: {stderr}");
+
+    let refused = Command::new(RETINA).args(["--log-format", "xml", "sql", "-c", "SELECT 1"]).output().expect("run retina");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("use text or json"));
+}

@@ -67,7 +67,9 @@ impl PgServer {
                 let Some(_slot) = slot else { return refuse_too_many(socket).await };
                 // A client that vanishes mid-protocol is its own problem; its streams
                 // (and snapshots) are dropped with the task.
-                let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+                if let Err(error) = pgwire::tokio::process_socket(socket, None, handlers).await {
+                    tracing::debug!(%error, "a SQL connection ended with an error");
+                }
             });
         })
         .await;

@@ -595,21 +595,23 @@ impl MessageSource for KafkaSource {
 impl Drop for KafkaSource {
     fn drop(&mut self) {
         self.stop.store(true, Relaxed);
-        if std::env::var_os("RETINA_KAFKA_TRACE").is_some() {
+        // What the source did, for whoever asks for it (RUST_LOG=retina_cdc=debug);
+        // it was the RETINA_KAFKA_TRACE switch.
+        if tracing::enabled!(tracing::Level::DEBUG) {
             let peak = self.reassembly.as_ref().map_or(0, Reassembly::held_bytes_peak);
-            eprintln!(
-                "retina: source {}: message sequence at {} (continued from the recorded position), {} times none was ready, {:.1} MB held at the peak; {}",
-                self.name,
-                self.sequence,
-                self.idle_reports,
-                peak as f64 / 1e6,
-                self.fetch_stats.describe()
+            tracing::debug!(
+                source = %self.name,
+                sequence = self.sequence,
+                idle_reports = self.idle_reports,
+                held_peak_mb = peak as f64 / 1e6,
+                fetches = %self.fetch_stats.describe(),
+                "kafka source stopped"
             );
         }
         // The last durable offsets are what lag tools should show once this stops.
         if let Some(group) = &self.group {
             if let Err(reason) = group.flush(LAST_COMMIT_WAIT) {
-                eprintln!("retina: source {}: the last offsets were not committed to the consumer group: {reason}", self.name);
+                tracing::warn!(source = %self.name, %reason, "the last offsets were not committed to the consumer group");
             }
         }
     }
