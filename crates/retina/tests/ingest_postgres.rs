@@ -1,6 +1,6 @@
 //! `retina ingest postgres://…`: copies a database, streams what came after, stops
 //! once caught up and exits 0; a second run resumes from the slot; a source that
-//! fails makes the command fail.
+//! fails makes the command fail, and `retina serve` too.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -59,6 +59,17 @@ fn ingest_exits_non_zero_when_the_source_fails() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "a failed source fails the command: {stderr}");
     assert!(stderr.contains("source postgres://postgres@127.0.0.1"), "{stderr}");
+    // retina serve too: it serves until told to stop, then exits non-zero naming the source.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let served = Command::new(RETINA)
+        .args(["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--seconds", "2", "--data-dir"])
+        .arg(dir.path().join("served"))
+        .args(["--source", &format!("postgres://postgres@127.0.0.1:{port}/postgres")])
+        .output()
+        .expect("run retina serve");
+    let stderr = String::from_utf8_lossy(&served.stderr);
+    assert!(!served.status.success(), "a failed source fails serve: {stderr}");
+    assert!(stderr.contains("a source failed while serving") && stderr.contains("cannot connect"), "{stderr}");
     let flags = Command::new(RETINA)
         .args(["ingest", "--infer-schema", "--data-dir"])
         .arg(dir.path().join("lake2"))

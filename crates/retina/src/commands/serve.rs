@@ -122,15 +122,18 @@ impl Instance {
 
     /// Stops the sources, then closes the engine with a final checkpoint so the data
     /// dir reopens as it is now.
+    /// A source that failed while serving makes this an error (after the checkpoint):
+    /// `retina serve` then exits non-zero.
     pub fn stop(self) -> anyhow::Result<()> {
-        for source in self.sources {
-            source.stop();
-        }
+        let failures: Vec<String> = self.sources.into_iter().filter_map(ServedSource::stop).collect();
         drop(self.session);
         // Checkpoint through the shared handle: a connection task may still hold the
         // session (and so the engine) for a moment, and a plain sync would leave the
         // last changes to be lost on reopen.
         self.engine.flush_and_checkpoint().context("final flush and checkpoint")?;
+        if !failures.is_empty() {
+            anyhow::bail!("{} while serving: {}", if failures.len() == 1 { "a source failed" } else { "sources failed" }, failures.join("; "));
+        }
         Ok(())
     }
 }

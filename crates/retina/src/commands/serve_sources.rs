@@ -23,6 +23,8 @@ use retina_query::{SourceRegistry, SourceStatus};
 pub struct ServedSource {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Why the source ended by itself, if it failed: `retina serve` exits non-zero.
+    failure: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl ServedSource {
@@ -45,15 +47,20 @@ impl ServedSource {
         }
         parse_source_uri(uri).with_context(|| format!("--source {}", RedactedUri::new(uri)))?;
         let stop = Arc::new(AtomicBool::new(false));
+        let failure = Arc::new(std::sync::Mutex::new(None));
         let (ready, started) = mpsc::channel::<Result<(), String>>();
         let thread = {
-            let (uri, stop) = (uri.to_string(), Arc::clone(&stop));
+            let (uri, stop, failed) = (uri.to_string(), Arc::clone(&stop), Arc::clone(&failure));
             std::thread::Builder::new()
                 .name("retina-source".into())
-                .spawn(move || replay(&uri, &engine, &registry, stop, ready))
+                .spawn(move || {
+                    if let Some(error) = replay(&uri, &engine, &registry, stop, ready) {
+                        *failed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(error);
+                    }
+                })
                 .context("starting a source thread")?
         };
-        let served = Self { stop, thread: Some(thread) };
+        let served = Self { stop, thread: Some(thread), failure };
         match started.recv() {
             Ok(Ok(())) => Ok(served),
             Ok(Err(reason)) => {
@@ -75,11 +82,14 @@ impl ServedSource {
         let stop = source.stop_flag();
         let shared = source.status();
         let name = source.name().to_string();
+        let failure = Arc::new(std::sync::Mutex::new(None));
+        let failed = Arc::clone(&failure);
         let runner = std::thread::Builder::new()
             .name("retina-postgres".into())
             .spawn(move || {
                 if let Err(error) = source.run(&engine) {
                     eprintln!("retina serve: source {} stopped: {error}", source.name());
+                    *failed.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(format!("source {}: {error}", source.name()));
                 }
             })
             .context("starting the postgres source thread")?;
@@ -99,14 +109,16 @@ impl ServedSource {
                 }
             })
             .context("starting the source status thread")?;
-        Ok(Self { stop, thread: Some(thread) })
+        Ok(Self { stop, thread: Some(thread), failure })
     }
 
-    pub fn stop(mut self) {
+    /// Stops the source; returns why it had failed, if it had.
+    pub fn stop(mut self) -> Option<String> {
         self.stop.store(true, SeqCst);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        self.failure.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
     }
 }
 
@@ -119,12 +131,19 @@ pub fn is_postgres(uri: &str) -> bool {
 /// Runs the source through the one ingest driver until the server stops (or the
 /// source ends or fails); the driver publishes its status and acknowledges only what
 /// checkpoints made durable.
-fn replay(uri: &str, engine: &Engine, registry: &SourceRegistry, stop: Arc<AtomicBool>, ready: mpsc::Sender<Result<(), String>>) {
+/// Returns why the source failed after it started, if it did.
+fn replay(
+    uri: &str,
+    engine: &Engine,
+    registry: &SourceRegistry,
+    stop: Arc<AtomicBool>,
+    ready: mpsc::Sender<Result<(), String>>,
+) -> Option<String> {
     let mut source = match open_source(uri) {
         Ok(source) => source,
         Err(error) => {
             let _ = ready.send(Err(error.to_string()));
-            return;
+            return None;
         }
     };
     // `table=` and `on_absent_row=` ride on the URI.
@@ -132,12 +151,16 @@ fn replay(uri: &str, engine: &Engine, registry: &SourceRegistry, stop: Arc<Atomi
         Ok(sink) => sink,
         Err(error) => {
             let _ = ready.send(Err(error.to_string()));
-            return;
+            return None;
         }
     };
     let _ = ready.send(Ok(()));
     let options = DriveOptions { sink, stop: StopWhen::on_flag(stop), status: Some(registry.clone()) };
-    if let Err(error) = drive(engine, uri, source.as_mut(), options) {
-        eprintln!("retina serve: source {} stopped: {error}", RedactedUri::new(uri));
+    match drive(engine, uri, source.as_mut(), options) {
+        Ok(_) => None,
+        Err(error) => {
+            eprintln!("retina serve: source {} stopped: {error}", RedactedUri::new(uri));
+            Some(format!("source {}: {error}", RedactedUri::new(uri)))
+        }
     }
 }
