@@ -472,6 +472,9 @@ impl PgSource {
                 }
                 // Not copied yet: it joined the publication after the copy.
                 let joined = !relations.contains(body.oid) && engine.table_id(&qualified_name(&body)).is_none();
+                if joined {
+                    self.record_copying(engine, &stream.marks, stream.last_submitted, &qualified_name(&body))?;
+                }
                 let primary_key = if body.replica_identity == b'f' { setup::primary_key(catalog, body.oid)? } else { None };
                 relations.bind(engine, &body, types, primary_key.as_deref(), bind, lsn)?;
                 if joined {

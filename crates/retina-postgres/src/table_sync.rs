@@ -95,6 +95,16 @@ impl PgSource {
 }
 
 impl PgSource {
+    /// Makes durable, before a joining table's mirror table is created, that its
+    /// copy is under way: the table is in the catalog at once, its rows only with
+    /// later checkpoints, so a crash in between must still find it to copy again.
+    pub(crate) fn record_copying(&self, engine: &Engine, marks: &SyncMarks, resume: Lsn, table: &str) -> PgSourceResult<()> {
+        let copying = SyncMarks { copying: Some(table.to_string()), ..marks.clone() };
+        engine.submit_from(&self.name, copying.position(resume), Vec::new())?;
+        engine.flush_and_checkpoint()?;
+        Ok(())
+    }
+
     /// Before streaming from `start`: copies again a table whose copy a crash
     /// interrupted, and copies the published tables the mirror does not have yet
     /// (added while the source was stopped). Returns the marks to stream with.
@@ -120,7 +130,9 @@ impl PgSource {
             if marks.paused.contains(&name) || (!wanted && engine.table_id(&name).is_some()) {
                 continue;
             }
-            let copied = bind_published(engine, catalog, types, relations, bind, published, start)
+            let copied = self
+                .record_copying(engine, &marks, start, &name)
+                .and_then(|()| bind_published(engine, catalog, types, relations, bind, published, start))
                 .and_then(|table| self.sync_table(engine, table, &marks, start, &mut || Ok(())));
             match copied {
                 Ok(until) => marks.skips.push((name, until)),
@@ -155,6 +167,7 @@ impl PgSource {
             if engine.table_id(&published.qualified()).is_some() {
                 continue;
             }
+            self.record_copying(engine, &stream.marks, stream.last_submitted, &published.qualified())?;
             let table = bind_published(engine, catalog, types, relations, bind, published, stream.last_submitted)?;
             stream.pending_sync.push(table.relation.oid);
         }

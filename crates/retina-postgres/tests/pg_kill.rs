@@ -81,3 +81,70 @@ fn sigkill_of_the_mirroring_process_loses_and_duplicates_nothing() {
     assert_converges(&cluster, &engine);
     check_invariants(&engine).expect("invariants at the end");
 }
+
+/// Writes to `events` (updates, inserts, deletes) until stopped, one transaction each.
+fn events_writer(cluster: &PgCluster, stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::thread::JoinHandle<u64> {
+    let config = cluster.config("postgres", "postgres");
+    std::thread::spawn(move || {
+        let mut connection = retina_postgres::wire::PgConnection::connect(&config, false).expect("connect");
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        let (mut next, mut written) = (1_000_000, 0);
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let id = rng.random_range(1..=100_000);
+            next += 1;
+            let sql = format!("BEGIN; UPDATE events SET n = n + 1 WHERE id = {id}; INSERT INTO events VALUES ({next}, 1); DELETE FROM events WHERE id = {}; COMMIT", id + 7);
+            connection.simple_query(&sql).expect("write events");
+            written += 1;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        written
+    })
+}
+
+#[test]
+fn sigkill_while_a_table_joins_the_publication_loses_and_duplicates_nothing() {
+    let cluster = PgCluster::new();
+    create_bank(&cluster);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let uri = cluster.url("postgres");
+    let mut worker = spawn_worker(dir.path(), &uri);
+    wait_attached(&cluster, &mut worker);
+    cluster.psql("CREATE TABLE events (id int PRIMARY KEY, n int NOT NULL); INSERT INTO events SELECT g, 0 FROM generate_series(1, 100000) g");
+    let load = Load::start(&cluster, 2);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = events_writer(&cluster, std::sync::Arc::clone(&stop));
+    cluster.psql("ALTER PUBLICATION retina ADD TABLE events");
+    // Kills land before, during and after the copy of `events`.
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(23);
+    for round in 0..6 {
+        std::thread::sleep(Duration::from_millis(rng.random_range(100..1200)));
+        worker.kill().expect("SIGKILL the worker");
+        worker.wait().expect("reap the worker");
+        {
+            let engine = open_engine(dir.path());
+            check_invariants(&engine).unwrap_or_else(|violation| panic!("round {round}: recovered state is torn: {violation}"));
+        }
+        worker = spawn_worker(dir.path(), &uri);
+        wait_attached(&cluster, &mut worker);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().expect("events writer");
+    let committed = load.finish();
+    assert!(written > 20 && committed > 20, "{written} event writes, {committed} transfers");
+    let end = cluster.psql("SELECT pg_current_wal_lsn()");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while cluster.psql(&format!("SELECT confirmed_flush_lsn >= '{end}' FROM pg_replication_slots WHERE slot_name = 'retina_slot'")) != "t" {
+        assert!(Instant::now() < deadline, "the worker never confirmed {end}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(worker.stdin.take());
+    let status = worker.wait().expect("worker exits");
+    assert!(status.success(), "clean stop: {status}");
+    let engine = open_engine(dir.path());
+    assert_converges(&cluster, &engine);
+    let mut expected: Vec<String> = cluster.psql("SELECT id, n FROM events").lines().map(String::from).collect();
+    expected.sort();
+    let mirrored = mirror::mirrored_rows(&engine, "public.events");
+    assert_eq!(mirrored.len(), expected.len(), "events: every row once");
+    assert!(mirrored == expected, "events equals the source row for row");
+}
