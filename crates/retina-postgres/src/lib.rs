@@ -22,6 +22,7 @@
 //! - [`initial_copy`]: the snapshot copy of existing rows.
 //! - [`transaction`]: source transactions rebuilt from the stream (v1 and v2).
 //! - [`position`]: the recorded source position and what a restart reads from it.
+//! - [`feedback`]: standby status updates and the server's WAL position.
 //! - [`reconnect`]: which failures a new session cures, and the backoff between attempts.
 //! - [`replicator`]: [`PgSource`], the main loop and exactly-once positions.
 //! - [`table_pause`]: one table's error pauses that table, not the source.
@@ -33,6 +34,7 @@ pub mod catch_up;
 pub mod conninfo;
 pub mod credentials;
 pub mod error;
+pub mod feedback;
 pub mod initial_copy;
 pub mod lsn;
 pub mod pgoutput;

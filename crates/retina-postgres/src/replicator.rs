@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use retina_core::{Engine, RowChange, TableId};
 
@@ -19,7 +19,7 @@ use crate::conninfo::PgSourceOptions;
 use crate::error::{PgSourceError, PgSourceResult};
 use crate::initial_copy::{copy_tables, CopyTable, COPY_POSITION};
 use crate::lsn::Lsn;
-use crate::pgoutput::{standby_status_update, LogicalMessage, OldTuple, PgOutputDecoder, ReplicationMessage, POSTGRES_EPOCH_MICROS};
+use crate::pgoutput::{LogicalMessage, OldTuple, PgOutputDecoder, ReplicationMessage, POSTGRES_EPOCH_MICROS};
 use crate::publication::{ensure_publication, publication_names, published_tables};
 use crate::publication::PublishedTable;
 use crate::relation::{qualified_name, BindOptions, RelationMap};
@@ -143,7 +143,7 @@ impl PgSource {
         Ok(visible.or(recovered).and_then(|p| Some((ResumePoint::parse(&p.position)?, SyncMarks::parse(&p.position)))))
     }
 
-    fn durable_lsn(&self, engine: &Engine) -> Option<Lsn> {
+    pub(crate) fn durable_lsn(&self, engine: &Engine) -> Option<Lsn> {
         let durable = engine.durable_positions().into_iter().find(|p| p.source == self.name)?;
         match ResumePoint::parse(&durable.position)? {
             ResumePoint::Lsn(lsn) => Some(lsn),
@@ -254,7 +254,6 @@ impl PgSource {
         start: Lsn,
         marks: SyncMarks,
     ) -> PgSourceResult<()> {
-        let options = &self.options;
         let marks = self.sync_tables_missing_at_start(engine, catalog, types, relations, bind, start, marks)?;
         {
             let mut status = self.status.lock();
@@ -264,35 +263,7 @@ impl PgSource {
                 }
             }
         }
-        replication.simple_query(SESSION_SETTINGS)?;
-        let protocol = if options.protocol_version >= 2 && replication.server_major_version().unwrap_or(0) >= 14 { 2 } else { 1 };
-        let streaming = if protocol >= 2 { ", streaming 'on'" } else { "" };
-        let command = format!(
-            "START_REPLICATION SLOT {} LOGICAL {start} (proto_version '{protocol}', publication_names {}{streaming})",
-            quote_identifier(&options.slot),
-            quote_literal(&publication_names(options).iter().map(|name| quote_identifier(name)).collect::<Vec<_>>().join(",")),
-        );
-        // After a restart the walsender of our previous connection may still hold the
-        // slot for a moment (until the server notices the connection is gone).
-        let deadline = Instant::now() + options.slot_wait;
-        loop {
-            match replication.start_copy_both(&command) {
-                Ok(()) => break,
-                Err(error) if error.code() == Some("55006") && Instant::now() < deadline && !self.stop.load(Ordering::Relaxed) => {
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                Err(error) => return Err(error.into()),
-            }
-        }
-        tracing::info!(source = %self.name, %start, "streaming");
-        {
-            let mut status = self.status.lock();
-            status.phase = Phase::Streaming;
-            status.error = None;
-            status.reconnect_attempts = 0;
-            status.applied_lsn = status.applied_lsn.max(start);
-            status.received_lsn = status.received_lsn.max(start);
-        }
+        self.start_replication(replication, start)?;
         let mut stream = StreamState {
             decoder: PgOutputDecoder::new(),
             assembler: TransactionAssembler::new(),
@@ -386,40 +357,40 @@ impl PgSource {
         Ok(())
     }
 
-    /// The server's current WAL position, for the lag in bytes (the stream's own
-    /// positions only say how far the walsender got, not how far the server is).
-    fn poll_server_position(&self, catalog: &mut PgConnection) -> PgSourceResult<()> {
-        let rows = catalog.query_rows(
-            "SELECT CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_lsn() END",
-        )?;
-        let text = rows.into_iter().next().and_then(|row| row.into_iter().next().flatten());
-        if let Some(lsn) = text.as_deref().and_then(|text| text.parse::<Lsn>().ok()) {
-            let mut status = self.status.lock();
-            status.server_wal_end_before = status.server_wal_end;
-            status.server_wal_end = status.server_wal_end.max(lsn);
+    /// Starts the replication stream of the slot at `start` (waiting, up to
+    /// `slot_wait`, for a previous session's walsender to let go of the slot) and
+    /// says so in the status.
+    fn start_replication(&self, replication: &mut PgConnection, start: Lsn) -> PgSourceResult<()> {
+        let options = &self.options;
+        replication.simple_query(SESSION_SETTINGS)?;
+        let protocol = if options.protocol_version >= 2 && replication.server_major_version().unwrap_or(0) >= 14 { 2 } else { 1 };
+        let streaming = if protocol >= 2 { ", streaming 'on'" } else { "" };
+        let command = format!(
+            "START_REPLICATION SLOT {} LOGICAL {start} (proto_version '{protocol}', publication_names {}{streaming})",
+            quote_identifier(&options.slot),
+            quote_literal(&publication_names(options).iter().map(|name| quote_identifier(name)).collect::<Vec<_>>().join(",")),
+        );
+        // After a restart the walsender of our previous connection may still hold the
+        // slot for a moment (until the server notices the connection is gone).
+        let deadline = Instant::now() + options.slot_wait;
+        loop {
+            match replication.start_copy_both(&command) {
+                Ok(()) => break,
+                Err(error) if error.code() == Some("55006") && Instant::now() < deadline && !self.stop.load(Ordering::Relaxed) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
-        Ok(())
-    }
-
-    /// Tells the server what is written (received), flushed (durable here) and
-    /// applied (visible here).
-    fn send_feedback(&self, engine: &Engine, replication: &mut PgConnection, stream: &mut StreamState, reply: bool) -> PgSourceResult<()> {
-        let durable = self.durable_lsn(engine).unwrap_or(Lsn::ZERO);
-        let mut flushed = durable;
-        // Idle and everything submitted is durable: the server may also forget the
-        // WAL it skipped for us (other databases, unpublished tables).
-        if durable >= stream.last_submitted && !stream.assembler.in_progress() && !stream.unflushed {
-            flushed = flushed.max(stream.idle_point);
-        }
-        stream.confirmed = stream.confirmed.max(flushed);
-        let (written, applied) = {
+        tracing::info!(source = %self.name, %start, "streaming");
+        {
             let mut status = self.status.lock();
-            status.confirmed_lsn = stream.confirmed;
-            (status.received_lsn, status.applied_lsn)
-        };
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0) - POSTGRES_EPOCH_MICROS;
-        replication.send_copy_data(&standby_status_update(written.max(stream.confirmed), stream.confirmed, applied.max(stream.confirmed), now, reply))?;
-        stream.last_feedback = Instant::now();
+            status.phase = Phase::Streaming;
+            status.error = None;
+            status.reconnect_attempts = 0;
+            status.applied_lsn = status.applied_lsn.max(start);
+            status.received_lsn = status.received_lsn.max(start);
+        }
         Ok(())
     }
 
