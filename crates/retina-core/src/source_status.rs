@@ -49,6 +49,9 @@ pub struct SourceStatus {
     /// What the source wants an operator to know about how it reads (e.g. a Kafka
     /// stream without transaction metadata, applied event by event).
     pub detail: Option<String>,
+    /// Tables the source stopped mirroring after an error of theirs while the others
+    /// go on (PostgreSQL's `on_table_error=pause`).
+    pub paused_tables: Vec<String>,
     pub last_error: Option<String>,
     pub updated_at: SystemTime,
 }
@@ -87,6 +90,7 @@ impl SourceStatus {
             held_bytes: None,
             held_bytes_peak: None,
             detail: None,
+            paused_tables: Vec::new(),
             last_error: None,
             updated_at: SystemTime::now(),
         }

@@ -121,6 +121,7 @@ impl PgSourceStatus {
             _ if self.reconnects > 0 => Some(format!("{} reconnects after connection losses", self.reconnects)),
             _ => None,
         };
+        status.paused_tables = self.paused.iter().map(|(table, _)| table.clone()).collect();
         let mut notes = Vec::new();
         if !self.paused.is_empty() {
             let tables: Vec<String> = self.paused.iter().map(|(table, error)| format!("{table} ({error})")).collect();
