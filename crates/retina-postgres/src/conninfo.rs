@@ -146,16 +146,38 @@ impl PgSourceOptions {
         };
         let (user, password) = match credentials {
             Some(credentials) => match credentials.split_once(':') {
-                Some((user, password)) => (percent_decode(user)?, Some(percent_decode(password)?)),
+                // The password's own text never goes into an error.
+                Some((user, password)) => (
+                    percent_decode(user)?,
+                    Some(percent_decode(password).map_err(|_| {
+                        PgSourceError::Config("the password in the URI has a bad percent escape (write % as %25), or is not UTF-8".into())
+                    })?),
+                ),
                 None => (percent_decode(credentials)?, None),
             },
             None => ("postgres".to_string(), None),
         };
-        let (host, port) = match host_port.rsplit_once(':') {
-            Some((host, port)) => {
-                (host, port.parse::<u16>().map_err(|_| PgSourceError::Config(format!("bad port '{port}' in '{}'", retina_core::redact::RedactedUri::new(uri))))?)
+        let bad_port =
+            |port: &str| PgSourceError::Config(format!("bad port '{port}' in '{}'", retina_core::redact::RedactedUri::new(uri)));
+        // An IPv6 address comes in brackets: `[::1]` or `[::1]:5432`.
+        let (host, port_text) = match host_port.strip_prefix('[') {
+            Some(bracketed) => {
+                let (address, after) = bracketed.split_once(']').ok_or_else(|| {
+                    PgSourceError::Config(format!("'{}': an IPv6 host has no closing ']'", retina_core::redact::RedactedUri::new(uri)))
+                })?;
+                match after {
+                    "" => (address, None),
+                    _ => (address, Some(after.strip_prefix(':').ok_or_else(|| bad_port(after))?)),
+                }
             }
-            None => (host_port, 5432),
+            None => match host_port.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (host_port, None),
+            },
+        };
+        let port = match port_text {
+            Some(port) => port.parse::<u16>().map_err(|_| bad_port(port))?,
+            None => 5432,
         };
         if host.is_empty() {
             return Err(PgSourceError::Config(format!("'{}' names no host", retina_core::redact::RedactedUri::new(uri))));
@@ -295,6 +317,9 @@ mod tests {
             ("postgres://h/db?sslmode=verify_full", "sslmode"),
             ("postgres://h/db?sslcert=/c.pem", "sslcert and sslkey"),
             ("postgres://h/db?password_file=/no/such/file", "password_file=/no/such/file"),
+            ("postgres://h/db?password_file=/dev/zero", "not a regular file"),
+            ("postgres://[::1/db", "no closing ']'"),
+            ("postgres://[::1]x/db", "bad port"),
         ] {
             let error = PgSourceOptions::parse_with(uri, &Environment::default()).expect_err(uri).to_string();
             assert!(error.contains(needle), "{uri}: {error}");
@@ -329,5 +354,18 @@ mod tests {
         assert_eq!(options.connect.tls.mode, SslMode::Disable, "the URI's sslmode wins");
         let default = PgSourceOptions::parse_with("postgres://h/db", &Environment::default()).expect("parse");
         assert_eq!(default.connect.tls.mode, SslMode::Prefer);
+    }
+
+    #[test]
+    fn ipv6_hosts_come_in_brackets_and_a_bad_password_escape_is_not_echoed() {
+        let environment = Environment::default();
+        let options = PgSourceOptions::parse_with("postgres://u@[::1]:6543/db", &environment).expect("ipv6 with a port");
+        assert_eq!((options.connect.host.as_str(), options.connect.port), ("::1", 6543));
+        let options = PgSourceOptions::parse_with("postgres://u@[::1]/db", &environment).expect("ipv6 alone");
+        assert_eq!((options.connect.host.as_str(), options.connect.port), ("::1", 5432));
+        for uri in ["postgres://u:S3cretPw%zz@h/db", "postgres://u:S3cretPw%ff@h/db", "postgres://u:S3cretPw%@h/db"] {
+            let error = PgSourceOptions::parse_with(uri, &environment).expect_err(uri).to_string();
+            assert!(!error.contains("S3cret") && error.contains("password"), "{error}");
+        }
     }
 }

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{PgSourceError, PgSourceResult};
+use crate::small_files::{read_small_file, SECRET_FILE_LIMIT};
 
 /// The parts of the process environment the connection settings fall back to.
 #[derive(Debug, Clone, Default)]
@@ -63,8 +64,9 @@ pub struct Target<'a> {
 /// file, then `PGPASSWORD`, then the first matching line of the password file.
 pub fn password(password_file: Option<&Path>, environment: &Environment, target: &Target<'_>) -> PgSourceResult<Option<String>> {
     if let Some(path) = password_file {
-        let contents = std::fs::read_to_string(path)
-            .map_err(|error| PgSourceError::Config(format!("password_file={}: {error}", path.display())))?;
+        let bad = |error: String| PgSourceError::Config(format!("password_file={}: {error}", path.display()));
+        let bytes = read_small_file(path, SECRET_FILE_LIMIT).map_err(bad)?;
+        let contents = String::from_utf8(bytes).map_err(|_| bad("not UTF-8 text".into()))?;
         let password = contents.lines().next().unwrap_or("").to_string();
         if password.is_empty() {
             return Err(PgSourceError::Config(format!("password_file={}: the first line is empty", path.display())));
@@ -75,7 +77,12 @@ pub fn password(password_file: Option<&Path>, environment: &Environment, target:
         return Ok(Some(password.clone()));
     }
     let Some(path) = environment.passfile() else { return Ok(None) };
-    let Ok(contents) = std::fs::read_to_string(&path) else { return Ok(None) };
+    // ~/.pgpass may well not exist; a PGPASSFILE that cannot be read is a mistake to say.
+    let contents = match read_small_file(&path, SECRET_FILE_LIMIT) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) if environment.passfile.is_none() => return Ok(None),
+        Err(error) => return Err(PgSourceError::Config(format!("PGPASSFILE={}: {error}", path.display()))),
+    };
     refuse_if_shared(&path)?;
     Ok(pgpass_lookup(&contents, target))
 }

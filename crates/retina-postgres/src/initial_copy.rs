@@ -27,6 +27,9 @@ pub struct CopyReport {
     pub tables: usize,
     pub rows: u64,
     pub elapsed: Duration,
+    /// Tables whose copy failed on an error of their own, with it, when the source
+    /// pauses such tables (their copied rows are taken back; the others are copied).
+    pub paused: Vec<(String, String)>,
 }
 
 /// Splits one line of COPY text format into fields, unescaping into `scratch`.
@@ -114,7 +117,9 @@ pub struct CopyTable {
 }
 
 /// Copies `relations` (already bound to their Retina tables) inside `snapshot_name`;
-/// every chunk is a mirror transaction recording `position`.
+/// every chunk is a mirror transaction recording `position`. With
+/// `pause_failing`, a table's own error (a value the mirror cannot
+/// hold) leaves that table out ([`CopyReport::paused`]) and the copy goes on.
 pub fn copy_tables(
     engine: &Engine,
     options: &PgSourceOptions,
@@ -123,9 +128,11 @@ pub fn copy_tables(
     relations: &[CopyTable],
     copied_rows: &AtomicU64,
     position: &str,
+    pause_failing: bool,
 ) -> PgSourceResult<CopyReport> {
     let started = Instant::now();
     let queue = Mutex::new(relations.iter().collect::<Vec<_>>());
+    let paused = Mutex::new(Vec::new());
     let workers = options.copy_workers.min(relations.len()).max(1);
     let results: Vec<PgSourceResult<()>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
@@ -139,7 +146,14 @@ pub fn copy_tables(
                     loop {
                         let next = queue.lock().map_err(|_| PgSourceError::Setup("a copy worker panicked".into()))?.pop();
                         let Some(relation) = next else { break };
-                        copy_table(engine, &mut connection, source, relation, copied_rows, position)?;
+                        match copy_table(engine, &mut connection, source, relation, copied_rows, position) {
+                            Ok(()) => {}
+                            Err(error) if pause_failing && error.table().is_some() => {
+                                let mut paused = paused.lock().map_err(|_| PgSourceError::Setup("a copy worker panicked".into()))?;
+                                paused.push((relation.relation.name.clone(), relation.relation.table, error.to_string()));
+                            }
+                            Err(error) => return Err(error),
+                        }
                     }
                     connection.simple_query("COMMIT")?;
                     Ok(())
@@ -154,7 +168,19 @@ pub fn copy_tables(
     for result in results {
         result?;
     }
-    Ok(CopyReport { tables: relations.len(), rows: copied_rows.load(Ordering::Relaxed), elapsed: started.elapsed() })
+    let paused = paused.into_inner().map_err(|_| PgSourceError::Setup("a copy worker panicked".into()))?;
+    // A half-copied table is not shown as if it were the source's.
+    for (_, table, _) in &paused {
+        let taken_back: Vec<RowChange> =
+            engine.live_keys(*table)?.into_iter().map(|key| RowChange::Delete { table: *table, key }).collect();
+        engine.submit_from(source, position.to_string(), taken_back)?;
+    }
+    Ok(CopyReport {
+        tables: relations.len(),
+        rows: copied_rows.load(Ordering::Relaxed),
+        elapsed: started.elapsed(),
+        paused: paused.into_iter().map(|(name, _, error)| (name, error)).collect(),
+    })
 }
 
 fn copy_table(

@@ -44,6 +44,7 @@ pub mod reconnect;
 pub mod relation;
 pub mod replicator;
 pub mod setup;
+mod small_files;
 pub mod status;
 pub mod table_pause;
 pub mod table_sync;

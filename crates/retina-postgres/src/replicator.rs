@@ -159,7 +159,14 @@ impl PgSource {
         setup::check_server(&mut catalog, options)?;
         let publication = ensure_publication(&mut catalog, options)?;
         if publication.created {
-            tracing::info!(source = %self.name, publication = %options.publication, left_out = ?publication.left_out, "publication created");
+            tracing::info!(source = %self.name, publication = %options.publication, "publication created");
+            if !publication.left_out.is_empty() {
+                tracing::warn!(
+                    source = %self.name,
+                    tables = ?publication.left_out,
+                    "not mirrored: no primary key or replica identity (give them one, or use no_identity=insert_only)"
+                );
+            }
             self.status.lock().left_out = publication.left_out;
         }
         *started = true;
@@ -181,13 +188,30 @@ impl PgSource {
                 }
                 (lsn, marks)
             }
-            _ => (self.copy(engine, &mut catalog, &mut replication, &types, &mut relations, &bind)?, SyncMarks::default()),
+            _ => {
+                let mut slot_created = false;
+                match self.copy(engine, &mut catalog, &mut replication, &types, &mut relations, &bind, &mut slot_created) {
+                    Ok(copied) => copied,
+                    Err(error) => {
+                        // The slot this copy created holds WAL at the source for a copy
+                        // that has to start over anyway: let it go (it is free once this
+                        // session closes).
+                        if slot_created {
+                            drop(replication);
+                            let _ = setup::drop_slot_when_free(&mut catalog, &options.slot, Duration::from_secs(5));
+                        }
+                        return Err(error);
+                    }
+                }
+            }
         };
         self.stream(engine, &mut catalog, &mut replication, &mut types, &mut relations, &bind, start, marks)
     }
 
     /// Creates the slot, copies every published table inside its snapshot, and
-    /// returns the consistent point streaming starts from.
+    /// returns the consistent point streaming starts from (with the tables paused on
+    /// an error of their own). `slot_created` says whether it got as far as the slot.
+    #[allow(clippy::too_many_arguments)]
     fn copy(
         &self,
         engine: &Engine,
@@ -196,7 +220,8 @@ impl PgSource {
         types: &TypeCatalog,
         relations: &mut RelationMap,
         bind: &BindOptions,
-    ) -> PgSourceResult<Lsn> {
+        slot_created: &mut bool,
+    ) -> PgSourceResult<(Lsn, SyncMarks)> {
         let options = &self.options;
         if let Some(slot) = setup::find_slot(catalog, &options.slot)? {
             // A previous run's walsender may still be letting go of it.
@@ -218,10 +243,18 @@ impl PgSource {
         }
         self.status.lock().phase = Phase::Copying;
         let created = setup::create_slot(replication, &options.slot)?;
+        *slot_created = true;
         self.status.lock().consistent_point = Some(created.consistent_point);
         let mut bound = Vec::new();
+        let mut unbound = Vec::new();
         for published in published_tables(catalog, &publication_names(options))? {
-            bound.push(bind_published(engine, catalog, types, relations, bind, published, created.consistent_point)?);
+            let name = published.qualified();
+            match bind_published(engine, catalog, types, relations, bind, published, created.consistent_point) {
+                Ok(table) => bound.push(table),
+                // A type it cannot hold: that table is paused, the others copied.
+                Err(error) if options.pause_failing_tables && error.table().is_some() => unbound.push((name, error.to_string())),
+                Err(error) => return Err(error),
+            }
         }
         // The copy reads every column, including any added since the mirror last ran.
         relations.take_added();
@@ -234,12 +267,30 @@ impl PgSource {
             engine.submit_from(&self.name, COPY_POSITION.to_string(), leftovers)?;
         }
         let copied = AtomicU64::new(0);
-        let report = copy_tables(engine, options, &self.name, &created.snapshot_name, &bound, &copied, COPY_POSITION)?;
-        self.status.lock().copied_rows = report.rows;
-        // The copy is complete as of the consistent point.
-        engine.submit_from(&self.name, lsn_position(created.consistent_point), Vec::new())?;
+        let report = copy_tables(
+            engine,
+            options,
+            &self.name,
+            &created.snapshot_name,
+            &bound,
+            &copied,
+            COPY_POSITION,
+            options.pause_failing_tables,
+        )?;
+        let mut marks = SyncMarks::default();
+        {
+            let mut status = self.status.lock();
+            status.copied_rows = report.rows;
+            for (table, error) in unbound.into_iter().chain(report.paused) {
+                tracing::warn!(source = %self.name, %table, %error, "table paused in the initial copy; the others go on");
+                marks.paused.push(table.clone());
+                status.pause(table, error);
+            }
+        }
+        // The copy is complete as of the consistent point (paused tables aside).
+        engine.submit_from(&self.name, marks.position(created.consistent_point), Vec::new())?;
         engine.flush_batch()?;
-        Ok(created.consistent_point)
+        Ok((created.consistent_point, marks))
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -81,6 +81,20 @@ pub fn find_slot(connection: &mut PgConnection, slot: &str) -> PgSourceResult<Op
     }))
 }
 
+/// Drops `slot` once no session holds it (waiting up to `wait`); a slot still held
+/// then is left alone.
+pub fn drop_slot_when_free(connection: &mut PgConnection, slot: &str, wait: std::time::Duration) -> PgSourceResult<()> {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        match find_slot(connection, slot)? {
+            None => return Ok(()),
+            Some(state) if !state.active => return drop_slot(connection, slot),
+            Some(_) if std::time::Instant::now() >= deadline => return Ok(()),
+            Some(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+}
+
 pub fn drop_slot(connection: &mut PgConnection, slot: &str) -> PgSourceResult<()> {
     // No error if it is gone already.
     connection.simple_query(&format!(

@@ -72,7 +72,7 @@ impl PgSource {
         let copied = AtomicU64::new(0);
         let tables = [table];
         let report = std::thread::scope(|scope| {
-            let copy = scope.spawn(|| copy_tables(engine, options, &self.name, &created.snapshot_name, &tables, &copied, &position));
+            let copy = scope.spawn(|| copy_tables(engine, options, &self.name, &created.snapshot_name, &tables, &copied, &position, false));
             let mut last = Instant::now();
             while !copy.is_finished() {
                 std::thread::sleep(Duration::from_millis(20));

@@ -185,8 +185,11 @@ fn set_up_errors_say_what_to_change() {
     assert!(error.to_string().contains("ALTER ROLE \"plain\" WITH REPLICATION"), "{error}");
 
     cluster.psql("CREATE TABLE shapes (id int PRIMARY KEY, p point)");
-    let error = RunningSource::start(&engine, &cluster.url("postgres")).wait_for_end(Duration::from_secs(30)).expect_err("point");
+    let uri = format!("{}?on_table_error=stop", cluster.url("postgres"));
+    let error = RunningSource::start(&engine, &uri).wait_for_end(Duration::from_secs(30)).expect_err("point");
     assert!(error.to_string().contains("table public.shapes, column p: type point is not supported"), "{error}");
+    // The slot that failed copy created is not left behind holding WAL.
+    assert_eq!(cluster.psql("SELECT count(*) FROM pg_replication_slots"), "0");
 }
 
 #[test]

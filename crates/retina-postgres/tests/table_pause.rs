@@ -96,3 +96,33 @@ fn a_longer_varchar_is_followed_and_a_type_change_pauses_only_its_table() {
     assert_eq!(mirrored_rows(&engine, "public.counts"), ["1|1"]);
     source.stop().expect("stops cleanly");
 }
+
+#[test]
+fn in_the_initial_copy_a_table_that_cannot_be_copied_is_paused_and_the_others_copied() {
+    let cluster = PgCluster::new();
+    cluster.psql(
+        "CREATE TABLE good (id int PRIMARY KEY, v int); INSERT INTO good VALUES (1, 1);
+         CREATE TABLE bad (id int PRIMARY KEY, amount numeric(10, 2)); INSERT INTO bad VALUES (1, 1.50), (2, 'NaN');
+         CREATE TABLE shapes (id int PRIMARY KEY, p point); INSERT INTO shapes VALUES (1, '(1,2)')",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open_engine(dir.path());
+    let uri = cluster.url("postgres");
+    let source = RunningSource::start(&engine, &uri);
+    source.wait_streaming();
+    cluster.psql("INSERT INTO good VALUES (2, 2); INSERT INTO bad VALUES (3, 3.00)");
+    wait_rows(&engine, "public.good", &["1|1", "2|2"]);
+    assert_eq!(mirrored_rows(&engine, "public.bad"), Vec::<String>::new(), "a half-copied table is taken back");
+    let mut paused: Vec<String> = source.status.lock().paused.iter().map(|(table, _)| table.clone()).collect();
+    paused.sort();
+    assert_eq!(paused, ["public.bad", "public.shapes"]);
+    source.stop().expect("stops cleanly");
+
+    // Still paused after a restart; resync once the value is fixed.
+    cluster.psql("UPDATE bad SET amount = 2.00 WHERE id = 2");
+    let source = RunningSource::start(&engine, &format!("{uri}?resync=bad"));
+    source.wait_streaming();
+    assert_eq!(mirrored_rows(&engine, "public.bad"), ["1|1.50", "2|2.00", "3|3.00"]);
+    assert_eq!(source.status.lock().paused.iter().map(|(table, _)| table.as_str()).collect::<Vec<_>>(), ["public.shapes"]);
+    source.stop().expect("stops cleanly");
+}

@@ -100,6 +100,17 @@ fn verify_modes_check_the_chain_and_verify_full_the_host_name() {
     }
     let error = server.connect("localhost", "sslmode=verify-full").err().expect("no root certificate");
     assert!(error.to_string().contains("needs sslrootcert"), "{error}");
+    // A device or a folder where a certificate should be: refused without reading it.
+    for (option, path) in [("sslrootcert", "/dev/zero"), ("sslrootcert", "/tmp")] {
+        let error = server.connect("localhost", &format!("sslmode=verify-full&{option}={path}")).err().expect("not a file");
+        assert!(error.to_string().contains("not a regular file") && error.to_string().contains(option), "{error}");
+    }
+    let client = server.ca.issue("client", "postgres", &[]);
+    let error = server
+        .connect("localhost", &format!("sslmode=require&sslcert={}&sslkey=/dev/zero", client.certificate.display()))
+        .err()
+        .expect("the key is a device");
+    assert!(error.to_string().contains("sslkey /dev/zero: not a regular file"), "{error}");
 }
 
 #[test]

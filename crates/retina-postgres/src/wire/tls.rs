@@ -29,6 +29,7 @@ use rustls::{CertificateError, ClientConfig, ClientConnection, DigitallySignedSt
 use sha2::Digest;
 
 use super::error::{WireError, WireResult};
+use crate::small_files::{read_small_file, CERTIFICATE_FILE_LIMIT};
 
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -272,8 +273,9 @@ fn client_config(options: &TlsOptions) -> WireResult<ClientConfig> {
         None => Ok(builder.with_no_client_auth()),
         Some((certificate, key)) => {
             let chain = certificates(certificate, "sslcert")?;
-            let key = PrivateKeyDer::from_pem_file(key)
-                .map_err(|error| WireError::Tls(format!("sslkey {}: {error}", key.display())))?;
+            let bad_key = |error: &dyn std::fmt::Display| WireError::Tls(format!("sslkey {}: {error}", key.display()));
+            let bytes = read_small_file(key, CERTIFICATE_FILE_LIMIT).map_err(|error| bad_key(&error))?;
+            let key = PrivateKeyDer::from_pem_slice(&bytes).map_err(|error| bad_key(&format!("no PEM private key in it ({error})")))?;
             builder
                 .with_client_auth_cert(chain, key)
                 .map_err(|error| WireError::Tls(format!("sslcert/sslkey: {error}")))
@@ -306,10 +308,8 @@ fn root_store(roots: &RootCertificates) -> WireResult<rustls::RootCertStore> {
 
 fn certificates(path: &Path, option: &str) -> WireResult<Vec<CertificateDer<'static>>> {
     let bad = |error: &dyn std::fmt::Display| WireError::Tls(format!("{option} {}: {error}", path.display()));
-    let certificates = CertificateDer::pem_file_iter(path)
-        .map_err(|error| bad(&error))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| bad(&error))?;
+    let bytes = read_small_file(path, CERTIFICATE_FILE_LIMIT).map_err(|error| bad(&error))?;
+    let certificates = CertificateDer::pem_slice_iter(&bytes).collect::<Result<Vec<_>, _>>().map_err(|error| bad(&error))?;
     if certificates.is_empty() {
         return Err(bad(&"no PEM certificate in it"));
     }

@@ -175,5 +175,12 @@ fn ingest_postgres(engine: Engine, uri: &str, quiet: Duration, shown: &str) -> a
         status.duplicate_transactions,
         status.applied_lsn,
     );
+    // What is not mirrored is said every time, not only in a log line the first time.
+    if !status.left_out.is_empty() {
+        println!("  not mirrored (no primary key or replica identity): {}", status.left_out.join(", "));
+    }
+    for (table, error) in &status.paused {
+        println!("  paused, not up to date: {table}: {error} (fix the cause, then ingest again with resync={table})");
+    }
     Ok(())
 }
