@@ -26,6 +26,9 @@ use crate::error::{PgSourceError, PgSourceResult};
 use crate::reconnect::ReconnectPolicy;
 use crate::wire::{ConnectConfig, RootCertificates, SslMode, TlsOptions};
 
+/// The most copy sessions a source opens at once.
+const MAX_COPY_WORKERS: usize = 64;
+
 /// Everything the source needs to know.
 #[derive(Clone, Debug)]
 pub struct PgSourceOptions {
@@ -216,6 +219,9 @@ impl PgSourceOptions {
                 "slot" => options.slot = identifier(key, &value)?,
                 "tables" => {
                     let tables: Vec<String> = value.split(',').map(|t| t.trim().to_string()).filter(|t| !t.is_empty()).collect();
+                    if tables.is_empty() {
+                        return Err(PgSourceError::Config("tables= names no table (leave it out to mirror every table with an identity)".into()));
+                    }
                     for table in &tables {
                         let (schema, name) = table.split_once('.').unwrap_or(("public", table));
                         identifier("tables", schema)?;
@@ -224,7 +230,12 @@ impl PgSourceOptions {
                     options.tables = Some(tables);
                 }
                 "protocol" => options.protocol_version = matches!(value.as_str(), "1" | "2").then(|| value.as_bytes()[0] - b'0').ok_or_else(bad)?,
-                "copy_workers" => options.copy_workers = value.parse().ok().filter(|n| *n >= 1).ok_or_else(bad)?,
+                // Each worker is a session at the source: a bound keeps its connections in reason.
+                "copy_workers" => {
+                    options.copy_workers = value.parse().ok().filter(|n| (1..=MAX_COPY_WORKERS).contains(n)).ok_or_else(|| {
+                        PgSourceError::Config(format!("bad value '{value}' for option copy_workers (1 to {MAX_COPY_WORKERS})"))
+                    })?
+                }
                 "unsupported_types" => options.unsupported_types_as_text = match value.as_str() {
                     "error" => false,
                     "text" => true,
@@ -319,6 +330,8 @@ mod tests {
             ("postgres://h/db?password_file=/no/such/file", "password_file=/no/such/file"),
             ("postgres://h/db?password_file=/dev/zero", "not a regular file"),
             ("postgres://[::1/db", "no closing ']'"),
+            ("postgres://h/db?tables=", "names no table"),
+            ("postgres://h/db?copy_workers=99999999", "1 to 64"),
             ("postgres://[::1]x/db", "bad port"),
         ] {
             let error = PgSourceOptions::parse_with(uri, &Environment::default()).expect_err(uri).to_string();

@@ -67,9 +67,10 @@ fn a_hostssl_only_server_refuses_plain_sessions_and_every_other_mode_encrypts() 
     let server = TlsServer::start();
     let error = server.connect("127.0.0.1", "sslmode=disable").err().expect("plain is refused");
     match &error {
-        WireError::Server { code, message, .. } => {
+        WireError::Server { code, message, hint, .. } => {
             assert_eq!(code, "28000", "{error}");
             assert!(message.contains("no encryption"), "{error}");
+            assert!(hint.as_deref().is_some_and(|hint| hint.contains("sslmode=require")), "{error}");
         }
         other => panic!("expected the server's refusal, got {other:?}"),
     }

@@ -69,6 +69,9 @@ impl PgConnection {
     /// the server during the startup exchange (authentication included), so an
     /// unresponsive server cannot hang the caller.
     pub fn connect(config: &ConnectConfig, replication: bool) -> WireResult<PgConnection> {
+        if config.tls.mode == SslMode::Disable {
+            return Self::connect_with(config, &config.tls, replication).map_err(with_tls_hint);
+        }
         if config.tls.mode != SslMode::Allow {
             return Self::connect_with(config, &config.tls, replication);
         }
@@ -248,3 +251,20 @@ impl Drop for PgConnection {
     }
 }
 
+/// A server that refuses unencrypted sessions (managed services do) says "no
+/// encryption" in its pg_hba refusal; with `sslmode=disable` the fix is on our side.
+fn with_tls_hint(error: WireError) -> WireError {
+    match error {
+        WireError::Server { severity, code, message, detail, hint: None, position } if code == "28000" && message.contains("no encryption") => {
+            WireError::Server {
+                severity,
+                code,
+                message,
+                detail,
+                hint: Some("the server accepts only encrypted sessions: use sslmode=require (or verify-full)".into()),
+                position,
+            }
+        }
+        other => other,
+    }
+}

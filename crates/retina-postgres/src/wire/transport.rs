@@ -198,7 +198,7 @@ impl Transport {
         let declared = u32::from_be_bytes([buffer[1], buffer[2], buffer[3], buffer[4]]) as usize;
         if !(4..=MAX_MESSAGE_LEN).contains(&declared) {
             return Err(WireError::Protocol(format!(
-                "{context}: message '{}' declares an impossible length {declared}",
+                "{context}: message '{}' declares an impossible length {declared} (is the other side a PostgreSQL server?)",
                 printable(tag)
             )));
         }
