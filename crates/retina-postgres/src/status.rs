@@ -136,18 +136,11 @@ impl PgSourceStatus {
         if !self.synced.is_empty() {
             notes.push(format!("joined the publication: {}", self.synced.join(", ")));
         }
+        if !self.left_out.is_empty() {
+            notes.push(format!("not mirrored, having no primary key or replica identity: {}", self.left_out.join(", ")));
+        }
         if !notes.is_empty() {
             let note = notes.join("; ");
-            status.detail = Some(match status.detail.take() {
-                Some(detail) => format!("{detail}; {note}"),
-                None => note,
-            });
-        }
-        if !self.left_out.is_empty() {
-            let note = format!(
-                "not mirrored, having no primary key or replica identity: {}",
-                self.left_out.join(", ")
-            );
             status.detail = Some(match status.detail.take() {
                 Some(detail) => format!("{detail}; {note}"),
                 None => note,

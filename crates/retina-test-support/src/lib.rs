@@ -86,18 +86,40 @@ pub struct LocalNatsServer {
 impl LocalNatsServer {
     /// Starts the server and waits until it listens; fails saying what to install
     /// when `nats-server` is missing.
+    ///
+    /// The port is free when picked but may be taken by another service a parallel
+    /// test starts before this server binds it: then the server exits and something
+    /// else answers on the port. So the answer must be NATS's greeting from a server
+    /// still running, else a new port is tried.
     pub fn start() -> Result<Self, ServiceError> {
-        let dir = tempfile::tempdir().map_err(|e| ServiceError::new("nats-server", format!("temporary directory: {e}")))?;
-        let port = free_port("nats-server")?;
-        let child = Command::new("nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| ServiceError::new("nats-server", format!("cannot start it ({e}): install the Debian package nats-server (apt-get install -y nats-server)")))?;
-        let process = ServerProcess::listening(child, port, "nats-server", Duration::from_secs(10))?;
-        Ok(Self { process, address: format!("127.0.0.1:{port}"), _dir: dir })
+        const ATTEMPTS: usize = 5;
+        let mut last = ServiceError::new("nats-server", "not started".into());
+        for _ in 0..ATTEMPTS {
+            let dir = tempfile::tempdir().map_err(|e| ServiceError::new("nats-server", format!("temporary directory: {e}")))?;
+            let port = free_port("nats-server")?;
+            let child = Command::new("nats-server")
+                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| ServiceError::new("nats-server", format!("cannot start it ({e}): install the Debian package nats-server (apt-get install -y nats-server)")))?;
+            let mut process = match ServerProcess::listening(child, port, "nats-server", Duration::from_secs(10)) {
+                Ok(process) => process,
+                Err(error) => {
+                    last = error;
+                    continue;
+                }
+            };
+            match nats_greets(port) {
+                Ok(()) if matches!(process.child.try_wait(), Ok(None)) => {
+                    return Ok(Self { process, address: format!("127.0.0.1:{port}"), _dir: dir });
+                }
+                Ok(()) => last = ServiceError::new("nats-server", format!("exited after port {port} answered")),
+                Err(error) => last = error,
+            }
+        }
+        Err(last)
     }
 
     /// `HOST:PORT`.
@@ -108,6 +130,20 @@ impl LocalNatsServer {
     pub fn port(&self) -> u16 {
         self.process.port
     }
+}
+
+/// Whether what listens on `port` greets as a NATS server does (`INFO {…}`).
+fn nats_greets(port: u16) -> Result<(), ServiceError> {
+    use std::io::Read;
+    let failed = |reason: String| ServiceError::new("nats-server", reason);
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).map_err(|e| failed(format!("connect to port {port}: {e}")))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| failed(e.to_string()))?;
+    let mut greeting = [0u8; 4];
+    stream.read_exact(&mut greeting).map_err(|e| failed(format!("no greeting on port {port}: {e}")))?;
+    if &greeting != b"INFO" {
+        return Err(failed(format!("port {port} is another service's")));
+    }
+    Ok(())
 }
 
 /// The venv's Python (`<target dir>/py-clients/bin/python`, made by
