@@ -69,6 +69,7 @@ fn restarts_and_crashes_of_either_side_lose_and_duplicate_nothing() {
             _ => {
                 let reconnects = source.status.lock().reconnects;
                 cluster.stop_immediate();
+                // Down for a random while: the fault itself, not a wait for a condition.
                 std::thread::sleep(Duration::from_millis(rng.random_range(0..500)));
                 cluster.start();
                 eventually(Duration::from_secs(60), "the source streams again", || {

@@ -43,6 +43,20 @@ fn wait_attached(cluster: &PgCluster, worker: &mut Child) {
     }
 }
 
+/// Waits (up to `limit`) until the worker confirmed, durably, the source's current
+/// end of WAL, then stops it cleanly.
+fn finish_caught_up(cluster: &PgCluster, mut worker: Child, limit: Duration) {
+    let end = cluster.psql("SELECT pg_current_wal_lsn()");
+    let deadline = Instant::now() + limit;
+    while cluster.psql(&format!("SELECT confirmed_flush_lsn >= '{end}' FROM pg_replication_slots WHERE slot_name = 'retina_slot'")) != "t" {
+        assert!(Instant::now() < deadline, "the worker never confirmed {end}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(worker.stdin.take());
+    let status = worker.wait().expect("worker exits");
+    assert!(status.success(), "clean stop: {status}");
+}
+
 #[test]
 fn sigkill_of_the_mirroring_process_loses_and_duplicates_nothing() {
     let cluster = PgCluster::new();
@@ -67,16 +81,7 @@ fn sigkill_of_the_mirroring_process_loses_and_duplicates_nothing() {
     }
     let committed = load.finish();
     assert!(committed > 50, "the load ran: {committed} transfers");
-    // Caught up and durable: the slot's confirmed position passed the source's end.
-    let end = cluster.psql("SELECT pg_current_wal_lsn()");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cluster.psql(&format!("SELECT confirmed_flush_lsn >= '{end}' FROM pg_replication_slots WHERE slot_name = 'retina_slot'")) != "t" {
-        assert!(Instant::now() < deadline, "the worker never confirmed {end}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    drop(worker.stdin.take());
-    let status = worker.wait().expect("worker exits");
-    assert!(status.success(), "clean stop: {status}");
+    finish_caught_up(&cluster, worker, Duration::from_secs(60));
     let engine = open_engine(dir.path());
     assert_converges(&cluster, &engine);
     check_invariants(&engine).expect("invariants at the end");
@@ -95,6 +100,8 @@ fn events_writer(cluster: &PgCluster, stop: std::sync::Arc<std::sync::atomic::At
             let sql = format!("BEGIN; UPDATE events SET n = n + 1 WHERE id = {id}; INSERT INTO events VALUES ({next}, 1); DELETE FROM events WHERE id = {}; COMMIT", id + 7);
             connection.simple_query(&sql).expect("write events");
             written += 1;
+            // Pacing, not waiting for anything: a steady trickle across the kills,
+            // leaving the 2-core machine to the worker and the server.
             std::thread::sleep(Duration::from_millis(2));
         }
         written
@@ -117,6 +124,7 @@ fn sigkill_while_a_table_joins_the_publication_loses_and_duplicates_nothing() {
     // Kills land before, during and after the copy of `events`.
     let mut rng = rand::rngs::SmallRng::seed_from_u64(23);
     for round in 0..6 {
+        // A random moment is the point: there is no condition to wait for.
         std::thread::sleep(Duration::from_millis(rng.random_range(100..1200)));
         worker.kill().expect("SIGKILL the worker");
         worker.wait().expect("reap the worker");
@@ -131,15 +139,7 @@ fn sigkill_while_a_table_joins_the_publication_loses_and_duplicates_nothing() {
     let written = writer.join().expect("events writer");
     let committed = load.finish();
     assert!(written > 20 && committed > 20, "{written} event writes, {committed} transfers");
-    let end = cluster.psql("SELECT pg_current_wal_lsn()");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while cluster.psql(&format!("SELECT confirmed_flush_lsn >= '{end}' FROM pg_replication_slots WHERE slot_name = 'retina_slot'")) != "t" {
-        assert!(Instant::now() < deadline, "the worker never confirmed {end}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    drop(worker.stdin.take());
-    let status = worker.wait().expect("worker exits");
-    assert!(status.success(), "clean stop: {status}");
+    finish_caught_up(&cluster, worker, Duration::from_secs(120));
     let engine = open_engine(dir.path());
     assert_converges(&cluster, &engine);
     let mut expected: Vec<String> = cluster.psql("SELECT id, n FROM events").lines().map(String::from).collect();

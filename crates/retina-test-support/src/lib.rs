@@ -60,9 +60,14 @@ struct ServerProcess {
 impl ServerProcess {
     /// Waits until the process listens on its port; a server that does not is
     /// killed (by drop) before the error returns.
+    /// A server that exited meanwhile (it could not bind: a parallel test's service
+    /// took the free port first) is an error too, not whatever answers on the port.
     fn listening(child: Child, port: u16, service: &'static str, limit: Duration) -> Result<Self, ServiceError> {
-        let process = Self { child, port };
+        let mut process = Self { child, port };
         wait_listening(service, port, limit)?;
+        if !matches!(process.child.try_wait(), Ok(None)) {
+            return Err(ServiceError::new(service, format!("exited instead of listening on port {port}")));
+        }
         Ok(process)
     }
 }
@@ -104,7 +109,7 @@ impl LocalNatsServer {
                 .stderr(Stdio::null())
                 .spawn()
                 .map_err(|e| ServiceError::new("nats-server", format!("cannot start it ({e}): install the Debian package nats-server (apt-get install -y nats-server)")))?;
-            let mut process = match ServerProcess::listening(child, port, "nats-server", Duration::from_secs(10)) {
+            let process = match ServerProcess::listening(child, port, "nats-server", Duration::from_secs(10)) {
                 Ok(process) => process,
                 Err(error) => {
                     last = error;
@@ -112,10 +117,7 @@ impl LocalNatsServer {
                 }
             };
             match nats_greets(port) {
-                Ok(()) if matches!(process.child.try_wait(), Ok(None)) => {
-                    return Ok(Self { process, address: format!("127.0.0.1:{port}"), _dir: dir });
-                }
-                Ok(()) => last = ServiceError::new("nats-server", format!("exited after port {port} answered")),
+                Ok(()) => return Ok(Self { process, address: format!("127.0.0.1:{port}"), _dir: dir }),
                 Err(error) => last = error,
             }
         }

@@ -268,7 +268,7 @@ impl SimpleQueryHandler for RetinaQueries {
                 // Planned and run with the settings as the statements before it left them.
                 let settings = client_settings(client);
                 let options = format_options(client);
-                transaction_of(client).admit(SessionCommand::of(&statement))?;
+                transaction_of(client).admit(|| SessionCommand::of(&statement))?;
                 match self.parser.prepare(statement, &[], &settings, &cursors_of(client)).await? {
                     PgStatement::Session(command) => Ok(session_command(client, command).await),
                     PgStatement::Cursor(cursor) => {
@@ -323,11 +323,10 @@ impl ExtendedQueryHandler for RetinaQueries {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let settings = client_settings(client);
-        let command = match &portal.statement.statement {
+        transaction_of(client).admit(|| match &portal.statement.statement {
             PgStatement::Session(command) | PgStatement::Setting { command, .. } => Some(*command),
             _ => None,
-        };
-        transaction_of(client).admit(command)?;
+        })?;
         let outcome = self.run_portal(client, portal, &settings).await;
         if outcome.is_err() {
             transaction_of(client).fail();

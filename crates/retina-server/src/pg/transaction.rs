@@ -48,10 +48,14 @@ pub fn transaction_of<C: ClientInfo>(client: &C) -> Arc<Transaction> {
 impl Transaction {
     /// Refuses a statement of a failed transaction block (25P02), except those that
     /// end it or roll back to a savepoint.
-    pub fn admit(&self, command: Option<SessionCommand>) -> PgWireResult<()> {
-        let state = self.state.lock();
-        let ends = matches!(command, Some(SessionCommand::Commit | SessionCommand::Rollback | SessionCommand::RollbackTo));
-        if state.failed && !ends {
+    /// `command` is asked for only then: recognizing one renders the statement as
+    /// text, which every statement outside a failed block need not pay.
+    pub fn admit(&self, command: impl FnOnce() -> Option<SessionCommand>) -> PgWireResult<()> {
+        if !self.state.lock().failed {
+            return Ok(());
+        }
+        let ends = matches!(command(), Some(SessionCommand::Commit | SessionCommand::Rollback | SessionCommand::RollbackTo));
+        if !ends {
             return Err(user_error("25P02", "current transaction is aborted, commands ignored until end of transaction block"));
         }
         Ok(())
